@@ -1,0 +1,440 @@
+"""Memory guard: kill a stage's process tree before the kernel's OOM killer picks a neighbour.
+
+Measured on the reference machine (docs/benchmark/GUARDRAILS.md): a guard that compares only the
+stage's own RSS with its ceiling loses whenever the stage shares a memory cgroup with others, because
+the kernel kills the biggest process of the cgroup (an innocent co-tenant) long before the stage
+reaches its ceiling. So the guard watches two things on every sample:
+
+* the stage's whole process tree (descendants of the stage leader plus its session and process
+  group) against the stage's ceiling, summing ``/proc/<pid>/statm`` read through descriptors kept
+  open, with new processes found by a scan of ``/proc`` that reads only pids it has not seen;
+* every limited level of the enclosing memory cgroup (``memory.usage_in_bytes`` / ``memory.current``
+  read through an open descriptor) against its limit minus a margin; a usage over the line is
+  confirmed by discounting inactive page cache (``memory.stat``), which the kernel reclaims first.
+
+Sampling is adaptive: the interval is the remaining headroom divided by an assumed worst-case
+allocation rate (or the observed one, if higher), clamped between a floor and a ceiling, so the
+guard sleeps long when far from any limit and samples fast near one. On breach it SIGKILLs the
+stage's process group and every tree member at once and records a ``GuardEvent``.
+
+Stages should be started with ``preexec_fn=child_preexec`` and ``start_new_session=True``: the stage
+then leads its own session, and its ``oom_score_adj`` of 1000 makes it the kernel's first choice if
+the kernel ever acts before the guard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pytest_benchmark_agent.cgroup import MIB, CgroupMemory
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+REASON_TREE = "stage tree over its ceiling"
+REASON_CGROUP = "cgroup near its limit"
+
+
+def child_preexec() -> None:
+    """Runs in a stage's child before exec: make it the OOM killer's first choice, not a neighbour.
+
+    Raising ``oom_score_adj`` needs no privilege; where /proc is not writable the stage still runs,
+    guarded by the memory guard alone.
+    """
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adj:
+        adj.write("1000")
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@dataclass(frozen=True)
+class GuardEvent:
+    """A memory guard kill: what it saw, when, and the memory time series up to the kill."""
+
+    stage: str
+    reason: str
+    peak_mb: float
+    ceiling_mb: float | None
+    at: str
+    series: list[list[float | None]]
+    cgroup_mb: float | None = None
+    cgroup_limit_mb: float | None = None
+    cgroup_path: str | None = None
+    pids_killed: int = 0
+    kind: str = "memory"
+
+    def as_record(self) -> dict[str, Any]:
+        """The event as plain data for results.yaml."""
+        return {
+            "kind": self.kind,
+            "stage": self.stage,
+            "reason": self.reason,
+            "peak_mb": self.peak_mb,
+            "ceiling_mb": self.ceiling_mb,
+            "at": self.at,
+            "cgroup_mb": self.cgroup_mb,
+            "cgroup_limit_mb": self.cgroup_limit_mb,
+            "cgroup_path": self.cgroup_path,
+            "pids_killed": self.pids_killed,
+            "series": [list(point) for point in self.series],
+        }
+
+
+@dataclass(frozen=True)
+class GuardReport:
+    """What the guard saw over a stage's life.
+
+    ``peak_rss_mb`` is the peak of the tree's summed RSS (raised to the stage's own ``ru_maxrss``
+    when ``stop`` gets the rusage); ``oom_kills`` counts kernel OOM kills in the watched cgroups
+    while the guard ran (0 unless the kernel acted before the guard, or on someone else);
+    ``cpu_s`` is the guard thread's own CPU time.
+    """
+
+    stage: str
+    peak_rss_mb: float
+    event: GuardEvent | None
+    n_samples: int
+    oom_kills: int
+    cpu_s: float
+    wall_s: float
+
+
+class _ProcessTree:
+    """The processes of one stage: the leader's descendants, session and process group.
+
+    ``/proc`` is scanned for pids not seen before (a process only joins the tree when it is
+    created), so a scan costs a directory listing plus one ``stat`` read per new process.
+    A pid reused within one scan interval would be missed; that needs the pid space to wrap.
+    """
+
+    def __init__(self, leader: int) -> None:
+        self.leader = leader
+        try:
+            self._session = leader if os.getsid(leader) == leader else None
+            self._group = leader if os.getpgid(leader) == leader else None
+        except ProcessLookupError:
+            self._session = self._group = None
+        self._seen: set[str] = set()
+        self.members: dict[int, int | None] = {}  # pid -> open statm descriptor (None: EMFILE)
+
+    def discover(self) -> None:
+        """Add processes created since the last scan that belong to the stage."""
+        names = os.listdir("/proc")
+        fresh = {}
+        for name in names:
+            if name in self._seen or not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            fresh[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]))
+        self._seen = set(names)
+        added = True
+        while added:
+            added = False
+            for pid, (ppid, group, session) in list(fresh.items()):
+                if (
+                    pid == self.leader
+                    or ppid in self.members
+                    or (self._session is not None and session == self._session)
+                    or (self._group is not None and group == self._group)
+                ):
+                    self._add(pid)
+                    del fresh[pid]
+                    added = True
+
+    def _add(self, pid: int) -> None:
+        try:
+            self.members[pid] = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
+        except OSError:
+            self.members[pid] = None
+
+    def rss_bytes(self) -> int:
+        """Summed resident memory of the live members; members that are gone are dropped."""
+        total = 0
+        for pid, fd in list(self.members.items()):
+            try:
+                if fd is None:
+                    with open(f"/proc/{pid}/statm", "rb") as statm:
+                        text = statm.read()
+                else:
+                    text = os.pread(fd, 128, 0)
+                total += int(text.split()[1]) * _PAGE
+            except (OSError, IndexError, ValueError):
+                self._drop(pid)
+        return total
+
+    def _drop(self, pid: int) -> None:
+        fd = self.members.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
+    def kill(self) -> int:
+        """SIGKILL the process group, then every member; returns how many processes were hit."""
+        if self._group is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._group, signal.SIGKILL)
+        self.discover()
+        hit = 0
+        for pid in self.members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                hit += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        return hit
+
+    def close(self) -> None:
+        for pid in list(self.members):
+            self._drop(pid)
+
+
+class _CgroupLevel:
+    """One limited cgroup of the lineage, its usage file kept open, and the guard's kill line."""
+
+    def __init__(self, cgroup: CgroupMemory, limit: int, margin: int) -> None:
+        self.cgroup = cgroup
+        self.limit = limit
+        self.line = limit - margin
+        self.fd = os.open(cgroup.usage_file, os.O_RDONLY)
+        self.oom_kills_at_start = cgroup.oom_kills()
+
+    def usage(self) -> int:
+        return int(os.pread(self.fd, 64, 0))
+
+    def over_line(self, usage: int) -> bool:
+        """Usage past the line, after discounting inactive page cache the kernel would reclaim."""
+        return usage > self.line and usage - self.cgroup.inactive_file_bytes() > self.line
+
+
+class _Series:
+    """A memory time series bounded to about ``cap`` points: pairs merge, keeping the larger."""
+
+    def __init__(self, cap: int = 600) -> None:
+        self.cap = cap
+        self.points: list[list[float | None]] = []
+        self._stride = 1
+        self._bucket: list[float | None] | None = None
+        self._in_bucket = 0
+
+    def add(self, point: list[float | None]) -> None:
+        if self._bucket is None or (point[1] or 0) > (self._bucket[1] or 0):
+            self._bucket = point
+        self._in_bucket += 1
+        if self._in_bucket < self._stride:
+            return
+        self.points.append(self._bucket)
+        self._bucket, self._in_bucket = None, 0
+        if len(self.points) >= 2 * self.cap:
+            self.points = [
+                max(self.points[i : i + 2], key=lambda p: p[1] or 0)
+                for i in range(0, len(self.points), 2)
+            ]
+            self._stride *= 2
+
+    def finish(self, last: list[float | None] | None) -> list[list[float | None]]:
+        """The points so far, the unfinished bucket and the ``last`` (breach) sample."""
+        out = list(self.points)
+        if self._bucket is not None:
+            out.append(self._bucket)
+        if last is not None:
+            out.append(last)
+        return out
+
+
+@dataclass
+class _State:
+    peak: int = 0
+    samples: int = 0
+    event: GuardEvent | None = None
+    oom_kills: int = 0
+    cpu_s: float = 0.0
+    error: BaseException | None = None
+    series: _Series = field(default_factory=_Series)
+
+
+class MemoryGuard:
+    """Watches one stage's process tree and enclosing cgroup; kills the stage on breach.
+
+    ``ceiling_mb`` is the stage's own ceiling (None: only peak RSS is recorded and the cgroup
+    watched); ``cgroup`` is the memory cgroup the stage runs in (``CgroupMemory.of_self()`` for
+    stages started by this process; None where there is no memory controller). Every limited
+    level of its lineage is watched against its limit minus ``cgroup_margin_mb`` (default: the
+    larger of 64 MiB and 2% of the limit).
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        ceiling_mb: float | None,
+        stage: str,
+        cgroup: CgroupMemory | None = None,
+        *,
+        cgroup_margin_mb: float | None = None,
+        min_interval_s: float = 0.005,
+        max_interval_s: float = 0.1,
+        assumed_rate_mb_s: float = 4096.0,
+        discover_interval_s: float = 0.02,
+    ) -> None:
+        if ceiling_mb is not None and ceiling_mb <= 0:
+            raise ValueError(
+                f"memory guard for stage {stage!r}: mem_mb must be > 0, got {ceiling_mb}; "
+                "set resources.mem_mb (or the stage's mem_mb) to a positive number of MiB"
+            )
+        if not 0 < min_interval_s <= max_interval_s:
+            raise ValueError(
+                f"memory guard: need 0 < min_interval_s <= max_interval_s, "
+                f"got {min_interval_s} and {max_interval_s}"
+            )
+        self.pid = pid
+        self.stage = stage
+        self.ceiling_mb = ceiling_mb
+        self.cgroup = cgroup
+        self._ceiling = None if ceiling_mb is None else int(ceiling_mb * MIB)
+        self._margin_mb = cgroup_margin_mb
+        self._min = min_interval_s
+        self._max = max_interval_s
+        self._rate = assumed_rate_mb_s * MIB
+        self._discover_every = discover_interval_s
+        self._stop = threading.Event()
+        self._state = _State()
+        self._thread: threading.Thread | None = None
+        self._report: GuardReport | None = None
+        self._t0 = 0.0
+
+    def _levels(self) -> list[_CgroupLevel]:
+        if self.cgroup is None:
+            return []
+        levels = []
+        for node in self.cgroup.lineage():
+            limit = node.limit_bytes()
+            if limit is None:
+                continue
+            margin_mb = self._margin_mb if self._margin_mb is not None else max(
+                64.0, 0.02 * limit / MIB
+            )
+            levels.append(_CgroupLevel(node, limit, int(margin_mb * MIB)))
+        return levels
+
+    def start(self) -> MemoryGuard:
+        """Start sampling in a daemon thread; returns self."""
+        if self._thread is not None:
+            raise RuntimeError(f"memory guard for stage {self.stage!r} was already started")
+        tree = _ProcessTree(self.pid)
+        levels = self._levels()
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(
+            target=self._run, args=(tree, levels), name=f"memory-guard-{self.stage}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self, rusage: resource.struct_rusage | None = None) -> GuardReport:
+        """Stop sampling and report; ``rusage`` from ``os.wait4`` lifts the peak to ru_maxrss."""
+        if self._report is not None:
+            return self._report
+        if self._thread is None:
+            raise RuntimeError(f"memory guard for stage {self.stage!r} was never started")
+        self._stop.set()
+        self._thread.join()
+        state = self._state
+        if state.error is not None:
+            raise RuntimeError(
+                f"memory guard for stage {self.stage!r} stopped watching: {state.error!r}"
+            ) from state.error
+        peak = state.peak
+        if rusage is not None:
+            peak = max(peak, rusage.ru_maxrss * 1024)
+        self._report = GuardReport(
+            stage=self.stage,
+            peak_rss_mb=round(peak / MIB, 1),
+            event=state.event,
+            n_samples=state.samples,
+            oom_kills=state.oom_kills,
+            cpu_s=state.cpu_s,
+            wall_s=time.monotonic() - self._t0,
+        )
+        return self._report
+
+    def _run(self, tree: _ProcessTree, levels: list[_CgroupLevel]) -> None:
+        cpu0 = time.thread_time()
+        try:
+            self._watch(tree, levels)
+            for level in levels:
+                self._state.oom_kills = max(
+                    self._state.oom_kills, level.cgroup.oom_kills() - level.oom_kills_at_start
+                )
+        except BaseException as error:  # surfaced by stop(): a guard must never fail silently
+            self._state.error = error
+        finally:
+            tree.close()
+            for level in levels:
+                os.close(level.fd)
+            self._state.cpu_s = time.thread_time() - cpu0
+
+    def _watch(self, tree: _ProcessTree, levels: list[_CgroupLevel]) -> None:
+        state = self._state
+        last_discovery = -1.0
+        last_room: float | None = None
+        last_t = 0.0
+        while True:
+            now = time.monotonic() - self._t0
+            if now - last_discovery >= self._discover_every:
+                tree.discover()
+                last_discovery = now
+            rss = tree.rss_bytes()
+            state.peak = max(state.peak, rss)
+            state.samples += 1
+            room = float("inf") if self._ceiling is None else float(self._ceiling - rss)
+            reason = REASON_TREE if room < 0 else None
+            binding: tuple[_CgroupLevel, int] | None = None
+            for level in levels:
+                usage = level.usage()
+                if binding is None or level.line - usage < binding[0].line - binding[1]:
+                    binding = (level, usage)
+                room = min(room, float(level.line - usage))
+                if reason is None and rss > 0 and level.over_line(usage):
+                    reason, binding = REASON_CGROUP, (level, usage)
+            point = [round(now, 3), round(rss / MIB, 1),
+                     None if binding is None else round(binding[1] / MIB, 1)]
+            if reason is not None:
+                self._breach(tree, reason, point, binding)
+                return
+            state.series.add(point)
+            rate = self._rate
+            if last_room is not None and now > last_t:
+                rate = max(rate, (last_room - room) / (now - last_t))
+            last_room, last_t = room, now
+            interval = min(self._max, max(self._min, room / rate))
+            if self._stop.wait(interval):
+                return
+
+    def _breach(
+        self, tree: _ProcessTree, reason: str, point: list[float | None],
+        binding: tuple[_CgroupLevel, int] | None,
+    ) -> None:
+        at = _utc_now()
+        hit = tree.kill()
+        level = binding[0] if binding is not None else None
+        self._state.event = GuardEvent(
+            stage=self.stage,
+            reason=reason,
+            peak_mb=round(self._state.peak / MIB, 1),
+            ceiling_mb=self.ceiling_mb,
+            at=at,
+            series=self._state.series.finish(point),
+            cgroup_mb=point[2],
+            cgroup_limit_mb=None if level is None else round(level.limit / MIB, 1),
+            cgroup_path=None if level is None else str(level.cgroup.path),
+            pids_killed=hit,
+        )
