@@ -1,0 +1,104 @@
+"""Benchmark files as pytest collectors: trials become items, preps become session fixtures.
+
+``BenchFile.collect`` validates the file (config models, then gate 1; any problem is a
+collection error, pytest exit code 2), builds the plan, registers one session-scoped fixture per
+prep signature (so ``--setup-show`` shows each prep built once and reused) and yields one
+``BenchItem`` per trial, in the plan's interleaved order.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from . import gate1
+from .config import load_config
+from .errors import BenchError
+from .execute import PrepOutcome, TrialNotPassed, interrupted_record, obtain_prep, run_trial
+from .plan import PrepNode, TrialSpec, build_plan
+
+if TYPE_CHECKING:
+    from .run import BenchRun
+    from .session import BenchSession
+
+
+class BenchFile(pytest.File):
+    """A benchmark YAML file."""
+
+    def collect(self):
+        bench: BenchSession = self.config.stash[SESSION_KEY]
+        config = load_config(self.path, bench.overrides)
+        gate1.check(config, self.path)
+        plan = build_plan(config, self.path)
+        run = bench.new_run(plan)
+        for node in plan.preps.values():
+            self._register_prep(bench, run, node)
+        for spec in plan.trials:
+            yield BenchItem.from_parent(self, name=run.trial_id(spec),
+                                        callobj=_trial_callable(bench, run, spec),
+                                        spec=spec, run=run)
+
+    def _register_prep(self, bench: BenchSession, run: BenchRun, node: PrepNode) -> None:
+        needed = [dep.fixture_name for dep in node.needs]
+
+        def build_or_reuse(**upstream: PrepOutcome) -> PrepOutcome:
+            return obtain_prep(run, bench.cache, node, [upstream[name] for name in needed])
+
+        build_or_reuse.__name__ = node.fixture_name
+        build_or_reuse.__signature__ = _signature(needed)  # type: ignore[attr-defined]
+        # pytest has no public API to add a fixture at collection time; this is the one it uses
+        # for its own plugin fixtures, and it makes preps real session-scoped fixtures.
+        self.session._fixturemanager._register_fixture(
+            name=node.fixture_name, func=build_or_reuse, nodeid=self.nodeid, scope="session")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, BenchError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class BenchItem(pytest.Function):
+    """One trial: the measure stage for one treatment, replicate and seed."""
+
+    def __init__(self, *, spec: TrialSpec, run: BenchRun, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.run = run
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]):  # type: ignore[override]
+        if isinstance(excinfo.value, BenchError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+def _trial_callable(bench: BenchSession, run: BenchRun, spec: TrialSpec):
+    needed = [node.fixture_name for node in spec.needs]
+
+    def trial(**preps: PrepOutcome) -> None:
+        try:
+            record = run_trial(run, spec, [preps[name] for name in needed])
+        except TrialNotPassed as exc:
+            bench.finish_trial(run, exc.record)
+            raise exc.cause from None
+        except KeyboardInterrupt as exc:
+            record = interrupted_record(exc)
+            if record is not None:
+                bench.finish_trial(run, record)
+            raise
+        bench.finish_trial(run, record)
+
+    trial.__signature__ = _signature(needed)  # type: ignore[attr-defined]
+    return trial
+
+
+def _signature(names: list[str]) -> inspect.Signature:
+    return inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                              for n in names])
+
+
+SESSION_KEY = pytest.StashKey["BenchSession"]()

@@ -1,0 +1,190 @@
+"""Executing the plan: building or reusing preps, and running one trial's measure stage.
+
+``obtain_prep`` is what a prep's session-scoped fixture does; ``run_trial`` is what a trial
+item does. Both turn every way a stage can go wrong into a recorded outcome with a readable
+reason, and hand each finished trial to the ``pytest_bench_trial_finished`` hook at once, so
+its samples are on disk before the next trial starts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .cache import PrepCache
+from .config import BUILTIN_METRICS
+from .errors import MetricError, StageFailed
+from .fsutil import utc_now
+from .metrics import effective_mismatches, parse_effective, parse_metrics, read_metrics_file
+from .placeholders import render
+from .plan import PrepNode, TrialSpec, describe_binding
+from .run import BenchRun
+from .stages import StageRun, run_stage
+
+
+@dataclass
+class PrepOutcome:
+    """What a prep fixture hands to the trials that need it (success or the reason it failed)."""
+
+    node: PrepNode
+    artifacts: dict[str, Path] = field(default_factory=dict)  # own and every upstream artifact
+    effective: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+def obtain_prep(run: BenchRun, cache: PrepCache, node: PrepNode,
+                upstream: list[PrepOutcome]) -> PrepOutcome:
+    """Reuse a verified cache entry for ``node`` or build it; never raises for a stage failure."""
+    failed = next((dep for dep in upstream if dep.error), None)
+    if failed:
+        return PrepOutcome(node, error=f"needs '{failed.node.stage.name}', which failed: "
+                                       f"{failed.error}")
+    artifacts = {name: path for dep in upstream for name, path in dep.artifacts.items()}
+    effective = {k: v for dep in upstream for k, v in dep.effective.items()}
+    event: dict[str, Any] = {"stage": node.stage.name, "signature": node.signature,
+                             "binding": describe_binding(node)}
+    with cache.lock(node.signature):
+        entry, why = cache.verify(node)
+        if entry is not None:
+            event.update(action="reused", folder=str(entry.folder))
+            run.preps.append(event)
+            return PrepOutcome(node, {**artifacts, **entry.artifacts},
+                               {**effective, **entry.effective})
+        event["rebuild_reason"] = why
+        if why not in ("no cache entry",):
+            run.caveats.append(f"cache entry of prep '{node.stage.name}' ({node.signature[:12]}) "
+                               f"was rebuilt: {why}")
+        folder, scratch = cache.prepare(node)
+        own = cache.artifact_paths(node)
+        values = {**node.params_used, "seed": node.seed, "out": scratch, **artifacts, **own}
+        command = render(node.stage.cmd or "", values)
+        log_dir = run.dir / "preps" / f"{node.stage.name}-{node.signature[:12]}"
+        t0 = time.perf_counter()
+        try:
+            result = run_stage(node.stage.name, command, cwd=node.cwd,
+                               env=_stage_env(node.stage.env, values), log_dir=log_dir,
+                               timeout_s=node.stage.timeout_s)
+            _check_exit(result)
+            stage_effective = parse_effective(result.stdout(), scratch)
+            entry = cache.publish(node, run_id=run.run_id, command=command,
+                                  duration_s=time.perf_counter() - t0, effective=stage_effective)
+        except StageFailed as exc:
+            event.update(action="failed", reason=str(exc))
+            run.preps.append(event)
+            return PrepOutcome(node, error=str(exc))
+        except FileNotFoundError as exc:
+            reason = (f"stage '{node.stage.name}' exited 0 but did not create its artifact(s) "
+                      f"{exc}; a prep must create every path it produces.")
+            event.update(action="failed", reason=reason)
+            run.preps.append(event)
+            return PrepOutcome(node, error=reason)
+        event.update(action="built", folder=str(folder), **result.as_record())
+        run.preps.append(event)
+        return PrepOutcome(node, {**artifacts, **entry.artifacts}, {**effective, **entry.effective})
+
+
+def run_trial(run: BenchRun, spec: TrialSpec, preps: list[PrepOutcome]) -> dict[str, Any]:
+    """Run the measure stage of one trial and return its record (not yet published).
+
+    Raises StageFailed after building the record when the trial did not pass, so pytest shows
+    it as a failure with the stage's reason; the record is attached to the exception.
+    """
+    record: dict[str, Any] = {"id": run.trial_id(spec), "treatment": spec.treatment_label,
+                              "replicate": spec.replicate, "seed": spec.seed,
+                              "status": "passed", "metrics": {}, "started": None, "ended": None,
+                              "peak_rss_mb": None, "stage": spec.stage.name,
+                              "host": os.uname().nodename}
+    failed = next((p for p in preps if p.error), None)
+    if failed:
+        raise _not_passed(record, StageFailed(failed.node.stage.name, "(a prep) failed",
+                                              detail=failed.error or ""))
+    folder = run.trial_dir(spec)
+    scratch = folder / "out"
+    scratch.mkdir(parents=True, exist_ok=True)
+    artifacts = {name: path for prep in preps for name, path in prep.artifacts.items()}
+    values = {**spec.params, "seed": spec.seed, "out": scratch, **artifacts}
+    command = render(spec.stage.cmd or "", values)
+    record.update(command=command, logs=str(folder))
+    try:
+        result = run_stage(spec.stage.name, command, cwd=spec.cwd,
+                           env=_stage_env(spec.stage.env, values), log_dir=folder,
+                           timeout_s=spec.stage.timeout_s)
+    except KeyboardInterrupt:
+        record.update(status="interrupted", reason="the session was interrupted during this trial",
+                      ended=utc_now())
+        raise _Interrupted(record) from None
+    record.update(result.as_record())
+    record["metrics"] = {name: record[name] for name in BUILTIN_METRICS}
+    try:
+        _check_exit(result)
+        record["metrics"].update(_read_metrics(spec, result, values))
+    except (StageFailed, MetricError) as exc:
+        cause = exc if isinstance(exc, StageFailed) else StageFailed(
+            spec.stage.name, "reported bad metrics", detail=str(exc))
+        raise _not_passed(record, cause) from None
+    effective = {k: v for prep in preps for k, v in prep.effective.items()}
+    effective.update(parse_effective(result.stdout(), scratch))
+    if effective:
+        record["effective"] = effective
+    mismatches = effective_mismatches(spec.params, effective)
+    if mismatches:
+        raise _not_passed(record, StageFailed(
+            spec.stage.name, "is not comparable", status="not_comparable",
+            detail="effective params differ from declared: " + "; ".join(mismatches)))
+    return record
+
+
+class TrialNotPassed(Exception):
+    """Carries a finished trial's record out of the item so it is published, then shown."""
+
+    def __init__(self, record: dict[str, Any], cause: StageFailed):
+        self.record = record
+        self.cause = cause
+        super().__init__(str(cause))
+
+
+class _Interrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt that still carries the record of the trial it cut short."""
+
+    def __init__(self, record: dict[str, Any]):
+        super().__init__()
+        self.record = record
+
+
+def interrupted_record(exc: BaseException) -> dict[str, Any] | None:
+    return exc.record if isinstance(exc, _Interrupted) else None
+
+
+def _not_passed(record: dict[str, Any], exc: StageFailed) -> TrialNotPassed:
+    record.update(status=exc.status, reason=str(exc))
+    return TrialNotPassed(record, exc)
+
+
+def _check_exit(result: StageRun) -> None:
+    if result.timed_out:
+        raise StageFailed(result.stage, "timed out and was stopped",
+                          detail=f"stderr (last lines):\n{result.stderr_tail()}")
+    if result.exit_code != 0:
+        raise StageFailed(result.stage, f"exited with code {result.exit_code}",
+                          detail=f"command: {result.command}\n"
+                                 f"stderr (last lines):\n{result.stderr_tail()}")
+
+
+def _read_metrics(spec: TrialSpec, result: StageRun, values: dict[str, Any]) -> dict[str, float]:
+    source = spec.stage.metrics_from
+    assert source is not None, "gate 1 guarantees a measure stage declares its metrics"
+    fields = [f for f in source.fields if f not in BUILTIN_METRICS]
+    if not fields:
+        return {}
+    if source.file:
+        return read_metrics_file(spec.cwd / render(source.file, values, quote=False), fields)
+    return parse_metrics(result.stdout(), fields, "stdout")
+
+
+def _stage_env(extra: dict[str, str], values: dict[str, Any]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({key: render(text, values, quote=False) for key, text in extra.items()})
+    return env

@@ -1,0 +1,213 @@
+"""From a gate-1-clean config to concrete work: prep nodes with signatures, and trials in order.
+
+A prep node is one prep stage bound to the param values it uses; its **signature** hashes what
+could change its output: the command (with needed artifacts named by their producers'
+signatures, so the home folder's location does not matter), the values of the params it uses,
+the signatures of what it needs, the content of its ``inputs:``, its folder and environment.
+Two treatments that bind a prep identically share one node, so it is built once.
+
+Trials are ordered in blocks: replicate k of every treatment runs adjacent (A B A B ...), so
+slow drift of the machine hits every treatment alike and the analysis can pair within blocks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import BenchmarkConfig, Stage
+from .errors import ConfigError
+from .gate1 import treatment_values, treatment_variable
+from .placeholders import as_text, names_in, render
+
+#: Bumped when the meaning of a signature changes, so old cache entries are never reused.
+SIGNATURE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PrepNode:
+    """One prep stage bound to concrete values; identified (and cached) by its signature."""
+
+    stage: Stage
+    signature: str
+    needs: tuple[PrepNode, ...]
+    params_used: dict[str, Any]
+    seed: int | None
+    cwd: Path
+    inputs: tuple[Path, ...]
+
+    @property
+    def fixture_name(self) -> str:
+        """The session-scoped fixture that builds or reuses this node."""
+        return f"bench_prep_{_identifier(self.stage.name)}_{self.signature[:12]}"
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One test item: a measure stage for one treatment, replicate (block) and seed."""
+
+    stage: Stage
+    treatment: Any
+    replicate: int
+    seed: int | None
+    params: dict[str, Any]
+    needs: tuple[PrepNode, ...]
+    cwd: Path
+
+    @property
+    def treatment_label(self) -> str:
+        return as_text(self.treatment)
+
+    def test_name(self, variable: str) -> str:
+        """The contract's id: ``search[fts.merge=optimize-rep2]`` (``-seed3`` with seeds)."""
+        suffix = f"-seed{self.seed}" if self.seed is not None else ""
+        return f"{self.stage.name}[{variable}={self.treatment_label}-rep{self.replicate}{suffix}]"
+
+
+@dataclass
+class BenchPlan:
+    """Everything a benchmark file will run, known before the first trial."""
+
+    config: BenchmarkConfig
+    path: Path
+    variable: str
+    treatments: list[Any]
+    trials: list[TrialSpec]
+    preps: dict[str, PrepNode] = field(default_factory=dict)  # signature -> node
+
+    @property
+    def control(self) -> Any:
+        return self.treatments[0]
+
+
+def build_plan(config: BenchmarkConfig, path: Path) -> BenchPlan:
+    """Bind every stage to every treatment and seed; dedupe preps by signature."""
+    variable = treatment_variable(config)
+    assert variable is not None, "gate 1 guarantees a treatment variable"
+    treatments = treatment_values(config)
+    folder = path.parent.resolve()
+    by_name = {stage.name: stage for stage in config.stages}
+    hasher = _InputHasher()
+    plan = BenchPlan(config, path, variable, treatments, trials=[])
+    seeds: list[int | None] = list(config.seeds) if config.seeds is not None else [None]
+    measures = [stage for stage in config.stages if stage.kind == "measure"]
+    for replicate in range(config.max_replicates):
+        for seed in seeds:
+            for treatment in treatments:
+                params = {**config.params, variable: treatment}
+                for stage in measures:
+                    nodes = tuple(_bind(by_name[need], params, seed, by_name, folder, hasher, plan)
+                                  for need in stage.needs)
+                    plan.trials.append(TrialSpec(stage, treatment, replicate, seed, params, nodes,
+                                                 _stage_dir(stage, params, seed, folder)))
+    return plan
+
+
+def _bind(stage: Stage, params: dict[str, Any], seed: int | None, by_name: dict[str, Stage],
+          folder: Path, hasher: _InputHasher, plan: BenchPlan) -> PrepNode:
+    needs = tuple(_bind(by_name[n], params, seed, by_name, folder, hasher, plan)
+                  for n in stage.needs)
+    used = _names_used(stage)
+    params_used = {name: params[name] for name in sorted(used) if name in params}
+    cwd = _stage_dir(stage, params, seed, folder)
+    inputs = tuple(cwd / render(text, {**params, "seed": seed}, quote=False)
+                   for text in stage.inputs)
+    upstream = {a: f"<artifact {dep.signature}:{a}>" for dep in closure_nodes(needs)
+                for a in dep.stage.produces}
+    symbolic = {**params, "seed": seed, "out": "<out>", **upstream,
+                **{a: f"<own:{a}>" for a in stage.produces}}
+    payload = {
+        "version": SIGNATURE_VERSION,
+        "stage": stage.name,
+        "produces": stage.produces,
+        "cmd": render(stage.cmd or "", symbolic, quote=False),
+        "env": {k: render(v, symbolic, quote=False) for k, v in sorted(stage.env.items())},
+        "params": {k: as_text(v) for k, v in params_used.items()},
+        "seed": seed if "seed" in used else None,
+        "needs": [dep.signature for dep in needs],
+        "inputs": {str(p): hasher.digest(p, plan.path, stage.name) for p in inputs},
+        "wdir": str(cwd),
+    }
+    signature = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    node = plan.preps.get(signature)
+    if node is None:
+        node = PrepNode(stage, signature, needs, params_used,
+                        seed if "seed" in used else None, cwd, inputs)
+        plan.preps[signature] = node
+    return node
+
+
+def closure_nodes(nodes: tuple[PrepNode, ...]) -> list[PrepNode]:
+    """Every node in ``nodes`` and what they need, each once."""
+    seen: dict[str, PrepNode] = {}
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if node.signature not in seen:
+            seen[node.signature] = node
+            stack.extend(node.needs)
+    return list(seen.values())
+
+
+
+def _names_used(stage: Stage) -> set[str]:
+    texts = [stage.cmd or "", *stage.inputs, *stage.env.values(), stage.wdir or ""]
+    return {name for text in texts for name in names_in(text)}
+
+
+def _stage_dir(stage: Stage, params: dict[str, Any], seed: int | None, folder: Path) -> Path:
+    if not stage.wdir:
+        return folder
+    return (folder / render(stage.wdir, {**params, "seed": seed}, quote=False)).resolve()
+
+
+def _identifier(text: str) -> str:
+    return re.sub(r"\W", "_", text)
+
+
+class _InputHasher:
+    """Content hashes of input files and folders, each computed once per plan."""
+
+    def __init__(self) -> None:
+        self._memo: dict[Path, str] = {}
+
+    def digest(self, path: Path, config_path: Path, stage: str) -> str:
+        if path not in self._memo:
+            if not path.exists():
+                raise ConfigError(config_path, [(f"stages ({stage}).inputs", f"'{path}' does not "
+                                                 "exist.", "fix the path or the params in it.")])
+            self._memo[path] = content_hash(path)
+        return self._memo[path]
+
+
+def content_hash(path: Path) -> str:
+    """sha256 of a file, or of a folder's relative paths and file contents (sorted)."""
+    if path.is_file():
+        return _file_hash(path)
+    digest = hashlib.sha256()
+    for child in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(child.relative_to(path)).encode() + b"\0")
+        digest.update(_file_hash(child).encode())
+    return digest.hexdigest()
+
+
+def _file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def describe_binding(node: PrepNode) -> str:
+    """``build(corpus.n_docs=20000)``: a prep and the values it was bound to, for reports."""
+    values = ", ".join(f"{k}={as_text(v)}" for k, v in node.params_used.items())
+    return f"{node.stage.name}({values})"
+
+
+__all__ = ["BenchPlan", "PrepNode", "TrialSpec", "build_plan", "closure_nodes", "content_hash",
+           "describe_binding"]

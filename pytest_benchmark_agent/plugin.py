@@ -1,0 +1,83 @@
+"""The pytest entry point (``pytest11: benchmark_agent``): options, collection, wiring.
+
+Without ``--bench`` this module only adds its options and hook specifications: no benchmark
+file is collected, no plugin object is registered, and nothing heavy is imported, so a normal
+test suite pays nothing (and ``-p no:benchmark_agent`` removes even that).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import hookspecs
+
+BENCH_FILE_PATTERNS = ("bench*.yaml", "*.bench.yaml", "bench*.yml", "*.bench.yml")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("benchmark_agent", "benchmark sessions (pytest-benchmark-agent)")
+    group.addoption("--bench", action="store_true", default=False,
+                    help="collect benchmark YAML files (bench*.yaml, *.bench.yaml, or any YAML "
+                         "path given) and run their trials")
+    group.addoption("--bench-home", default=None, metavar="DIR",
+                    help="data directory for runs and the prep cache "
+                         "(default: $BENCHMARK_HOME or ./benchmark_data)")
+    group.addoption("--bench-set", action="append", default=[], metavar="PARAM=VALUE",
+                    help="override a declared param for this session (repeatable; the value "
+                         "is read as YAML, so 2000 is a number)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("bench"):
+        return
+    from .collect import SESSION_KEY
+    from .record import RecordWriter
+    from .report import ReportWriter
+    from .session import BenchSession, default_home
+
+    bench = BenchSession(config, default_home(config), _parse_overrides(config))
+    config.stash[SESSION_KEY] = bench
+    config.pluginmanager.register(bench, "benchmark_agent_session")
+    config.pluginmanager.register(RecordWriter(), "benchmark_agent_records")
+    config.pluginmanager.register(ReportWriter(), "benchmark_agent_reports")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
+    config = parent.config
+    if not config.getoption("bench") or file_path.suffix not in (".yaml", ".yml"):
+        return None
+    if any(file_path.match(p) for p in BENCH_FILE_PATTERNS) or _named_on_command_line(
+            config, file_path):
+        from .collect import BenchFile
+
+        return BenchFile.from_parent(parent, path=file_path)
+    return None
+
+
+def _named_on_command_line(config: pytest.Config, file_path: Path) -> bool:
+    base = config.invocation_params.dir
+    for arg in config.args:
+        candidate = Path(arg.split("::")[0])
+        if (base / candidate).resolve() == file_path.resolve():
+            return True
+    return False
+
+
+def _parse_overrides(config: pytest.Config) -> dict[str, Any]:
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for item in config.getoption("bench_set"):
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise pytest.UsageError(f"--bench-set {item!r}: expected PARAM=VALUE, "
+                                    "e.g. --bench-set corpus.n_docs=2000")
+        overrides[name.strip()] = yaml.safe_load(value)
+    return overrides

@@ -1,0 +1,139 @@
+"""The run folder on disk, written by the engine's own implementations of its hooks.
+
+``runs/<run_id>/`` holds ``config.yaml`` (frozen config, effective params, fingerprint),
+``results.yaml`` (the whole record), ``trials.jsonl`` (a write-ahead journal: one line per
+finished trial, appended at once, so a killed session keeps every sample it took) and
+``index.json`` (the few fields ``results_index.md`` is regenerated from, so regenerating it
+never re-reads every record). ``results.yaml`` is rewritten atomically at the start, at most
+once a second while trials finish, and at the end; :func:`load_results` merges the journal in,
+so readers of a crashed run see every trial.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .fsutil import append_line, atomic_write, file_lock
+from .run import BenchRun
+
+JOURNAL = "trials.jsonl"
+SNAPSHOT_INTERVAL_S = 1.0
+TAG_ORDER = ("RELIABLE", "QUALIFIED", "UNRELIABLE", "EXPLORATORY")
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.load(path.read_text(), Loader=_Loader)
+
+
+class RecordWriter:
+    """Writes every run's folder and keeps ``results_index.md`` current."""
+
+    def __init__(self) -> None:
+        self._last_snapshot: dict[str, float] = {}
+
+    @pytest.hookimpl
+    def pytest_bench_run_started(self, run: BenchRun) -> None:
+        run.dir.mkdir(parents=True, exist_ok=True)
+        self._write_config(run)
+        self._snapshot(run)
+
+    @pytest.hookimpl
+    def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
+        append_line(run.dir / JOURNAL, json.dumps(trial, default=str))
+        if time.monotonic() - self._last_snapshot.get(run.run_id, 0.0) >= SNAPSHOT_INTERVAL_S:
+            self._snapshot(run)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_bench_run_finished(self, run: BenchRun) -> None:
+        self._write_config(run)
+        self._snapshot(run)
+        entry = {"run_id": run.run_id, "name": run.name, "state": run.state, "tag": run.tag,
+                 "started": run.started, "ended": run.ended, "counts": run.counts(),
+                 "treatment_variable": run.variable, "control": run.control,
+                 "primary": _primary_ratios(run)}
+        atomic_write(run.dir / "index.json", json.dumps(entry, indent=1))
+        regenerate_index(run.home)
+
+    def _snapshot(self, run: BenchRun) -> None:
+        atomic_write(run.dir / "results.yaml", dump_yaml(run.results()))
+        self._last_snapshot[run.run_id] = time.monotonic()
+
+    def _write_config(self, run: BenchRun) -> None:
+        plan = run.plan
+        effective: dict[str, dict[str, str]] = {}
+        for trial in run.trials:
+            effective.setdefault(trial["treatment"], {}).update(trial.get("effective", {}))
+        document = {"run_id": run.run_id, "source": str(plan.path.resolve()),
+                    "config": plan.config.model_dump(mode="json", exclude_none=True),
+                    "planned_trials": [run.trial_id(spec) for spec in run.planned],
+                    "effective_params": effective, "fingerprint": run.fingerprint}
+        atomic_write(run.dir / "config.yaml", dump_yaml(document))
+
+
+def _primary_ratios(run: BenchRun) -> dict[str, Any]:
+    primaries = [m for m, spec in run.plan.config.metrics.items() if spec.primary]
+    out: dict[str, Any] = {}
+    for metric in primaries:
+        rows = run.summary.get(metric, {})
+        out[metric] = {label: row.get("ratio_to_control") for label, row in rows.items()
+                       if label != run.control}
+    return out
+
+
+def load_results(run_dir: Path) -> dict[str, Any]:
+    """A run's record, with trials from the journal that the last snapshot had not yet taken."""
+    results = load_yaml(run_dir / "results.yaml") or {}
+    journal = run_dir / JOURNAL
+    if journal.is_file():
+        known = {(t["id"], t.get("started")) for t in results.get("trials") or []}
+        for line in journal.read_text().splitlines():
+            try:
+                trial = json.loads(line)
+            except ValueError:
+                continue  # a line torn by a crash mid-write
+            if (trial["id"], trial.get("started")) not in known:
+                results.setdefault("trials", []).append(trial)
+    return results
+
+
+def regenerate_index(home: Path) -> None:
+    """Rewrite ``results_index.md`` from every run's ``index.json``, grouped by tag."""
+    entries = []
+    for path in sorted((home / "runs").glob("*/index.json")):
+        try:
+            entries.append(json.loads(path.read_text()))
+        except ValueError:
+            continue
+    lines = ["# Benchmark results", "",
+             "Regenerated from the run records after every run; do not edit by hand.", ""]
+    for tag in TAG_ORDER:
+        group = [e for e in entries if e.get("tag") == tag]
+        lines += [f"## {tag} ({len(group)})", ""]
+        if not group:
+            lines += ["(none)", ""]
+            continue
+        lines += ["| run | name | state | trials | primary (ratio to control) |",
+                  "|---|---|---|---|---|"]
+        for entry in sorted(group, key=lambda e: e["run_id"], reverse=True):
+            counts = entry.get("counts", {})
+            passed, total = counts.get("passed", 0), sum(counts.values())
+            primary = "; ".join(
+                f"{metric}: " + ", ".join(f"{t}={r}" for t, r in ratios.items())
+                for metric, ratios in (entry.get("primary") or {}).items()) or "-"
+            lines.append(f"| [{entry['run_id']}](runs/{entry['run_id']}/report.md) | "
+                         f"{entry['name']} | {entry['state']} | {passed}/{total} | {primary} |")
+        lines.append("")
+    with file_lock(home / ".index.lock"):
+        atomic_write(home / "results_index.md", "\n".join(lines))

@@ -1,0 +1,137 @@
+"""One benchmark run in memory: its identity, folder, trial records, preps and summary.
+
+A run is one benchmark file executed in one pytest session. It is created at collection (so
+``--collect-only`` can plan it without touching the disk) and started before its first trial.
+``results()`` is the ``results.yaml`` document of CONTRACT.md section 4.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .config import BUILTIN_METRICS
+from .placeholders import as_text
+from .plan import BenchPlan, TrialSpec
+from .stats import describe, median_ratio
+
+TRIAL_STATUSES = ("passed", "failed", "guard:memory", "guard:vram", "not_comparable",
+                  "interrupted", "not_run")
+
+
+def new_run_id(name: str) -> str:
+    """``2026-12-02T14-05-09-fts5-merge-3f2a``: sortable by time, readable, unique."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
+    return f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', name).strip('-')}-{secrets.token_hex(2)}"
+
+
+@dataclass
+class BenchRun:
+    """The live record of one run."""
+
+    plan: BenchPlan
+    home: Path
+    run_id: str
+    planned: list[TrialSpec] = field(default_factory=list)
+    state: str = "running"
+    tag: str = "EXPLORATORY"
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    preps: list[dict[str, Any]] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    started: str | None = None
+    ended: str | None = None
+    stop_reason: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    verdicts: dict[str, Any] = field(default_factory=dict)
+    selected: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.plan.config.name
+
+    @property
+    def dir(self) -> Path:
+        return self.home / "runs" / self.run_id
+
+    @property
+    def variable(self) -> str:
+        return self.plan.variable
+
+    @property
+    def control(self) -> str:
+        return as_text(self.plan.control)
+
+    @property
+    def treatment_labels(self) -> list[str]:
+        return [as_text(t) for t in self.plan.treatments]
+
+    def trial_id(self, spec: TrialSpec) -> str:
+        return spec.test_name(self.variable)
+
+    def trial_dir(self, spec: TrialSpec) -> Path:
+        """A filesystem-safe folder per trial (ids may hold any character a value holds)."""
+        safe = re.sub(r"[^A-Za-z0-9_.=@-]+", "_", self.trial_id(spec))
+        return self.dir / "trials" / f"{len(self.trials):04d}-{safe}"[:120]
+
+    def metric_names(self) -> list[str]:
+        """Declared metrics first, then any built-in metric the trials carry."""
+        names = list(self.plan.config.metrics)
+        return names + [m for m in BUILTIN_METRICS if m not in names]
+
+    def samples(self) -> dict[str, dict[str, list[float]]]:
+        """metric -> treatment -> values of the passed trials, in execution order."""
+        table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for trial in self.trials:
+            if trial["status"] != "passed":
+                continue
+            for metric, value in trial["metrics"].items():
+                table[metric][trial["treatment"]].append(value)
+        return table
+
+    def summarize(self) -> None:
+        """Descriptive statistics per metric and treatment, with the ratio to the control."""
+        table = self.samples()
+        self.summary = {}
+        for metric in self.metric_names():
+            if metric not in table:
+                continue
+            per = {label: describe(table[metric].get(label, [])) for label in self.treatment_labels}
+            for label, row in per.items():
+                if label != self.control:
+                    row["ratio_to_control"] = median_ratio(row, per[self.control])
+            self.summary[metric] = per
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for trial in self.trials:
+            counts[trial["status"]] += 1
+        return dict(counts)
+
+    def results(self) -> dict[str, Any]:
+        """The ``results.yaml`` document (CONTRACT.md section 4; extra keys follow the fixed)."""
+        return {
+            "run_id": self.run_id,
+            "name": self.name,
+            "state": self.state,
+            "tag": self.tag,
+            "treatment_variable": self.variable,
+            "control": self.control,
+            "trials": self.trials,
+            "summary": self.summary,
+            "selected": self.selected,
+            "verdicts": self.verdicts,
+            "treatments": self.treatment_labels,
+            "started": self.started,
+            "ended": self.ended,
+            "stop_reason": self.stop_reason,
+            "counts": self.counts(),
+            "preps": self.preps,
+            "caveats": self.caveats,
+            "config_file": str(self.plan.path),
+        }

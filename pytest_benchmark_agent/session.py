@@ -1,0 +1,160 @@
+"""The benchmark side of one pytest session: its runs, cache, budgets and end of run.
+
+Registered as a plugin only under ``--bench``, so a normal test session never pays for it.
+It starts each run before the first trial, publishes every finished trial through the
+``pytest_bench_trial_finished`` hook, stops a run cleanly when a budget is spent (its remaining
+trials are skipped and recorded as ``not_run``), and on the way out, normal or interrupted,
+records what did not run, summarizes, and publishes the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cache import PrepCache
+from .collect import BenchItem
+from .fsutil import utc_now
+from .plan import BenchPlan
+from .report import terminal_lines
+from .run import BenchRun, new_run_id
+
+
+class BenchSession:
+    """State shared by the collectors and items of one ``pytest --bench`` session."""
+
+    def __init__(self, config: pytest.Config, home: Path, overrides: dict[str, Any]):
+        self.config = config
+        self.home = home
+        self.overrides = overrides
+        self.cache = PrepCache(home / "cache")
+        self.runs: list[BenchRun] = []
+        self._t0 = time.monotonic()
+        self._previous_sigterm: Any = None
+        self._interrupted = False
+
+    @property
+    def hook(self):
+        return self.config.hook
+
+    def new_run(self, plan: BenchPlan) -> BenchRun:
+        run = BenchRun(plan=plan, home=self.home, run_id=new_run_id(plan.config.name))
+        self.runs.append(run)
+        return run
+
+    # -- collection -----------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """What runs is what survived selection (``-k``, ``-m``, ``--deselect``)."""
+        for run in self.runs:
+            run.planned = [i.spec for i in items if isinstance(i, BenchItem) and i.run is run]
+
+    # -- running --------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        if session.config.option.collectonly:
+            return
+        self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        for run in self.runs:
+            if run.planned:
+                run.started = utc_now()
+                self.hook.pytest_bench_run_started(run=run)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if isinstance(item, BenchItem) and item.run.stop_reason:
+            pytest.skip(f"not run: {item.run.stop_reason}")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
+        report = yield
+        if (isinstance(item, BenchItem) and call.when == "setup" and report.failed
+                and call.excinfo is not None):
+            # A fixture or the engine itself broke before the trial could run: still a record.
+            spec = item.spec
+            self.finish_trial(item.run, {
+                "id": item.name, "treatment": spec.treatment_label, "replicate": spec.replicate,
+                "seed": spec.seed, "status": "failed", "metrics": {}, "started": None,
+                "ended": utc_now(), "peak_rss_mb": None, "stage": spec.stage.name,
+                "reason": f"setup failed: {call.excinfo.exconly()}"})
+        return report
+
+    def finish_trial(self, run: BenchRun, record: dict[str, Any]) -> None:
+        """Publish a finished trial, then check the run's budget."""
+        run.trials.append(record)
+        self.hook.pytest_bench_trial_finished(trial=record, run=run)
+        run.stop_reason = run.stop_reason or self._budget_spent(run)
+
+    def _budget_spent(self, run: BenchRun) -> str | None:
+        budget = run.plan.config.budget
+        ran = sum(1 for t in run.trials if t["status"] != "not_run")
+        if budget.trials is not None and ran >= budget.trials:
+            return f"budget.trials spent ({ran} of {budget.trials})"
+        elapsed = time.monotonic() - self._t0
+        if budget.wall_clock_s is not None and elapsed >= budget.wall_clock_s:
+            return f"budget.wall_clock_s spent ({elapsed:.0f}s of {budget.wall_clock_s:g}s)"
+        return None
+
+    # -- the end ----------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        self._interrupted = True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+        for run in self.runs:
+            if run.started is not None and run.ended is None:
+                self._finish_run(run)
+
+    def _finish_run(self, run: BenchRun) -> None:
+        done = {t["id"] for t in run.trials}
+        why = ("the session was interrupted" if self._interrupted
+               else run.stop_reason or "the session ended before it ran")
+        for spec in run.planned:
+            trial_id = run.trial_id(spec)
+            if trial_id not in done:
+                run.trials.append({"id": trial_id, "treatment": spec.treatment_label,
+                                   "replicate": spec.replicate, "seed": spec.seed,
+                                   "status": "not_run", "metrics": {}, "started": None,
+                                   "ended": None, "peak_rss_mb": None, "stage": spec.stage.name,
+                                   "reason": why})
+        run.state = ("interrupted" if self._interrupted
+                     else "halted" if run.stop_reason else "complete")
+        run.ended = utc_now()
+        run.summarize()
+        self.hook.pytest_bench_run_finished(run=run)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        finished = [run for run in self.runs if run.ended is not None]
+        if not finished:
+            return
+        terminalreporter.section("benchmark summary")
+        for run in finished:
+            for line in terminal_lines(run):
+                terminalreporter.write_line(line)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM ends a benchmark session like Ctrl-C: stages stopped, records kept."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def default_home(config: pytest.Config) -> Path:
+    """``--bench-home``, else ``$BENCHMARK_HOME``, else ``./benchmark_data``."""
+    option = config.getoption("bench_home")
+    if option:
+        return Path(option).resolve()
+    env = os.environ.get("BENCHMARK_HOME")
+    base = config.invocation_params.dir
+    return (base / env).resolve() if env else (base / "benchmark_data").resolve()
+

@@ -1,0 +1,145 @@
+"""Running one stage command: its own process group, captured output, resource usage.
+
+Each stage runs as ``sh -c CMD`` leading a new session (so its process group holds its whole
+tree and can be stopped at once: on a timeout, a guard breach, Ctrl-C or SIGTERM of pytest).
+stdout and stderr go to files in the run folder. ``os.wait4`` gives the CPU time (user+sys of
+the stage and every descendant it reaped) and the peak RSS the kernel saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .fsutil import utc_now
+
+#: Seconds a stopped stage gets between SIGTERM and SIGKILL.
+STOP_GRACE_S = 2.0
+STDERR_TAIL_LINES = 20
+
+
+@dataclass
+class StageRun:
+    """What running a stage left behind."""
+
+    stage: str
+    command: str
+    cwd: str
+    exit_code: int | None
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+    started: str
+    ended: str
+    stdout_path: Path
+    stderr_path: Path
+    timed_out: bool = False
+    guard_events: list[dict[str, Any]] = field(default_factory=list)
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
+        text = self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+        tail = text.rstrip().splitlines()[-lines:]
+        return "\n".join(tail) if tail else "(stderr was empty)"
+
+    def as_record(self) -> dict[str, Any]:
+        return {"exit_code": self.exit_code, "wall_s": round(self.wall_s, 6),
+                "cpu_s": round(self.cpu_s, 6), "peak_rss_mb": round(self.peak_rss_mb, 3),
+                "started": self.started, "ended": self.ended,
+                "stdout": str(self.stdout_path), "stderr": str(self.stderr_path)}
+
+
+def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], log_dir: Path,
+              timeout_s: float | None = None) -> StageRun:
+    """Run ``command`` to completion (or its timeout) and report how it went.
+
+    Any exception while waiting (KeyboardInterrupt included) stops the whole process group
+    before it propagates, so no stage outlives the session that started it.
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stdout_path, stderr_path = log_dir / "stdout.txt", log_dir / "stderr.txt"
+    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        started, t0 = utc_now(), time.perf_counter()
+        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=dict(env),
+                                stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    timer = _Deadline(proc.pid, timeout_s)
+    try:
+        _, status, usage = _wait4(proc.pid)
+    except BaseException:
+        stop_group(proc.pid)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(proc.pid, 0)
+        raise
+    finally:
+        timer.cancel()
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    _kill_leftovers(proc.pid)
+    return StageRun(stage=stage, command=command, cwd=str(cwd), exit_code=proc.returncode,
+                    wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
+                    peak_rss_mb=usage.ru_maxrss / 1024.0, started=started, ended=utc_now(),
+                    stdout_path=stdout_path, stderr_path=stderr_path, timed_out=timer.fired)
+
+
+def _wait4(pid: int) -> tuple[int, int, Any]:
+    while True:
+        try:
+            return os.wait4(pid, 0)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for old kernels
+            continue
+
+
+def stop_group(pgid: int) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is left after a grace period."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(pgid, os.WNOHANG)
+        except ChildProcessError:
+            pid = pgid
+        if pid == pgid:
+            break
+        time.sleep(0.02)
+    _kill_leftovers(pgid)
+
+
+def _kill_leftovers(pgid: int) -> None:
+    """A stage's background children die with it: nothing of a stage outlives its trial."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+class _Deadline:
+    """Stops a stage's process group when its ``timeout_s`` has passed."""
+
+    def __init__(self, pgid: int, timeout_s: float | None):
+        self.fired = False
+        self._timer: threading.Timer | None = None
+        if timeout_s:
+            self._timer = threading.Timer(timeout_s, self._fire, args=(pgid,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self, pgid: int) -> None:
+        self.fired = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+    def cancel(self) -> None:
+        if self._timer:
+            self._timer.cancel()

@@ -1,0 +1,62 @@
+"""Helpers for the engine tests: benchmark files in a temporary folder, real pytest runs."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+
+class BenchProject:
+    """A temporary folder holding benchmark files, run with a real ``pytest --bench``."""
+
+    def __init__(self, pytester: pytest.Pytester):
+        self.pytester = pytester
+        self.path = Path(pytester.path)
+        self.home = self.path / "benchmark_data"
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    def bench(self, document: dict, name: str = "bench.yaml") -> Path:
+        return self.write(name, yaml.safe_dump(document, sort_keys=False))
+
+    def run(self, *args: str, subprocess: bool = False) -> pytest.RunResult:
+        runner = self.pytester.runpytest_subprocess if subprocess else \
+            self.pytester.runpytest_inprocess
+        return runner("--bench", "-p", "no:cacheprovider", "-p", "no:randomly", *args)
+
+    def runs(self) -> list[Path]:
+        return sorted((self.home / "runs").iterdir()) if (self.home / "runs").exists() else []
+
+    def results(self, index: int = -1) -> dict:
+        from pytest_benchmark_agent.record import load_results
+
+        return load_results(self.runs()[index])
+
+
+def simple_bench(**overrides) -> dict:
+    """A small two-treatment benchmark: a prep writing an artifact, a measure reading it."""
+    document = {
+        "name": "simple",
+        "hypothesis": "mode b is no different from mode a",
+        "params": {"mode": "a", "size": 3},
+        "treatment_variable": "mode",
+        "treatments": ["a", "b"],
+        "replicates": 2,
+        "stages": [
+            {"name": "build", "kind": "prep", "cmd": "echo {size} > {data}; echo built >> "
+             "prep_runs.txt", "produces": ["data"]},
+            {"name": "measure", "kind": "measure", "needs": ["build"],
+             "cmd": "cat {data} > /dev/null; echo score=$(( {size} * 2 )); echo mode={mode}",
+             "metrics_from": {"stdout": True, "fields": ["score"]}},
+        ],
+        "metrics": {"score": {"direction": "higher", "primary": True}},
+    }
+    document.update(overrides)
+    return document

@@ -1,0 +1,135 @@
+"""Gate 1 at collection time: every fairness or structure problem is a collection error (exit 2)
+whose message names the file, the field and the fix."""
+
+from __future__ import annotations
+
+import pytest
+from benchhelpers import BenchProject, simple_bench
+
+
+def collect_error(project: BenchProject, document: dict) -> str:
+    project.bench(document)
+    result = project.run("--collect-only")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # 2: collection errors
+    text = result.stdout.str()
+    assert "ERROR collecting bench.yaml" in text
+    assert str(project.path / "bench.yaml") in text
+    return text
+
+
+def test_two_varying_parameters(project: BenchProject) -> None:
+    text = collect_error(project, simple_bench(treatment_variable=["mode", "size"]))
+    assert "treatment_variable: more than one parameter varies (mode, size)" in text
+    assert "vary exactly one parameter" in text
+
+
+def test_mapping_treatments_varying_two_parameters(project: BenchProject) -> None:
+    document = simple_bench(treatments=[{"mode": "a"}, {"mode": "b", "size": 9}])
+    text = collect_error(project, document)
+    assert "more than one parameter varies (mode, size)" in text
+
+
+def test_treatment_variable_not_declared(project: BenchProject) -> None:
+    text = collect_error(project, simple_bench(treatment_variable="mdoe"))
+    assert "treatment_variable: 'mdoe' is not a declared param (did you mean 'mode'?)" in text
+
+
+def test_declared_value_must_be_the_control(project: BenchProject) -> None:
+    text = collect_error(project, simple_bench(treatments=["b", "a"]))
+    assert "params.mode: is 'a' but the control (the first treatment) is 'b'" in text
+
+
+def test_treatment_variable_used_by_no_stage(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][1]["cmd"] = "echo score=1"
+    text = collect_error(project, document)
+    assert "'mode' is used by no stage, so the treatments cannot differ" in text
+
+
+def test_unknown_placeholder(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][1]["cmd"] += " {sizee}"
+    text = collect_error(project, document)
+    assert "stages[1] (measure).cmd: unknown placeholder {sizee} (did you mean '{size}'?)" in text
+
+
+def test_artifact_of_a_stage_not_needed(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][1]["needs"] = []
+    text = collect_error(project, document)
+    assert "uses artifact {data} of stage 'build', which this stage does not need" in text
+    assert "add 'build' to needs" in text
+
+
+def test_unknown_need(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][1]["needs"] = ["biuld"]
+    text = collect_error(project, document)
+    assert "needs: names unknown stage 'biuld' (did you mean 'build'?)" in text
+
+
+def test_cyclic_needs_show_the_cycle(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"].insert(0, {"name": "a", "kind": "prep", "cmd": "true", "needs": ["b"]})
+    document["stages"].insert(1, {"name": "b", "kind": "prep", "cmd": "true", "needs": ["a"]})
+    text = collect_error(project, document)
+    assert "form a cycle: a -> b -> a" in text
+
+
+def test_stage_without_cmd(project: BenchProject) -> None:
+    document = simple_bench()
+    del document["stages"][0]["cmd"]
+    text = collect_error(project, document)
+    assert "stages[0] (build).cmd: is missing" in text
+
+
+def test_duplicate_stage_names(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][0]["name"] = "measure"
+    document["stages"][1]["needs"] = []
+    text = collect_error(project, document)
+    assert "stages (measure): two stages share this name" in text
+
+
+def test_measure_stage_without_metrics(project: BenchProject) -> None:
+    document = simple_bench()
+    del document["stages"][1]["metrics_from"]
+    text = collect_error(project, document)
+    assert "stages[1] (measure).metrics_from: a measure stage must declare the metrics" in text
+
+
+def test_metric_read_but_not_declared(project: BenchProject) -> None:
+    document = simple_bench(metrics={})
+    text = collect_error(project, document)
+    assert "metric 'score' is read but not declared under metrics:" in text
+
+
+def test_missing_input_file(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][0]["inputs"] = ["build.py"]
+    text = collect_error(project, document)
+    assert "inputs[0]: 'build.py' does not exist" in text
+
+
+def test_every_problem_is_reported_at_once(project: BenchProject) -> None:
+    document = simple_bench(treatments=["a"])
+    document["stages"][1]["cmd"] += " {nope}"
+    text = collect_error(project, document)
+    assert "a comparison needs two" in text and "unknown placeholder {nope}" in text
+
+
+def test_tuning_file_without_a_strategy(project: BenchProject) -> None:
+    document = simple_bench(search_space={"size": [1, 2]})
+    text = collect_error(project, document)
+    assert "search_space: makes this a tuning file" in text
+
+
+def test_a_clean_file_plans_its_trials(project: BenchProject) -> None:
+    project.bench(simple_bench())
+    result = project.run("--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["bench.yaml::measure[[]mode=a-rep0[]]",
+                                 "bench.yaml::measure[[]mode=b-rep0[]]",
+                                 "bench.yaml::measure[[]mode=a-rep1[]]",
+                                 "bench.yaml::measure[[]mode=b-rep1[]]"])
+    assert not project.home.exists()  # planning writes nothing
