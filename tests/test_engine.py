@@ -1,0 +1,304 @@
+"""The engine end to end with real subprocesses and files: stages, quoting, cache, metrics,
+effective params, interruption and the hooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from benchhelpers import BenchProject, simple_bench
+
+
+def prep_runs(project: BenchProject) -> int:
+    counter = project.path / "prep_runs.txt"
+    return len(counter.read_text().splitlines()) if counter.exists() else 0
+
+
+def test_trials_run_interleaved_and_are_recorded(project: BenchProject) -> None:
+    project.bench(simple_bench())
+    result = project.run("-v")
+    assert result.ret == pytest.ExitCode.OK
+    record = project.results()
+    assert [t["id"] for t in record["trials"]] == [
+        "measure[mode=a-rep0]", "measure[mode=b-rep0]",
+        "measure[mode=a-rep1]", "measure[mode=b-rep1]"]
+    assert record["state"] == "complete" and record["tag"] == "EXPLORATORY"
+    assert record["treatment_variable"] == "mode" and record["control"] == "a"
+    trial = record["trials"][0]
+    assert trial["metrics"]["score"] == 6.0
+    assert trial["exit_code"] == 0 and trial["started"] < trial["ended"]
+    assert {"wall_s", "cpu_s", "peak_rss_mb"} <= set(trial["metrics"])
+    assert record["summary"]["score"]["b"]["ratio_to_control"] == 1.0
+    assert Path(trial["stdout"]).read_text().startswith("score=6")
+    run_dir = project.runs()[-1]
+    frozen = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert frozen["config"]["params"] == {"mode": "a", "size": 3}
+    assert (project.home / "results_index.md").read_text().count(f"[{run_dir.name}]") == 1
+    assert "benchmark summary" in result.stdout.str()
+
+
+def test_prep_shared_by_treatments_runs_once_and_not_at_all_next_session(
+        project: BenchProject) -> None:
+    project.bench(simple_bench())
+    assert project.run().ret == 0
+    assert prep_runs(project) == 1  # build does not use {mode}: one signature for both
+    assert project.run().ret == 0
+    assert prep_runs(project) == 1
+    assert [p["action"] for p in project.results()["preps"]] == ["reused"]
+
+
+def test_setup_show_lists_each_prep_once(project: BenchProject) -> None:
+    project.bench(simple_bench())
+    result = project.run("--setup-show")
+    assert result.stdout.str().count("SETUP    S bench_prep_build_") == 1
+
+
+def test_cache_invalidated_by_a_param_change(project: BenchProject) -> None:
+    project.bench(simple_bench())
+    project.run()
+    project.run("--bench-set", "size=4")
+    assert prep_runs(project) == 2
+    assert project.results()["trials"][0]["metrics"]["score"] == 8.0
+
+
+def test_cache_invalidated_by_an_input_file_change(project: BenchProject) -> None:
+    project.write("gen.sh", "echo v1\n")
+    document = simple_bench()
+    document["stages"][0]["inputs"] = ["gen.sh"]
+    project.bench(document)
+    project.run()
+    project.run()
+    assert prep_runs(project) == 1
+    project.write("gen.sh", "echo v2\n")
+    project.run()
+    assert prep_runs(project) == 2
+
+
+def test_corrupted_cache_entry_is_rebuilt_not_used(project: BenchProject) -> None:
+    project.bench(simple_bench())
+    project.run()
+    (artifact,) = (project.home / "cache").glob("*/data")
+    artifact.write_text("999\n")  # corrupt the cached artifact
+    assert project.run().ret == 0
+    assert prep_runs(project) == 2
+    record = project.results()
+    assert record["preps"][0]["action"] == "built"
+    assert "does not match its recorded hash" in record["preps"][0]["rebuild_reason"]
+    assert artifact.read_text() == "3\n"
+    assert any("was rebuilt" in c for c in record["caveats"])
+
+
+def test_treatment_dependent_prep_builds_per_treatment(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][0]["cmd"] = "echo {mode} > {data}; echo built >> prep_runs.txt"
+    document["stages"][1]["cmd"] = "echo score=$(wc -c < {data})"
+    project.bench(document)
+    assert project.run().ret == 0
+    assert prep_runs(project) == 2
+
+
+def test_hostile_treatment_value_is_passed_as_data(project: BenchProject) -> None:
+    hostile = "x; touch pwned1 $(touch pwned2) `touch pwned3` ' \" && touch pwned4"
+    document = simple_bench(params={"mode": "a", "size": 3}, treatments=["a", hostile])
+    document["stages"][1]["cmd"] = "printf '%s' {mode} > seen.txt; echo score=1"
+    project.bench(document)
+    assert project.run().ret == 0
+    assert not list(project.path.glob("pwned*"))
+    assert (project.path / "seen.txt").read_text() == hostile
+    assert project.results()["trials"][1]["treatment"] == hostile
+
+
+def test_crashing_stage_fails_the_trial_with_its_stderr(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][1]["cmd"] = "echo {mode}; echo 'disk on fire' >&2; exit 3"
+    project.bench(document)
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = result.stdout.str()
+    assert "stage 'measure' exited with code 3" in text and "disk on fire" in text
+    trial = project.results()["trials"][0]
+    assert trial["status"] == "failed" and trial["exit_code"] == 3
+    assert "disk on fire" in trial["reason"]
+
+
+def test_failing_prep_fails_its_trials_and_runs_once(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][0]["cmd"] = "echo built >> prep_runs.txt; echo nope >&2; exit 1"
+    project.bench(document)
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert prep_runs(project) == 1
+    statuses = {t["status"] for t in project.results()["trials"]}
+    assert statuses == {"failed"}
+    assert "stage 'build' exited with code 1" in result.stdout.str()
+
+
+def test_prep_that_does_not_create_its_artifact_fails(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][0]["cmd"] = "true"
+    project.bench(document)
+    assert project.run().ret == pytest.ExitCode.TESTS_FAILED
+    assert "did not create its artifact(s) 'data'" in project.results()["trials"][0]["reason"]
+
+
+@pytest.mark.parametrize("output, message", [
+    ("echo score=fast", "metric 'score' on stdout is 'fast', not a number"),
+    ("echo other=1", "metric 'score' was not reported on stdout"),
+    ("echo score=nan", "not a finite number"),
+])
+def test_bad_metric_fails_loudly(project: BenchProject, output: str, message: str) -> None:
+    document = simple_bench()
+    document["stages"][1]["cmd"] = f"echo {{mode}} >/dev/null; {output}"
+    project.bench(document)
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert message in result.stdout.str()
+    trial = project.results()["trials"][0]
+    assert trial["status"] == "failed" and "score" not in trial["metrics"]
+
+
+def test_metrics_from_json_line_and_file(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][1]["cmd"] = ("echo {mode} >/dev/null; echo '{{\"score\": 2.5}}'; "
+                                    "echo 'lat: 4' > {out}/m.txt")
+    document["stages"][1]["metrics_from"] = {"stdout": True, "fields": ["score"]}
+    project.bench(document)
+    assert project.run().ret == 0
+    assert project.results()["trials"][0]["metrics"]["score"] == 2.5
+    document["stages"][1]["metrics_from"] = {"file": "{out}/m.txt", "fields": ["lat"]}
+    document["metrics"] = {"lat": {"direction": "lower"}}
+    project.bench(document)
+    assert project.run().ret == 0
+    assert project.results()["trials"][0]["metrics"]["lat"] == 4.0
+
+
+def test_effective_param_differing_from_declared_is_not_comparable(
+        project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][1]["cmd"] = ("echo {mode} >/dev/null; echo BENCH_EFFECTIVE mode=a; "
+                                    "echo score=1")
+    project.bench(document)
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    trials = project.results()["trials"]
+    assert [t["status"] for t in trials] == ["passed", "not_comparable"] * 2
+    assert "mode: declared 'b', effective 'a'" in trials[1]["reason"]
+
+
+def test_effective_json_file_is_read(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][1]["cmd"] = ("echo '{{\"size\": 3.0}}' > {out}/effective.json; "
+                                    "echo {mode} > /dev/null; echo score=1")
+    project.bench(document)
+    assert project.run().ret == 0
+    assert project.results()["trials"][0]["effective"] == {"size": "3.0"}
+
+
+def test_conftest_hookimpl_receives_the_run_record(project: BenchProject) -> None:
+    project.bench(simple_bench())
+    project.write("conftest.py", """
+        import json
+        def pytest_bench_trial_finished(trial, run):
+            with open("exported.jsonl", "a") as f:
+                f.write(json.dumps({"id": trial["id"], "status": trial["status"]}) + "\\n")
+        def pytest_bench_run_finished(run):
+            with open("exported_run.json", "w") as f:
+                json.dump(run.results(), f, default=str)
+    """)
+    assert project.run().ret == 0
+    lines = (project.path / "exported.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and json.loads(lines[0])["status"] == "passed"
+    exported = json.loads((project.path / "exported_run.json").read_text())
+    assert exported["state"] == "complete" and len(exported["trials"]) == 4
+    assert exported["summary"]["score"]["a"]["n"] == 2
+
+
+def test_budget_of_trials_stops_the_run_cleanly(project: BenchProject) -> None:
+    project.bench(simple_bench(budget={"trials": 3}))
+    result = project.run()
+    assert result.ret == pytest.ExitCode.OK
+    record = project.results()
+    assert [t["status"] for t in record["trials"]] == ["passed"] * 3 + ["not_run"]
+    assert "budget.trials spent" in record["trials"][-1]["reason"]
+    assert record["state"] == "halted"
+
+
+def test_without_bench_nothing_is_collected(project: BenchProject) -> None:
+    project.bench(simple_bench())
+    project.write("test_plain.py", "def test_ok():\n    assert True\n")
+    result = project.pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not project.home.exists()
+    disabled = project.pytester.runpytest_subprocess("-p", "no:benchmark_agent")
+    disabled.assert_outcomes(passed=1)
+
+
+def _start_session(project: BenchProject, home: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--bench", "bench.yaml", "-p", "no:cacheprovider",
+         "--bench-home", str(home)], cwd=project.path, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_for_trials(home: Path, count: int) -> Path:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for journal in home.glob("runs/*/trials.jsonl"):
+            if len(journal.read_text().splitlines()) >= count:
+                return journal.parent
+        time.sleep(0.05)
+    raise AssertionError("the session never finished its first trials")
+
+
+def slow_bench() -> dict:
+    document = simple_bench(replicates=50)
+    document["stages"][1]["cmd"] = "echo {mode} > /dev/null; sleep 0.2; echo score=1"
+    return document
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_session_keeps_its_samples(project: BenchProject, signum: int) -> None:
+    project.bench(slow_bench())
+    home = project.path / "home"
+    proc = _start_session(project, home)
+    run_dir = _wait_for_trials(home, 2)
+    os.kill(proc.pid, signum)
+    output = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
+    from pytest_benchmark_agent.record import load_results
+
+    record = load_results(run_dir)
+    statuses = [t["status"] for t in record["trials"]]
+    assert record["state"] == "interrupted"
+    assert statuses.count("passed") >= 2
+    assert "not_run" in statuses and len(statuses) == 100
+    assert (run_dir / "report.md").exists()
+    assert not _stage_processes_left(project.path)
+
+
+def test_killed_session_keeps_every_finished_trial_on_disk(project: BenchProject) -> None:
+    project.bench(slow_bench())
+    home = project.path / "home"
+    proc = _start_session(project, home)
+    run_dir = _wait_for_trials(home, 3)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    from pytest_benchmark_agent.record import load_results
+
+    record = load_results(run_dir)
+    journal = (run_dir / "trials.jsonl").read_text().splitlines()
+    assert len(record["trials"]) == len(journal) >= 3
+    assert all(t["status"] == "passed" and "score" in t["metrics"] for t in record["trials"])
+    assert record["state"] == "running"  # nobody could say otherwise; the journal holds the truth
+
+
+def _stage_processes_left(folder: Path) -> bool:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return "sleep 0.2" in out and str(folder) in out
