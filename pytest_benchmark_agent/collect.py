@@ -31,8 +31,11 @@ class BenchFile(pytest.File):
         bench: BenchSession = self.config.stash[SESSION_KEY]
         config = load_config(self.path, bench.overrides)
         gate1.check(config, self.path)
+        caveat = bench.preflight(config, self.path)
         plan = build_plan(config, self.path)
         run = bench.new_run(plan)
+        if caveat:
+            run.caveats.append(f"preflight: {caveat}")
         for node in plan.preps.values():
             self._register_prep(bench, run, node)
         for spec in plan.trials:
@@ -44,7 +47,8 @@ class BenchFile(pytest.File):
         needed = [dep.fixture_name for dep in node.needs]
 
         def build_or_reuse(**upstream: PrepOutcome) -> PrepOutcome:
-            return obtain_prep(run, bench.cache, node, [upstream[name] for name in needed])
+            return obtain_prep(run, bench.cache, node, [upstream[name] for name in needed],
+                               bench.cgroup)
 
         build_or_reuse.__name__ = node.fixture_name
         build_or_reuse.__signature__ = _signature(needed)  # type: ignore[attr-defined]
@@ -81,7 +85,7 @@ def _trial_callable(bench: BenchSession, run: BenchRun, spec: TrialSpec):
 
     def trial(**preps: PrepOutcome) -> None:
         try:
-            record = run_trial(run, spec, [preps[name] for name in needed])
+            record = run_trial(run, spec, [preps[name] for name in needed], bench.cgroup)
         except TrialNotPassed as exc:
             bench.finish_trial(run, exc.record)
             raise exc.cause from None

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .cache import PrepCache
-from .config import BUILTIN_METRICS
+from .cgroup import CgroupMemory
+from .config import BUILTIN_METRICS, Stage
 from .errors import MetricError, StageFailed
 from .fsutil import utc_now
 from .metrics import effective_mismatches, parse_effective, parse_metrics, read_metrics_file
@@ -35,8 +36,8 @@ class PrepOutcome:
     error: str | None = None
 
 
-def obtain_prep(run: BenchRun, cache: PrepCache, node: PrepNode,
-                upstream: list[PrepOutcome]) -> PrepOutcome:
+def obtain_prep(run: BenchRun, cache: PrepCache, node: PrepNode, upstream: list[PrepOutcome],
+                cgroup: CgroupMemory | None = None) -> PrepOutcome:
     """Reuse a verified cache entry for ``node`` or build it; never raises for a stage failure."""
     failed = next((dep for dep in upstream if dep.error), None)
     if failed:
@@ -66,7 +67,8 @@ def obtain_prep(run: BenchRun, cache: PrepCache, node: PrepNode,
         try:
             result = run_stage(node.stage.name, command, cwd=node.cwd,
                                env=_stage_env(node.stage.env, values), log_dir=log_dir,
-                               timeout_s=node.stage.timeout_s)
+                               timeout_s=node.stage.timeout_s, cgroup=cgroup,
+                               mem_ceiling_mb=_ceiling(run, node.stage))
             _check_exit(result)
             stage_effective = parse_effective(result.stdout(), scratch)
             entry = cache.publish(node, run_id=run.run_id, command=command,
@@ -86,7 +88,8 @@ def obtain_prep(run: BenchRun, cache: PrepCache, node: PrepNode,
         return PrepOutcome(node, {**artifacts, **entry.artifacts}, {**effective, **entry.effective})
 
 
-def run_trial(run: BenchRun, spec: TrialSpec, preps: list[PrepOutcome]) -> dict[str, Any]:
+def run_trial(run: BenchRun, spec: TrialSpec, preps: list[PrepOutcome],
+              cgroup: CgroupMemory | None = None) -> dict[str, Any]:
     """Run the measure stage of one trial and return its record (not yet published).
 
     Raises StageFailed after building the record when the trial did not pass, so pytest shows
@@ -111,7 +114,8 @@ def run_trial(run: BenchRun, spec: TrialSpec, preps: list[PrepOutcome]) -> dict[
     try:
         result = run_stage(spec.stage.name, command, cwd=spec.cwd,
                            env=_stage_env(spec.stage.env, values), log_dir=folder,
-                           timeout_s=spec.stage.timeout_s)
+                           timeout_s=spec.stage.timeout_s, cgroup=cgroup,
+                           mem_ceiling_mb=_ceiling(run, spec.stage))
     except KeyboardInterrupt:
         record.update(status="interrupted", reason="the session was interrupted during this trial",
                       ended=utc_now())
@@ -163,7 +167,17 @@ def _not_passed(record: dict[str, Any], exc: StageFailed) -> TrialNotPassed:
     return TrialNotPassed(record, exc)
 
 
+def _ceiling(run: BenchRun, stage: Stage) -> float | None:
+    """A stage's memory ceiling: its own ``mem_mb``, else the benchmark's ``resources.mem_mb``."""
+    return stage.mem_mb or run.plan.config.resources.mem_mb
+
+
 def _check_exit(result: StageRun) -> None:
+    for event in result.guard_events:
+        raise StageFailed(result.stage, f"was stopped by the memory guard ({event['reason']}: "
+                          f"peak {event['peak_mb']} MB, ceiling {event['ceiling_mb']} MB)",
+                          status=f"guard:{event['kind']}",
+                          detail=f"stderr (last lines):\n{result.stderr_tail()}")
     if result.timed_out:
         raise StageFailed(result.stage, "timed out and was stopped",
                           detail=f"stderr (last lines):\n{result.stderr_tail()}")

@@ -29,6 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-home", default=None, metavar="DIR",
                     help="data directory for runs and the prep cache "
                          "(default: $BENCHMARK_HOME or ./benchmark_data)")
+    group.addoption("--bench-accept-risk", action="store_true", default=False,
+                    help="run even when declared resources fit with under 10%% headroom "
+                         "(recorded as a caveat)")
     group.addoption("--bench-set", action="append", default=[], metavar="PARAM=VALUE",
                     help="override a declared param for this session (repeatable; the value "
                          "is read as YAML, so 2000 is a number)")

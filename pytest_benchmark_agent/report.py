@@ -157,16 +157,31 @@ def _untested(run: BenchRun) -> list[str]:
 
 
 def _environment(run: BenchRun) -> list[str]:
+    """The fingerprint in a few readable lines (the whole of it is in config.yaml)."""
     fingerprint = run.fingerprint or {}
     if not fingerprint:
         return ["(no fingerprint recorded)"]
-    lines = []
-    for section, values in fingerprint.items():
-        if isinstance(values, dict):
-            shown = ", ".join(f"{k}: {v}" for k, v in values.items() if not isinstance(v, dict))
-            lines.append(f"- **{section}:** {shown}")
+    env = fingerprint.get("env", {})
+    lines = ["- **Machine:** " + ", ".join(f"{k}: {v}" for k, v in env.items()
+                                           if not isinstance(v, (dict, list)))]
+    packages = env.get("packages") or {}
+    if packages:
+        lines.append("- **Packages:** " + ", ".join(f"{k} {v}" for k, v in packages.items()))
+    for path, code in (fingerprint.get("code") or {}).items():
+        if code.get("vcs") == "git":
+            state = f"dirty, uncommitted changes {code.get('diff_hash', '')[:12]}" \
+                if code.get("dirty") else "clean"
+            lines.append(f"- **Code** `{path}`: git {str(code.get('commit'))[:12]} ({state})")
         else:
-            lines.append(f"- **{section}:** {values}")
+            lines.append(f"- **Code** `{path}`: content {str(code.get('content_hash'))[:12]}")
+    accelerator = fingerprint.get("accelerator") or {}
+    devices = accelerator.get("devices") or []
+    lines.append("- **Accelerator:** " + (", ".join(str(d.get("name")) for d in devices)
+                                          if devices else f"none ({accelerator.get('reason')})"))
+    variables = fingerprint.get("vars") or {}
+    if variables:
+        lines.append("- **Declared variables:** "
+                     + ", ".join(f"{k}={v}" for k, v in variables.items()))
     return lines
 
 

@@ -18,9 +18,15 @@ from typing import Any
 import pytest
 
 from .cache import PrepCache
+from .cgroup import CgroupMemory
 from .collect import BenchItem
+from .config import BenchmarkConfig
+from .errors import ConfigError
+from .fingerprint import collect_fingerprint
 from .fsutil import utc_now
+from .nvml import nvml_unavailable_reason
 from .plan import BenchPlan
+from .preflight import check_resources
 from .report import terminal_lines
 from .run import BenchRun, new_run_id
 
@@ -33,6 +39,7 @@ class BenchSession:
         self.home = home
         self.overrides = overrides
         self.cache = PrepCache(home / "cache")
+        self.cgroup = CgroupMemory.of_self()
         self.runs: list[BenchRun] = []
         self._t0 = time.monotonic()
         self._previous_sigterm: Any = None
@@ -41,6 +48,25 @@ class BenchSession:
     @property
     def hook(self):
         return self.config.hook
+
+    def preflight(self, config: BenchmarkConfig, path: Path) -> str | None:
+        """Refuse (a collection error) a benchmark whose declared resources do not fit here.
+
+        Returns the caveat to record when the fit is tight and ``--bench-accept-risk`` was given.
+        """
+        resources = config.resources
+        accept = self.config.getoption("bench_accept_risk")
+        result = check_resources(resources.mem_mb, resources.disk_mb, [self.home], accept)
+        if not result.ok:
+            raise ConfigError(path, [("resources", result.message.replace("\n", "\n    "),
+                                      "lower the declared resources, free memory or disk, or "
+                                      "pass --bench-accept-risk where the margin is the issue.")])
+        wants_gpus = resources.gpus or any(stage.gpus for stage in config.stages)
+        if wants_gpus and (why := nvml_unavailable_reason()):
+            raise ConfigError(path, [("resources.gpus", f"asks for GPUs but NVML does not answer "
+                                      f"on this machine ({why}).", "run it where an NVIDIA GPU "
+                                      "and its driver are present, or set gpus: 0.")])
+        return result.caveat
 
     def new_run(self, plan: BenchPlan) -> BenchRun:
         run = BenchRun(plan=plan, home=self.home, run_id=new_run_id(plan.config.name))
@@ -65,7 +91,15 @@ class BenchSession:
         for run in self.runs:
             if run.planned:
                 run.started = utc_now()
+                run.fingerprint = self._fingerprint(run)
                 self.hook.pytest_bench_run_started(run=run)
+
+    def _fingerprint(self, run: BenchRun) -> dict[str, Any]:
+        """Environment, code (``code:`` paths, default the benchmark's folder) and accelerator."""
+        config = run.plan.config
+        folder = run.plan.path.parent
+        code = [(folder / path).resolve() for path in config.code] or [folder.resolve()]
+        return collect_fingerprint(code, config.env_vars, exclude=[self.home])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

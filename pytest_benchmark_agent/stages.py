@@ -3,7 +3,14 @@
 Each stage runs as ``sh -c CMD`` leading a new session (so its process group holds its whole
 tree and can be stopped at once: on a timeout, a guard breach, Ctrl-C or SIGTERM of pytest).
 stdout and stderr go to files in the run folder. ``os.wait4`` gives the CPU time (user+sys of
-the stage and every descendant it reaped) and the peak RSS the kernel saw.
+the stage and every descendant it reaped). Peak RSS comes from the memory guard's samples of the
+whole tree: ``ru_maxrss`` cannot be used, because the kernel folds the forking parent's RSS
+(pytest's own, inherited until exec) into the child's maximum.
+
+The shell raises its own ``oom_score_adj`` to 1000 before running the command, so every process
+of the stage inherits it and the kernel, if it ever acts before the guard, picks the stage and
+never a neighbour. Doing it in the shell rather than in a ``preexec_fn`` keeps CPython's fast
+vfork path for spawning (see benchmarks/overhead.py).
 """
 
 from __future__ import annotations
@@ -19,8 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cgroup import CgroupMemory
 from .fsutil import utc_now
+from .guard import MemoryGuard
 
+#: Run before every stage command: the stage, not a co-tenant, is the OOM-killer's first choice.
+_OOM_FIRST = "echo 1000 > /proc/self/oom_score_adj 2>/dev/null; "
 #: Seconds a stopped stage gets between SIGTERM and SIGKILL.
 STOP_GRACE_S = 2.0
 STDERR_TAIL_LINES = 20
@@ -43,6 +54,7 @@ class StageRun:
     stderr_path: Path
     timed_out: bool = False
     guard_events: list[dict[str, Any]] = field(default_factory=list)
+    guard_samples: int = 0
 
     def stdout(self) -> str:
         return self.stdout_path.read_text(errors="replace")
@@ -56,23 +68,27 @@ class StageRun:
         return {"exit_code": self.exit_code, "wall_s": round(self.wall_s, 6),
                 "cpu_s": round(self.cpu_s, 6), "peak_rss_mb": round(self.peak_rss_mb, 3),
                 "started": self.started, "ended": self.ended,
-                "stdout": str(self.stdout_path), "stderr": str(self.stderr_path)}
+                "stdout": str(self.stdout_path), "stderr": str(self.stderr_path),
+                **({"guard_events": self.guard_events} if self.guard_events else {})}
 
 
 def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], log_dir: Path,
-              timeout_s: float | None = None) -> StageRun:
-    """Run ``command`` to completion (or its timeout) and report how it went.
+              timeout_s: float | None = None, mem_ceiling_mb: float | None = None,
+              cgroup: CgroupMemory | None = None) -> StageRun:
+    """Run ``command`` to completion (or its timeout, or a guard kill) and report how it went.
 
-    Any exception while waiting (KeyboardInterrupt included) stops the whole process group
-    before it propagates, so no stage outlives the session that started it.
+    The memory guard watches the stage's tree against ``mem_ceiling_mb`` and the enclosing
+    ``cgroup`` against its limit. Any exception while waiting (KeyboardInterrupt included)
+    stops the whole process group before it propagates, so no stage outlives its session.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / "stdout.txt", log_dir / "stderr.txt"
     with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
         started, t0 = utc_now(), time.perf_counter()
-        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=dict(env),
-                                stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(["/bin/sh", "-c", _OOM_FIRST + command], cwd=cwd,
+                                env=dict(env), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
+    guard = MemoryGuard(proc.pid, mem_ceiling_mb, stage, cgroup).start()
     timer = _Deadline(proc.pid, timeout_s)
     try:
         _, status, usage = _wait4(proc.pid)
@@ -83,13 +99,16 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
         raise
     finally:
         timer.cancel()
+        report = guard.stop()
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     _kill_leftovers(proc.pid)
+    events = [report.event.as_record()] if report.event else []
     return StageRun(stage=stage, command=command, cwd=str(cwd), exit_code=proc.returncode,
                     wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
-                    peak_rss_mb=usage.ru_maxrss / 1024.0, started=started, ended=utc_now(),
-                    stdout_path=stdout_path, stderr_path=stderr_path, timed_out=timer.fired)
+                    peak_rss_mb=report.peak_rss_mb, started=started, ended=utc_now(),
+                    stdout_path=stdout_path, stderr_path=stderr_path, timed_out=timer.fired,
+                    guard_events=events, guard_samples=report.n_samples)
 
 
 def _wait4(pid: int) -> tuple[int, int, Any]:

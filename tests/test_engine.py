@@ -302,3 +302,36 @@ def test_killed_session_keeps_every_finished_trial_on_disk(project: BenchProject
 def _stage_processes_left(folder: Path) -> bool:
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     return "sleep 0.2" in out and str(folder) in out
+
+
+def test_stage_over_its_memory_ceiling_is_stopped_and_recorded(project: BenchProject) -> None:
+    project.write("hog.py", """
+        import sys, time
+        blocks = []
+        if sys.argv[1] == "b":
+            for _ in range(200):            # 200 x 8 MiB, touched: far past the 100 MiB ceiling
+                blocks.append(bytearray(8 << 20))
+                time.sleep(0.005)
+        print("score=1")
+    """)
+    document = simple_bench()
+    document["stages"][1].update(cmd=f"{sys.executable} hog.py {{mode}}", mem_mb=100)
+    project.bench(document)
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    trials = project.results()["trials"]
+    assert [t["status"] for t in trials] == ["passed", "guard:memory"] * 2
+    event = trials[1]["guard_events"][0]
+    assert event["kind"] == "memory" and event["ceiling_mb"] == 100
+    assert event["series"] and event["stage"] == "measure"
+    assert "stopped by the memory guard" in trials[1]["reason"]
+    assert trials[0]["metrics"]["score"] == 1.0 and trials[0]["peak_rss_mb"] < 100
+
+
+def test_preflight_refuses_a_benchmark_that_cannot_fit(project: BenchProject) -> None:
+    project.bench(simple_bench(resources={"mem_mb": 10_000_000}))
+    result = project.run("--collect-only")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    text = result.stdout.str()
+    assert "resources: preflight: the declared resources do not fit this run" in text
+    assert "MiB" in text
