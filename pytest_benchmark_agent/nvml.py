@@ -212,8 +212,13 @@ def process_tree(root_pid: int) -> Callable[[], set[int]]:
 
 @dataclass
 class VramReport:
-    """What a :class:`VramGuard` saw: peak VRAM of the stage, its breach event (or None)."""
+    """What a :class:`VramGuard` saw: peak VRAM of the stage, its breach event (or None).
 
+    ``attribution`` is ``"pids"`` when the stage's VRAM was read per process, ``"device"``
+    when at least one sample had to use the growth of its pinned devices (see VramGuard).
+    """
+
+    stage: str
     peak_vram_mb: float
     event: dict[str, Any] | None
     n_samples: int
@@ -258,6 +263,7 @@ class VramGuard:
         self._handles: dict[int, Any] = {}
         self._baseline: dict[int, int] = {}
         self._t0 = 0.0
+        self._error: Exception | None = None
 
     def start(self) -> VramGuard:
         """Open NVML, note each pinned device's used memory, and sample on a daemon thread."""
@@ -282,22 +288,38 @@ class VramGuard:
         return self
 
     def stop(self) -> VramReport:
-        """Take a last sample, stop sampling, close NVML, and report."""
+        """Take a last sample, stop sampling, close NVML, and report.
+
+        Raises RuntimeError when NVML stopped answering mid-stage (a lost GPU): a stage whose
+        VRAM went unwatched must not pass as guarded.
+        """
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
             self._thread = None
-            self.sample()
+            if self._error is None:
+                self._guarded_sample()
             _backend().nvmlShutdown()
+        if self._error is not None:
+            raise RuntimeError(f"VRAM guard for stage {self.stage!r} stopped watching: "
+                               f"{self._error!r}") from self._error
         if self._event is not None:
             self._event.update(peak_mb=round(self._peak, 1), series=self._series)
-        return VramReport(peak_vram_mb=round(self._peak, 1), event=self._event,
-                          n_samples=self._samples, attribution=self._attribution)
+        return VramReport(stage=self.stage, peak_vram_mb=round(self._peak, 1),
+                          event=self._event, n_samples=self._samples,
+                          attribution=self._attribution)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
+        while not self._stop.is_set() and self._guarded_sample():
             self._stop.wait(self.interval_s)
+
+    def _guarded_sample(self) -> bool:
+        try:
+            self.sample()
+        except _backend().NVMLError as error:
+            self._error = error
+            return False
+        return True
 
     def sample(self) -> float:
         """One reading of the stage's VRAM in MB; updates the peak and fires on a breach."""
@@ -332,27 +354,38 @@ class VramGuard:
             self._series = self._series[::2]
         if self.ceiling_mb and used_mb > self.ceiling_mb and self._event is None:
             self._event = {
-                "kind": "vram", "stage": self.stage, "peak_mb": round(self._peak, 1),
-                "ceiling_mb": self.ceiling_mb, "devices": self.devices,
-                "at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                "kind": "vram", "stage": self.stage,
+                "reason": f"VRAM {used_mb:.0f} MB above vram_mb {self.ceiling_mb:g}",
+                "peak_mb": round(self._peak, 1), "ceiling_mb": self.ceiling_mb,
+                "devices": self.devices, "attribution": self._attribution,
+                "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
                 "series": self._series,
             }
             self.on_breach()
 
 
 def _processes(nv: Any, handle: Any) -> list[Any]:
-    """Compute and graphics contexts on a device, one entry per pid (the larger reading)."""
+    """Compute and graphics contexts on a device, one entry per pid (the larger reading).
+
+    pynvml's unversioned queries call the newest struct version; a driver older than the
+    bindings answers with a version mismatch, and the ``_v2`` query is asked instead.
+    """
     found: dict[int, Any] = {}
-    for query in (nv.nvmlDeviceGetComputeRunningProcesses,
-                  nv.nvmlDeviceGetGraphicsRunningProcesses):
-        try:
-            listed = query(handle)
-        except nv.NVMLError:  # not supported on this device or driver
-            continue
-        for proc in listed:
-            known = found.get(proc.pid)
-            if known is None or (proc.usedGpuMemory or 0) > (known.usedGpuMemory or 0):
-                found[proc.pid] = proc
+    mismatch = getattr(nv, "NVMLLibraryMismatchError", nv.NVMLError_FunctionNotFound)  # 13.x
+    for kind in ("Compute", "Graphics"):
+        for name in (f"nvmlDeviceGet{kind}RunningProcesses",
+                     f"nvmlDeviceGet{kind}RunningProcesses_v2"):
+            try:
+                listed = getattr(nv, name)(handle)
+            except (mismatch, nv.NVMLError_FunctionNotFound):
+                continue
+            except nv.NVMLError_NotSupported:  # e.g. graphics contexts on data-centre cards
+                break
+            for proc in listed:
+                known = found.get(proc.pid)
+                if known is None or (proc.usedGpuMemory or 0) > (known.usedGpuMemory or 0):
+                    found[proc.pid] = proc
+            break
     return list(found.values())
 
 

@@ -19,7 +19,10 @@ import pynvml
 from pynvml import (
     NVMLError,
     NVMLError_DriverNotLoaded,
+    NVMLError_FunctionNotFound,
     NVMLError_LibraryNotFound,
+    NVMLError_NotSupported,
+    NVMLLibraryMismatchError,
 )
 
 MB = 1024 * 1024
@@ -53,9 +56,12 @@ class FakeNvml:
     NVMLError = NVMLError
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
     NVMLError_DriverNotLoaded = NVMLError_DriverNotLoaded
+    NVMLError_NotSupported = NVMLError_NotSupported
+    NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
+    NVMLLibraryMismatchError = NVMLLibraryMismatchError
 
     def __init__(self, devices: list[FakeDevice] | None = None, *, absent: bool = False,
-                 driver: str = "550.54.15", cuda: int = 12040):
+                 driver: str = "550.54.15", cuda: int = 12040, old_driver: bool = False):
         self.devices = devices if devices is not None else []
         for index, device in enumerate(self.devices):
             device.uuid = device.uuid or f"GPU-fake0000-0000-0000-0000-{index:012d}"
@@ -63,6 +69,8 @@ class FakeNvml:
         self.driver = driver
         self.cuda = cuda
         self.inits = 0
+        self.old_driver = old_driver  # True: only the _v2 process queries exist
+        self.lost = False  # True: the GPU fell off the bus, process queries fail
         self.process_queries = 0
 
     # -- scripting ---------------------------------------------------------------------------
@@ -131,7 +139,14 @@ class FakeNvml:
         return SimpleNamespace(gpu=handle.utilization, memory=handle.utilization)
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeDevice) -> list[SimpleNamespace]:
+        if self.old_driver:
+            raise NVMLLibraryMismatchError("Unversioned function called")
+        return self.nvmlDeviceGetComputeRunningProcesses_v2(handle)
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: FakeDevice) -> list[SimpleNamespace]:
         self._check()
+        if self.lost:
+            raise NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
         self.process_queries += 1
         listed = []
         for pid, proc in self._live(handle).items():

@@ -141,7 +141,7 @@ def test_guard_kills_a_real_process_that_overruns_its_vram(four_gpus, sleeper):
     assert event["kind"] == "vram" and event["stage"] == "train"
     assert event["ceiling_mb"] == 400 and event["devices"] == [1]
     assert event["peak_mb"] == report.peak_vram_mb > 400
-    assert event["at"].endswith("+00:00")
+    assert event["at"].endswith("Z") and event["reason"].startswith("VRAM ")
     assert max(mb for _, mb in event["series"]) == report.peak_vram_mb
     assert event["series"][-1][1] == 0  # the driver freed the killed process's memory
     assert report.n_samples >= 7 and report.attribution == "pids"
@@ -159,6 +159,17 @@ def test_guard_watches_the_whole_process_tree(four_gpus, sleeper):
     assert parent.wait(timeout=20) == -signal.SIGKILL
     report = guard.stop()
     assert report.event["peak_mb"] == report.peak_vram_mb == 900
+
+
+def test_an_older_driver_is_asked_with_the_v2_query(sleeper):
+    double = FakeNvml([FakeDevice()], old_driver=True)
+    stage = sleeper()
+    double.add_process(0, stage.pid, used_mb=600)
+    with nvml.use_backend(double):
+        guard = VramGuard(nvml.process_tree(stage.pid), [0], ceiling_mb=0, stage="eval",
+                          on_breach=kill_group(stage), interval_s=0.01).start()
+        report = guard.stop()
+    assert report.peak_vram_mb == 600 and report.attribution == "pids"
 
 
 def test_guard_under_its_ceiling_only_records(four_gpus, sleeper):
@@ -206,6 +217,16 @@ def test_missing_per_process_usage_falls_back_to_the_devices_growth(four_gpus, s
     assert stage.wait(timeout=20) == -signal.SIGKILL
     report = guard.stop()
     assert report.attribution == "device" and report.event["peak_mb"] == 2048
+
+
+def test_a_gpu_lost_mid_stage_fails_the_guard_loud(four_gpus, sleeper):
+    stage = sleeper()
+    guard = VramGuard(nvml.process_tree(stage.pid), [1], ceiling_mb=1024, stage="train",
+                      on_breach=kill_group(stage), interval_s=0.01).start()
+    four_gpus.lost = True
+    with pytest.raises(RuntimeError, match="VRAM guard for stage 'train' stopped watching"):
+        guard.stop()
+    assert four_gpus.inits == 0
 
 
 def test_guard_without_nvml_fails_loud():
