@@ -264,10 +264,11 @@ class VramGuard:
         self._baseline: dict[int, int] = {}
         self._t0 = 0.0
         self._error: Exception | None = None
+        self._nv: Any = None
 
     def start(self) -> VramGuard:
         """Open NVML, note each pinned device's used memory, and sample on a daemon thread."""
-        nv = _backend()
+        nv = self._nv = _backend()
         try:
             nv.nvmlInit()
         except nv.NVMLError as error:
@@ -299,7 +300,7 @@ class VramGuard:
             self._thread = None
             if self._error is None:
                 self._guarded_sample()
-            _backend().nvmlShutdown()
+            self._nv.nvmlShutdown()
         if self._error is not None:
             raise RuntimeError(f"VRAM guard for stage {self.stage!r} stopped watching: "
                                f"{self._error!r}") from self._error
@@ -314,16 +315,17 @@ class VramGuard:
             self._stop.wait(self.interval_s)
 
     def _guarded_sample(self) -> bool:
+        """A sample whose failure (NVML gone, ``on_breach`` failing) is kept for ``stop()``."""
         try:
             self.sample()
-        except _backend().NVMLError as error:
+        except Exception as error:  # re-raised by stop(): an unwatched stage fails loud
             self._error = error
             return False
         return True
 
     def sample(self) -> float:
         """One reading of the stage's VRAM in MB; updates the peak and fires on a breach."""
-        nv = _backend()
+        nv = self._nv
         try:
             pids = set(self.pids_provider())
         except Exception:  # a provider racing a dying process tree must not kill the guard

@@ -229,6 +229,19 @@ def test_a_gpu_lost_mid_stage_fails_the_guard_loud(four_gpus, sleeper):
     assert four_gpus.inits == 0
 
 
+def test_a_failing_kill_fails_the_guard_loud(four_gpus, sleeper):
+    stage = sleeper()
+    four_gpus.add_process(1, stage.pid, used_mb=2048)
+
+    def cannot_kill():
+        raise PermissionError("not allowed to signal the stage")
+
+    guard = VramGuard(nvml.process_tree(stage.pid), [1], ceiling_mb=1024, stage="train",
+                      on_breach=cannot_kill, interval_s=0.01).start()
+    with pytest.raises(RuntimeError, match="stopped watching: PermissionError"):
+        guard.stop()
+
+
 def test_guard_without_nvml_fails_loud():
     guard = VramGuard(lambda: [], [0], ceiling_mb=10, stage="train", on_breach=lambda: None)
     with nvml.use_backend(FakeNvml(absent=True)), pytest.raises(
