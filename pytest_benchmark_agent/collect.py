@@ -30,9 +30,10 @@ class BenchFile(pytest.File):
     def collect(self):
         bench: BenchSession = self.config.stash[SESSION_KEY]
         config = load_config(self.path, bench.overrides)
-        gate1.check(config, self.path)
+        points = bench.round_points if config.search_space is not None else None
+        gate1.check(config, self.path, tuning=points is not None)
         caveat = bench.preflight(config, self.path)
-        plan = build_plan(config, self.path)
+        plan = build_plan(config, self.path, points)
         run = bench.new_run(plan)
         if caveat:
             run.caveats.append(f"preflight: {caveat}")

@@ -84,11 +84,32 @@ class BenchPlan:
         return self.treatments[0]
 
 
-def build_plan(config: BenchmarkConfig, path: Path) -> BenchPlan:
-    """Bind every stage to every treatment and seed; dedupe preps by signature."""
-    variable = treatment_variable(config)
-    assert variable is not None, "gate 1 guarantees a treatment variable"
-    treatments = treatment_values(config)
+#: The treatment variable of a tuning round, whose treatments are points of the search space.
+POINT = "point"
+
+
+def point_label(point: dict[str, Any]) -> str:
+    """``heap_factor=0.6,query_cut=10``: a tuning point as a treatment label."""
+    return ",".join(f"{name}={as_text(value)}" for name, value in point.items())
+
+
+def build_plan(config: BenchmarkConfig, path: Path,
+               points: list[dict[str, Any]] | None = None) -> BenchPlan:
+    """Bind every stage to every treatment and seed; dedupe preps by signature.
+
+    ``points`` makes this a tuning round: each point (values of the tuned params) is one
+    treatment of the synthetic variable ``point``, the first being the incumbent.
+    """
+    if points is not None:
+        variable = POINT
+        treatments: list[Any] = [point_label(p) for p in points]
+        bindings = [{**config.params, **p} for p in points]
+    else:
+        name = treatment_variable(config)
+        assert name is not None, "gate 1 guarantees a treatment variable"
+        variable = name
+        treatments = treatment_values(config)
+        bindings = [{**config.params, variable: t} for t in treatments]
     folder = path.parent.resolve()
     by_name = {stage.name: stage for stage in config.stages}
     hasher = _InputHasher()
@@ -97,8 +118,7 @@ def build_plan(config: BenchmarkConfig, path: Path) -> BenchPlan:
     measures = [stage for stage in config.stages if stage.kind == "measure"]
     for replicate in range(config.max_replicates):
         for seed in seeds:
-            for treatment in treatments:
-                params = {**config.params, variable: treatment}
+            for treatment, params in zip(treatments, bindings, strict=True):
                 for stage in measures:
                     nodes = tuple(_bind(by_name[need], params, seed, by_name, folder, hasher, plan)
                                   for need in stage.needs)

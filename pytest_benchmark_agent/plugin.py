@@ -32,6 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-accept-risk", action="store_true", default=False,
                     help="run even when declared resources fit with under 10%% headroom "
                          "(recorded as a caveat)")
+    group.addoption("--bench-round", default=None, metavar="FILE",
+                    help="run one tuning round: the search-space points listed in FILE (JSON), "
+                         "written by the tuner; each point is a treatment")
     group.addoption("--bench-set", action="append", default=[], metavar="PARAM=VALUE",
                     help="override a declared param for this session (repeatable; the value "
                          "is read as YAML, so 2000 is a number)")
@@ -45,7 +48,8 @@ def pytest_configure(config: pytest.Config) -> None:
     from .report import ReportWriter
     from .session import BenchSession, default_home
 
-    bench = BenchSession(config, default_home(config), _parse_overrides(config))
+    bench = BenchSession(config, default_home(config), _parse_overrides(config),
+                         _round_points(config))
     config.stash[SESSION_KEY] = bench
     config.pluginmanager.register(bench, "benchmark_agent_session")
     config.pluginmanager.register(RecordWriter(), "benchmark_agent_records")
@@ -71,6 +75,24 @@ def _named_on_command_line(config: pytest.Config, file_path: Path) -> bool:
         if (base / candidate).resolve() == file_path.resolve():
             return True
     return False
+
+
+def _round_points(config: pytest.Config) -> list[dict[str, Any]] | None:
+    """The points of a tuning round, from the JSON file the tuner wrote (``{"points": [...]}``)."""
+    path = config.getoption("bench_round")
+    if not path:
+        return None
+    import json
+
+    try:
+        points = json.loads(Path(path).read_text())["points"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise pytest.UsageError(f"--bench-round {path}: cannot read the round's points ({exc}); "
+                                'expected JSON {"points": [{"param": value}, ...]}') from None
+    if not isinstance(points, list) or not points or not all(isinstance(p, dict) for p in points):
+        raise pytest.UsageError(f"--bench-round {path}: 'points' must be a non-empty list of "
+                                "mappings from tuned param to value")
+    return points
 
 
 def _parse_overrides(config: pytest.Config) -> dict[str, Any]:

@@ -34,10 +34,13 @@ from .run import BenchRun, new_run_id
 class BenchSession:
     """State shared by the collectors and items of one ``pytest --bench`` session."""
 
-    def __init__(self, config: pytest.Config, home: Path, overrides: dict[str, Any]):
+    def __init__(self, config: pytest.Config, home: Path, overrides: dict[str, Any],
+                 round_points: list[dict[str, Any]] | None = None):
         self.config = config
         self.home = home
         self.overrides = overrides
+        #: The points of a tuning round (``--bench-round``): the treatments of tuning files.
+        self.round_points = round_points
         self.cache = PrepCache(home / "cache")
         self.cgroup = CgroupMemory.of_self()
         self.runs: list[BenchRun] = []

@@ -335,3 +335,17 @@ def test_preflight_refuses_a_benchmark_that_cannot_fit(project: BenchProject) ->
     text = result.stdout.str()
     assert "resources: preflight: the declared resources do not fit this run" in text
     assert "MiB" in text
+
+
+def test_tuning_round_runs_each_point_as_a_treatment(project: BenchProject) -> None:
+    document = simple_bench(search_space={"size": [3, 5]},
+                            objective={"metric": "score", "direction": "higher"})
+    del document["treatment_variable"], document["treatments"]
+    project.bench(document)
+    project.write("round.json", json.dumps({"points": [{"size": 3}, {"size": 5}]}))
+    assert project.run("--bench-round", "round.json").ret == 0
+    record = project.results()
+    assert record["treatment_variable"] == "point" and record["control"] == "size=3"
+    assert record["summary"]["score"]["size=5"]["median"] == 10.0
+    assert [t["id"] for t in record["trials"]][:2] == ["measure[point=size=3-rep0]",
+                                                      "measure[point=size=5-rep0]"]

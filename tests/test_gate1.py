@@ -133,3 +133,13 @@ def test_a_clean_file_plans_its_trials(project: BenchProject) -> None:
                                  "bench.yaml::measure[[]mode=a-rep1[]]",
                                  "bench.yaml::measure[[]mode=b-rep1[]]"])
     assert not project.home.exists()  # planning writes nothing
+
+
+def test_tuned_param_must_be_declared(project: BenchProject) -> None:
+    document = simple_bench(search_space={"sise": [1, 2]})
+    del document["treatment_variable"], document["treatments"]
+    project.bench(document)
+    project.write("round.json", '{"points": [{"sise": 1}]}')
+    result = project.run("--collect-only", "--bench-round", "round.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "search_space.sise: is tuned but not declared under params" in result.stdout.str()
