@@ -21,6 +21,17 @@ def pytest_bench_run_started(run: BenchRun) -> None:
 
 
 @pytest.hookspec
+def pytest_bench_stage_started(run: BenchRun, stage: str, trial_id: str | None) -> None:
+    """A stage's command is about to start (``trial_id`` is None for a prep being built)."""
+
+
+@pytest.hookspec
+def pytest_bench_stage_progress(run: BenchRun, stage: str, trial_id: str | None,
+                                elapsed_s: float, peak_rss_mb: float) -> None:
+    """A long stage is still running: called at least once a minute while it runs."""
+
+
+@pytest.hookspec
 def pytest_bench_trial_finished(trial: dict[str, Any], run: BenchRun) -> None:
     """A trial ended (passed, failed, guarded, non-comparable or interrupted).
 

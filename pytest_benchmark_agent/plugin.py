@@ -32,6 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-accept-risk", action="store_true", default=False,
                     help="run even when declared resources fit with under 10%% headroom "
                          "(recorded as a caveat)")
+    group.addoption("--bench-run-id", default=None, metavar="ID",
+                    help="use ID as the run id (one benchmark file per session): lets a caller "
+                         "know the run folder before the session starts (detached runs)")
     group.addoption("--bench-round", default=None, metavar="FILE",
                     help="run one tuning round: the search-space points listed in FILE (JSON), "
                          "written by the tuner; each point is a treatment")

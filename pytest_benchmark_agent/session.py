@@ -72,7 +72,12 @@ class BenchSession:
         return result.caveat
 
     def new_run(self, plan: BenchPlan) -> BenchRun:
-        run = BenchRun(plan=plan, home=self.home, run_id=new_run_id(plan.config.name))
+        forced = self.config.getoption("bench_run_id")
+        if forced and self.runs:
+            raise ConfigError(plan.path, [("", f"--bench-run-id {forced} names one run, but this "
+                                           "session collects a second benchmark file.",
+                                           "run one benchmark file per session with it.")])
+        run = BenchRun(plan=plan, home=self.home, run_id=forced or new_run_id(plan.config.name))
         self.runs.append(run)
         return run
 
