@@ -1,9 +1,9 @@
 """Memory guard: kill a stage's process tree before the kernel's OOM killer picks a neighbour.
 
-Measured on the reference machine (docs/benchmark/GUARDRAILS.md): a guard that compares only the
-stage's own RSS with its ceiling loses whenever the stage shares a memory cgroup with others, because
-the kernel kills the biggest process of the cgroup (an innocent co-tenant) long before the stage
-reaches its ceiling. So the guard watches two things on every sample:
+Measured on the reference machine (docs/benchmark/GUARDRAILS.md): a guard that compares only
+the stage's own RSS with its ceiling loses whenever the stage shares a memory cgroup with others,
+because the kernel kills the biggest process of the cgroup (an innocent co-tenant) long before
+the stage reaches its ceiling. So the guard watches two things on every sample:
 
 * the stage's whole process tree (descendants of the stage leader plus its session and process
   group) against the stage's ceiling, summing ``/proc/<pid>/statm`` read through descriptors kept
@@ -32,6 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.cgroup import MIB, CgroupMemory
@@ -110,35 +111,45 @@ class GuardReport:
 class _ProcessTree:
     """The processes of one stage: the leader's descendants, session and process group.
 
-    ``/proc`` is scanned for pids not seen before (a process only joins the tree when it is
-    created), so a scan costs a directory listing plus one ``stat`` read per new process.
-    A pid reused within one scan interval would be missed; that needs the pid space to wrap.
+    A process joins the tree only when it is created, so each scan reads ``stat`` only for pids
+    it has not classified yet. The frequent scan lists the stage's own cgroup (``cgroup.procs``,
+    a handful of pids, where the stage runs in a memory cgroup); a periodic full scan of
+    ``/proc`` catches members that moved to another cgroup and forgets pids that are gone.
+    A pid reused between two full scans would be missed; that needs the pid space to wrap.
     """
 
-    def __init__(self, leader: int) -> None:
+    def __init__(self, leader: int, cgroup_procs: Path | None) -> None:
         self.leader = leader
+        self._procs = cgroup_procs
         try:
             self._session = leader if os.getsid(leader) == leader else None
             self._group = leader if os.getpgid(leader) == leader else None
         except ProcessLookupError:
             self._session = self._group = None
-        self._seen: set[str] = set()
+        self._classified: set[int] = set()
         self.members: dict[int, int | None] = {}  # pid -> open statm descriptor (None: EMFILE)
 
-    def discover(self) -> None:
-        """Add processes created since the last scan that belong to the stage."""
-        names = os.listdir("/proc")
-        fresh = {}
-        for name in names:
-            if name in self._seen or not name.isdigit():
-                continue
+    def _candidates(self, full: bool) -> set[int]:
+        if not full and self._procs is not None:
             try:
-                with open(f"/proc/{name}/stat", "rb") as stat:
+                return {int(word) for word in self._procs.read_bytes().split()}
+            except OSError:
+                pass  # the cgroup went away: fall back to /proc
+        pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+        self._classified &= pids
+        return pids
+
+    def discover(self, full: bool = False) -> None:
+        """Add processes created since they were last looked at that belong to the stage."""
+        fresh = {}
+        for pid in self._candidates(full) - self._classified:
+            self._classified.add(pid)
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as stat:
                     fields = stat.read().rsplit(b")", 1)[1].split()
             except OSError:
                 continue
-            fresh[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]))
-        self._seen = set(names)
+            fresh[pid] = (int(fields[1]), int(fields[2]), int(fields[3]))
         added = True
         while added:
             added = False
@@ -184,7 +195,7 @@ class _ProcessTree:
         if self._group is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._group, signal.SIGKILL)
-        self.discover()
+        self.discover(full=True)
         hit = 0
         for pid in self.members:
             try:
@@ -281,10 +292,11 @@ class MemoryGuard:
         cgroup: CgroupMemory | None = None,
         *,
         cgroup_margin_mb: float | None = None,
-        min_interval_s: float = 0.005,
+        min_interval_s: float = 0.01,
         max_interval_s: float = 0.1,
         assumed_rate_mb_s: float = 4096.0,
-        discover_interval_s: float = 0.02,
+        discover_interval_s: float = 0.025,
+        full_scan_interval_s: float = 1.0,
     ) -> None:
         if ceiling_mb is not None and ceiling_mb <= 0:
             raise ValueError(
@@ -306,7 +318,10 @@ class MemoryGuard:
         self._max = max_interval_s
         self._rate = assumed_rate_mb_s * MIB
         self._discover_every = discover_interval_s
-        self._stop = threading.Event()
+        self._full_scan_every = full_scan_interval_s
+        # Held until stop(): the sampler sleeps in acquire(timeout), cheaper than Event.wait.
+        self._stop = threading.Lock()
+        self._stop.acquire()
         self._state = _State()
         self._thread: threading.Thread | None = None
         self._report: GuardReport | None = None
@@ -330,7 +345,8 @@ class MemoryGuard:
         """Start sampling in a daemon thread; returns self."""
         if self._thread is not None:
             raise RuntimeError(f"memory guard for stage {self.stage!r} was already started")
-        tree = _ProcessTree(self.pid)
+        own = CgroupMemory.of_pid(self.pid)
+        tree = _ProcessTree(self.pid, None if own is None else own.path / "cgroup.procs")
         levels = self._levels()
         self._t0 = time.monotonic()
         self._thread = threading.Thread(
@@ -345,7 +361,7 @@ class MemoryGuard:
             return self._report
         if self._thread is None:
             raise RuntimeError(f"memory guard for stage {self.stage!r} was never started")
-        self._stop.set()
+        self._stop.release()
         self._thread.join()
         state = self._state
         if state.error is not None:
@@ -384,12 +400,15 @@ class MemoryGuard:
 
     def _watch(self, tree: _ProcessTree, levels: list[_CgroupLevel]) -> None:
         state = self._state
-        last_discovery = -1.0
+        last_discovery = last_full_scan = -1.0
         last_room: float | None = None
         last_t = 0.0
         while True:
             now = time.monotonic() - self._t0
-            if now - last_discovery >= self._discover_every:
+            if now - last_full_scan >= self._full_scan_every:
+                tree.discover(full=True)
+                last_discovery = last_full_scan = now
+            elif now - last_discovery >= self._discover_every:
                 tree.discover()
                 last_discovery = now
             rss = tree.rss_bytes()
@@ -416,7 +435,7 @@ class MemoryGuard:
                 rate = max(rate, (last_room - room) / (now - last_t))
             last_room, last_t = room, now
             interval = min(self._max, max(self._min, room / rate))
-            if self._stop.wait(interval):
+            if self._stop.acquire(timeout=interval):
                 return
 
     def _breach(
