@@ -1,0 +1,270 @@
+"""Calibrate the verdict rule on real timings of this machine and print the table.
+
+Collects wall time and CPU time (user+sys from the child's rusage) of a subprocess doing a
+fixed amount of CPU work (~30 ms), at its normal size (twice: A and A', for A/A) and with about
++2% and +5% work, in interleaved blocks (the four runs of a block in a seeded random order).
+It does so on the machine as it is ("quiet") and with one busy-loop process per CPU
+("loaded"). Then it resamples experiments of n = 5, 10, 20 blocks (random blocks, kept in time
+order), optionally multiplied by a slow random-walk drift shared by the runs of a block, and
+reports, for each rule, how often it calls a change: on A/A that is the false-positive rate, on
++2%/+5% (counted only in the right direction) the power.
+
+Rules: ours (pytest_benchmark_agent.analysis.analyze_run), plain Mann-Whitney U at p<0.05
+(what benchstat does), a fixed 5% threshold on means, and ours in sequential mode
+(sequential_decision, 5 to 20 blocks).
+
+    python benchmarks/stats_calibration.py                     # ~4-5 minutes
+    python benchmarks/stats_calibration.py --blocks 1000 --experiments 4000   # tighter
+    python benchmarks/stats_calibration.py --save s.json; ... --load s.json   # reuse samples
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+from scipy import stats
+
+from pytest_benchmark_agent.analysis import (
+    MetricSpec,
+    Observation,
+    analyze_run,
+    look_schedule,
+    sequential_decision,
+)
+
+WORK = "import sys\nx = 0\nfor i in range(int(sys.argv[1])):\n    x += i\n"
+BASE_ITERATIONS = 250_000
+ARMS = ("A", "A'", "+2%", "+5%")
+EFFECTS = {"A/A": "A'", "+2%": "+2%", "+5%": "+5%"}
+SPEC = {"t": MetricSpec(direction="lower", primary=True)}
+TREATMENTS = ("control", "treatment")
+
+
+def run_once(iterations: int) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user+sys of the child) of one workload process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-S", "-c", WORK, str(iterations)])
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if status != 0:
+        raise RuntimeError(f"workload exited with status {status}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def workload_sizes() -> dict[str, int]:
+    """Iterations per arm so that the whole process (start-up included) does +2% / +5% work."""
+    empty = np.percentile([run_once(0)[1] for _ in range(15)], 25)
+    full = np.percentile([run_once(BASE_ITERATIONS)[1] for _ in range(15)], 25)
+    per_iteration = (full - empty) / BASE_ITERATIONS
+
+    def grown(fraction: float) -> int:
+        return int(BASE_ITERATIONS + fraction * full / per_iteration)
+
+    return {"A": BASE_ITERATIONS, "A'": BASE_ITERATIONS, "+2%": grown(0.02), "+5%": grown(0.05)}
+
+
+def collect(blocks: int, sizes: dict[str, int], load: int, seed: int) -> dict[str, dict]:
+    """Interleaved blocks of the four arms, under ``load`` busy-loop processes."""
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)
+    ]
+    try:
+        order = random.Random(seed)
+        out = {arm: {"wall": [], "cpu": []} for arm in ARMS}
+        for _ in range(blocks):
+            arms = list(ARMS)
+            order.shuffle(arms)
+            for arm in arms:
+                wall, cpu = run_once(sizes[arm])
+                out[arm]["wall"].append(wall)
+                out[arm]["cpu"].append(cpu)
+        return out
+    finally:
+        for proc in burners:
+            proc.kill()
+            proc.wait()
+
+
+Rule = Callable[[np.ndarray, np.ndarray], int]
+
+
+def rule_ours(control: np.ndarray, treatment: np.ndarray) -> int:
+    """+1 regressed, -1 improved, 0 otherwise, by analyze_run on paired blocks."""
+    verdict = analyze_run(_observations(control, treatment), SPEC, TREATMENTS, "control")
+    return _sign(verdict.verdicts["t"]["treatment"].verdict)
+
+
+def rule_mann_whitney(control: np.ndarray, treatment: np.ndarray) -> int:
+    """Plain two-sided Mann-Whitney U at p < 0.05, direction from the medians."""
+    p = stats.mannwhitneyu(treatment, control, alternative="two-sided").pvalue
+    if p >= 0.05:
+        return 0
+    return 1 if np.median(treatment) > np.median(control) else -1
+
+
+def rule_fixed(control: np.ndarray, treatment: np.ndarray) -> int:
+    """A change whenever the means differ by more than 5%."""
+    ratio = treatment.mean() / control.mean()
+    return 1 if ratio > 1.05 else -1 if ratio < 0.95 else 0
+
+
+def sequential(control: np.ndarray, treatment: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
+    """Verdict sign and blocks used by sequential_decision at its looks from lo to hi blocks.
+
+    Only the looks are evaluated: between looks sequential_decision never stops.
+    """
+    for k in look_schedule(lo, hi):
+        decision = sequential_decision(
+            _observations(control[:k], treatment[:k]), SPEC, TREATMENTS, "control",
+            blocks_done=k, min_blocks=lo, max_blocks=hi,
+        )
+        if decision.stop:
+            return _sign(decision.analysis.verdicts["t"]["treatment"].verdict), k
+    raise AssertionError("sequential_decision must stop at max_blocks")
+
+
+def _observations(control: np.ndarray, treatment: np.ndarray) -> dict[str, list[Observation]]:
+    obs = [Observation("control", k, None, float(v)) for k, v in enumerate(control)]
+    obs += [Observation("treatment", k, None, float(v)) for k, v in enumerate(treatment)]
+    return {"t": obs}
+
+
+def _sign(verdict: str) -> int:
+    return {"regressed": 1, "improved": -1}.get(verdict, 0)
+
+
+def experiments(
+    total: int, n: int, count: int, drift: float, rng: np.random.Generator
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(block indices in time order, per-block drift factor) for ``count`` experiments."""
+    out = []
+    for _ in range(count):
+        idx = np.sort(rng.choice(total, n, replace=False))
+        walk = np.exp(np.cumsum(rng.normal(0.0, drift, n))) if drift else np.ones(n)
+        out.append((idx, walk))
+    return out
+
+
+def rate(hits: list[int], wanted: int | None) -> float:
+    """Share of experiments calling a change (any direction when ``wanted`` is None)."""
+    arr = np.array(hits)
+    return float(np.mean(arr != 0 if wanted is None else arr == wanted))
+
+
+def describe(name: str, pool: dict[str, dict]) -> list[str]:
+    """Noise of the pool: CV, lag-1 autocorrelation, realised effect of each arm."""
+    lines = []
+    for metric in ("wall", "cpu"):
+        base = np.array(pool["A"][metric])
+        paired = np.log(np.array(pool["A'"][metric])) - np.log(base)
+        parts = []
+        for arm in ARMS[1:]:
+            x = np.array(pool[arm][metric])
+            parts.append(f"{arm} {np.median(x) / np.median(base) - 1:+.1%}")
+        lag1 = np.corrcoef(base[:-1], base[1:])[0, 1]
+        lines.append(
+            f"{name:7} {metric}_s: median {np.median(base) * 1e3:.1f} ms, "
+            f"CV {base.std() / base.mean():.0%}, lag-1 autocorrelation {lag1:.2f}, "
+            f"paired A'/A log-ratio sd {paired.std():.3f}; realised median effect "
+            + ", ".join(parts)
+        )
+    return lines
+
+
+def evaluate(pool: dict[str, dict], args: argparse.Namespace) -> list[list[str]]:
+    """Rows of the table for one pool (one machine condition)."""
+    rows = []
+    rng = np.random.default_rng(args.seed)
+    total = len(pool["A"]["wall"])
+    rules: dict[str, Rule] = {
+        "ours": rule_ours, "Mann-Whitney": rule_mann_whitney, "fixed 5%": rule_fixed,
+    }
+    for metric in ("wall", "cpu"):
+        for drift in (0.0, args.drift):
+            for n in (5, 10, 20):
+                plan = experiments(total, n, args.experiments, drift, rng)
+                hits: dict[str, dict[str, list[int]]] = {r: {e: [] for e in EFFECTS} for r in rules}
+                for effect, arm in EFFECTS.items():
+                    a, b = np.array(pool["A"][metric]), np.array(pool[arm][metric])
+                    for idx, walk in plan:
+                        for name, rule in rules.items():
+                            hits[name][effect].append(rule(a[idx] * walk, b[idx] * walk))
+                for name in rules:
+                    rows.append([
+                        metric, f"{drift:.0%}", str(n), name,
+                        *(f"{rate(hits[name][e], None if e == 'A/A' else 1):.1%}" for e in EFFECTS),
+                        "",
+                    ])
+            plan = experiments(total, args.max_blocks, args.seq_experiments, drift, rng)
+            seq: dict[str, list[int]] = {e: [] for e in EFFECTS}
+            used: list[int] = []
+            for effect, arm in EFFECTS.items():
+                a, b = np.array(pool["A"][metric]), np.array(pool[arm][metric])
+                for idx, walk in plan:
+                    sign, k = sequential(a[idx] * walk, b[idx] * walk, 5, args.max_blocks)
+                    seq[effect].append(sign)
+                    used.append(k)
+            rows.append([
+                metric, f"{drift:.0%}", f"5..{args.max_blocks}", "ours, sequential",
+                *(f"{rate(seq[e], None if e == 'A/A' else 1):.1%}" for e in EFFECTS),
+                f"{np.mean(used):.1f}",
+            ])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=300, help="blocks collected per condition")
+    parser.add_argument("--experiments", type=int, default=400, help="resampled runs per cell")
+    parser.add_argument("--seq-experiments", type=int, default=300, help="sequential runs per cell")
+    parser.add_argument("--max-blocks", type=int, default=20, help="sequential max blocks")
+    parser.add_argument("--drift", type=float, default=0.03, help="random-walk step sd per block")
+    parser.add_argument("--load", type=int, default=os.cpu_count() or 1,
+                        help="busy-loop processes of the loaded condition")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save", help="write the collected samples to this JSON file")
+    parser.add_argument("--load-samples", help="analyse samples from --save instead of collecting")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    if args.load_samples:
+        with open(args.load_samples) as fh:
+            saved = json.load(fh)
+    else:
+        sizes = workload_sizes()
+        saved = {"sizes": sizes, "pools": {}, "loadavg": {}}
+        for name, load in (("quiet", 0), ("loaded", args.load)):
+            saved["loadavg"][name] = os.getloadavg()[0]
+            saved["pools"][name] = collect(args.blocks, sizes, load, args.seed)
+        if args.save:
+            with open(args.save, "w") as fh:
+                json.dump(saved, fh)
+    collected = time.perf_counter() - started
+
+    print(f"workload iterations per arm: {saved['sizes']}; load average before each "
+          f"condition: {saved['loadavg']}")
+    header = ["metric", "drift", "n", "rule", "A/A FP", "power +2%", "power +5%", "mean blocks"]
+    for name, pool in saved["pools"].items():
+        for line in describe(name, pool):
+            print(line)
+    for name, pool in saved["pools"].items():
+        rows = evaluate(pool, args)
+        print(f"\n### {name} ({len(pool['A']['wall'])} blocks, {args.experiments} resampled "
+              f"runs per cell, {args.seq_experiments} sequential)\n")
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+    print(f"\ncollection {collected:.0f} s, total {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
