@@ -11,9 +11,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import cli_records, cli_session
+from . import cli_records, cli_session, cli_tune
 
-VERB_MODULES = (cli_session, cli_records)
+VERB_MODULES = (cli_session, cli_records, cli_tune)
 
 
 def build_parser() -> argparse.ArgumentParser:

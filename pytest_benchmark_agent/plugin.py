@@ -38,9 +38,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-round", default=None, metavar="FILE",
                     help="run one tuning round: the search-space points listed in FILE (JSON), "
                          "written by the tuner; each point is a treatment")
+    group.addoption("--bench-tune", default=None, choices=("grid", "refine", "coordinate"),
+                    help="tune the tuning file given (search_space:, objective:): rounds of "
+                         "trials, each its own --bench session, moving only on improvements "
+                         "gate 2 supports")
     group.addoption("--bench-set", action="append", default=[], metavar="PARAM=VALUE",
                     help="override a declared param for this session (repeatable; the value "
                          "is read as YAML, so 2000 is a number)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """``--bench-tune``: run the tuner instead of a session; its exit code is pytest's."""
+    if not config.getoption("bench_tune"):
+        return None
+    from .tune import tune_from_pytest
+
+    return tune_from_pytest(config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
