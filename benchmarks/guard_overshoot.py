@@ -248,7 +248,7 @@ def main() -> None:
     print()
     print("| policy | rate asked MiB/s | rate got MiB/s | past ceiling seen MiB (median / max)"
           " | past ceiling true MiB (median / max) | lag ms (median / max) | samples"
-          " | guard cpu % |")
+          " | guard cpu % (whole trial) |")
     print("|---|---|---|---|---|---|---|---|")
     for policy in POLICIES:
         for rate in RATES_MB_S:
