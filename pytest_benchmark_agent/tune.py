@@ -471,7 +471,11 @@ class Tuner:
 
     def _select(self, index: int, incumbent: str, judged: list[Candidate],
                 record: dict[str, Any], labels: list[str]) -> Candidate | None:
-        """Move to the simplest supported improvement that no other one significantly beats."""
+        """Move to the best supported improvement, or to a simpler one tied with it.
+
+        Tied means gate 2 finds no change between the two and the estimated difference is
+        inside the noise threshold; an underpowered comparison alone is not a tie.
+        """
         eligible = [c for c in judged if c.decision == "eligible"]
         if not eligible:
             return None
@@ -486,7 +490,9 @@ class Tuner:
             observations = {metric: [o for o in _observations(record, spec, self.config)[metric]
                                      if o.treatment in names]}
             versus = analysis.analyze_run(observations, spec, names, best.label).verdicts[metric]
-            tied += [c for c in others if versus[c.label].verdict != "regressed"]
+            threshold = spec[metric].noise_threshold
+            tied += [c for c in others if versus[c.label].verdict == "no_change"
+                     and abs(versus[c.label].ratio - 1) <= threshold]
         order = {c.label: i for i, c in enumerate(judged)}
         chosen = min(tied, key=lambda c: (self.space.distance(self.incumbent, c.point),
                                           order[c.label]))
@@ -502,8 +508,7 @@ class Tuner:
                                  f"other; selected the simpler {chosen.label}.")
             else:
                 candidate.decision = "worse"
-                candidate.reason = f"improved on {incumbent} but significantly less than " \
-                                   f"{best.label}"
+                candidate.reason = f"improved on {incumbent}, but less than {best.label}"
         self.incumbent = dict(chosen.point)
         verdict = chosen.verdict
         self.path.append({"round": index, "label": chosen.label, "point": dict(chosen.point),
@@ -632,7 +637,14 @@ def grid(tuner: Tuner) -> str:
 
 
 def refine(tuner: Tuner) -> str:
-    """A coarse grid, then grids of half the spacing around the incumbent."""
+    """A coarse grid, then grids of half the spacing around the incumbent.
+
+    At each spacing the neighbourhood (every ordered param one spacing down, same or up) is
+    searched again as long as the incumbent moves, so the search can walk past the coarse
+    grid's cells; the spacing halves when it does not. It stops at the lattice, or when no
+    neighbour is distinguishable from the incumbent: then the objective changes less over
+    one spacing than these replicates can resolve, and a finer spacing would change it less.
+    """
     space = tuner.space
     coarse = product(*(d.coarse_indices() if d.ordered else range(len(d.values))
                        for d in space.dimensions))
@@ -642,16 +654,24 @@ def refine(tuner: Tuner) -> str:
         spacing = [s // 2 for s in spacing]
         if not any(spacing):
             return "the spacing reached the lattice of the search space"
-        centre = space.indices(tuner.incumbent)
-        around = product(*([i - s, i, i + s] if s else [i]
-                           for i, s in zip(centre, spacing, strict=True)))
-        judged = tuner.evaluate(space.point_at(ix) for ix in around
-                                if all(0 <= i < len(d.values)
-                                       for i, d in zip(ix, space.dimensions, strict=True)))
-        if judged and all(c.decision in ("no_change", "not_comparable") for c in judged) \
-                and any(c.decision == "no_change" for c in judged):
-            return (f"no neighbour at spacing {max(spacing)} was distinguishable from the "
-                    "incumbent: the noise allows no finer resolution")
+        moved = True
+        while moved:
+            before = point_label(tuner.incumbent)
+            judged = tuner.evaluate(_neighbourhood(space, tuner.incumbent, spacing))
+            moved = point_label(tuner.incumbent) != before
+            if judged and all(c.decision in ("no_change", "not_comparable") for c in judged) \
+                    and any(c.decision == "no_change" for c in judged):
+                return (f"no neighbour at spacing {max(spacing)} was distinguishable from the "
+                        "incumbent: the noise allows no finer resolution")
+
+
+def _neighbourhood(space: SearchSpace, point: Point, spacing: list[int]) -> list[Point]:
+    """Lattice points at most one ``spacing`` away from ``point`` along each ordered param."""
+    centre = space.indices(point)
+    around = product(*([i - s, i, i + s] if s else [i]
+                       for i, s in zip(centre, spacing, strict=True)))
+    return [space.point_at(ix) for ix in around
+            if all(0 <= i < len(d.values) for i, d in zip(ix, space.dimensions, strict=True))]
 
 
 def coordinate(tuner: Tuner) -> str:
