@@ -11,9 +11,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import cli_records, cli_session, cli_tune
+from . import cli_records, cli_session, cli_tune, lessons
 
-VERB_MODULES = (cli_session, cli_records, cli_tune)
+VERB_MODULES = (cli_session, cli_records, cli_tune, lessons)
 
 
 def build_parser() -> argparse.ArgumentParser:

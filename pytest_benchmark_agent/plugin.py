@@ -61,6 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("bench"):
         return
     from .collect import SESSION_KEY
+    from .heartbeat import HeartbeatWriter
     from .record import RecordWriter
     from .report import ReportWriter
     from .session import BenchSession, default_home
@@ -69,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
                          _round_points(config))
     config.stash[SESSION_KEY] = bench
     config.pluginmanager.register(bench, "benchmark_agent_session")
+    config.pluginmanager.register(HeartbeatWriter(config), "benchmark_agent_heartbeat")
     config.pluginmanager.register(RecordWriter(), "benchmark_agent_records")
     config.pluginmanager.register(ReportWriter(), "benchmark_agent_reports")
 
