@@ -29,8 +29,8 @@ from .fsutil import append_line, utc_now
 LESSONS = "lessons.md"
 RISKS = "risks.md"
 _HEADERS = {
-    LESSONS: "# Lessons\n\n> Append-only (`benchmark-agent lesson add`); shown by `plan` where they "
-             "apply.\n\n",
+    LESSONS: "# Lessons\n\n> Append-only (`benchmark-agent lesson add`); shown by `plan` where "
+             "they apply.\n\n",
     RISKS: "# Risks\n\n> Known fragilities and scaling limits, append-only (`benchmark-agent risk "
            "add`); shown by `plan` where they apply.\n\n",
 }
