@@ -48,8 +48,8 @@ class BenchFile(pytest.File):
         needed = [dep.fixture_name for dep in node.needs]
 
         def build_or_reuse(**upstream: PrepOutcome) -> PrepOutcome:
-            return obtain_prep(run, bench.cache, node, [upstream[name] for name in needed],
-                               bench.cgroup)
+            return obtain_prep(run, bench.stage_context, node,
+                               [upstream[name] for name in needed])
 
         build_or_reuse.__name__ = node.fixture_name
         build_or_reuse.__signature__ = _signature(needed)  # type: ignore[attr-defined]
@@ -86,7 +86,8 @@ def _trial_callable(bench: BenchSession, run: BenchRun, spec: TrialSpec):
 
     def trial(**preps: PrepOutcome) -> None:
         try:
-            record = run_trial(run, spec, [preps[name] for name in needed], bench.cgroup)
+            record = run_trial(run, bench.stage_context, spec,
+                               [preps[name] for name in needed])
         except TrialNotPassed as exc:
             bench.finish_trial(run, exc.record)
             raise exc.cause from None

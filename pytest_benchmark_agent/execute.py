@@ -19,11 +19,21 @@ from .cgroup import CgroupMemory
 from .config import BUILTIN_METRICS, Stage
 from .errors import MetricError, StageFailed
 from .fsutil import utc_now
+from .isolation import HostIsolation, host_id
 from .metrics import effective_mismatches, parse_effective, parse_metrics, read_metrics_file
 from .placeholders import render
 from .plan import PrepNode, TrialSpec, describe_binding
 from .run import BenchRun
 from .stages import StageRun, run_stage
+
+
+@dataclass
+class StageContext:
+    """What every stage of a session runs with: the cache, the memory cgroup, the host lock."""
+
+    cache: PrepCache
+    cgroup: CgroupMemory | None
+    isolation: HostIsolation
 
 
 @dataclass
@@ -36,8 +46,8 @@ class PrepOutcome:
     error: str | None = None
 
 
-def obtain_prep(run: BenchRun, cache: PrepCache, node: PrepNode, upstream: list[PrepOutcome],
-                cgroup: CgroupMemory | None = None) -> PrepOutcome:
+def obtain_prep(run: BenchRun, ctx: StageContext, node: PrepNode,
+                upstream: list[PrepOutcome]) -> PrepOutcome:
     """Reuse a verified cache entry for ``node`` or build it; never raises for a stage failure."""
     failed = next((dep for dep in upstream if dep.error), None)
     if failed:
@@ -47,6 +57,7 @@ def obtain_prep(run: BenchRun, cache: PrepCache, node: PrepNode, upstream: list[
     effective = {k: v for dep in upstream for k, v in dep.effective.items()}
     event: dict[str, Any] = {"stage": node.stage.name, "signature": node.signature,
                              "binding": describe_binding(node)}
+    cache = ctx.cache
     with cache.lock(node.signature):
         entry, why = cache.verify(node)
         if entry is not None:
@@ -65,10 +76,11 @@ def obtain_prep(run: BenchRun, cache: PrepCache, node: PrepNode, upstream: list[
         log_dir = run.dir / "preps" / f"{node.stage.name}-{node.signature[:12]}"
         t0 = time.perf_counter()
         try:
-            result = run_stage(node.stage.name, command, cwd=node.cwd,
-                               env=_stage_env(node.stage.env, values), log_dir=log_dir,
-                               timeout_s=node.stage.timeout_s, cgroup=cgroup,
-                               mem_ceiling_mb=_ceiling(run, node.stage))
+            with ctx.isolation.stage("prep"):
+                result = run_stage(node.stage.name, command, cwd=node.cwd,
+                                   env=_stage_env(node.stage.env, values), log_dir=log_dir,
+                                   timeout_s=node.stage.timeout_s, cgroup=ctx.cgroup,
+                                   mem_ceiling_mb=_ceiling(run, node.stage))
             _check_exit(result)
             stage_effective = parse_effective(result.stdout(), scratch)
             entry = cache.publish(node, run_id=run.run_id, command=command,
@@ -88,18 +100,15 @@ def obtain_prep(run: BenchRun, cache: PrepCache, node: PrepNode, upstream: list[
         return PrepOutcome(node, {**artifacts, **entry.artifacts}, {**effective, **entry.effective})
 
 
-def run_trial(run: BenchRun, spec: TrialSpec, preps: list[PrepOutcome],
-              cgroup: CgroupMemory | None = None) -> dict[str, Any]:
+def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
+              preps: list[PrepOutcome]) -> dict[str, Any]:
     """Run the measure stage of one trial and return its record (not yet published).
 
     Raises StageFailed after building the record when the trial did not pass, so pytest shows
     it as a failure with the stage's reason; the record is attached to the exception.
     """
-    record: dict[str, Any] = {"id": run.trial_id(spec), "treatment": spec.treatment_label,
-                              "replicate": spec.replicate, "seed": spec.seed,
-                              "status": "passed", "metrics": {}, "started": None, "ended": None,
-                              "peak_rss_mb": None, "stage": spec.stage.name,
-                              "host": os.uname().nodename}
+    record = run.blank_trial(spec, "passed")
+    record["host"] = host_id()
     failed = next((p for p in preps if p.error), None)
     if failed:
         raise _not_passed(record, StageFailed(failed.node.stage.name, "(a prep) failed",
@@ -112,10 +121,11 @@ def run_trial(run: BenchRun, spec: TrialSpec, preps: list[PrepOutcome],
     command = render(spec.stage.cmd or "", values)
     record.update(command=command, logs=str(folder))
     try:
-        result = run_stage(spec.stage.name, command, cwd=spec.cwd,
-                           env=_stage_env(spec.stage.env, values), log_dir=folder,
-                           timeout_s=spec.stage.timeout_s, cgroup=cgroup,
-                           mem_ceiling_mb=_ceiling(run, spec.stage))
+        with ctx.isolation.stage("measure"):
+            result = run_stage(spec.stage.name, command, cwd=spec.cwd,
+                               env=_stage_env(spec.stage.env, values), log_dir=folder,
+                               timeout_s=spec.stage.timeout_s, cgroup=ctx.cgroup,
+                               mem_ceiling_mb=_ceiling(run, spec.stage))
     except KeyboardInterrupt:
         record.update(status="interrupted", reason="the session was interrupted during this trial",
                       ended=utc_now())

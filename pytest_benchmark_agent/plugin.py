@@ -38,6 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-round", default=None, metavar="FILE",
                     help="run one tuning round: the search-space points listed in FILE (JSON), "
                          "written by the tuner; each point is a treatment")
+    group.addoption("--bench-isolation", default="host", choices=("host", "none"),
+                    help="host (default): a measure stage runs alone on its host, preps share "
+                         "it; none: no isolation (the run is QUALIFIED)")
     group.addoption("--bench-tune", default=None, choices=("grid", "refine", "coordinate"),
                     help="tune the tuning file given (search_space:, objective:): rounds of "
                          "trials, each its own --bench session, moving only on improvements "
@@ -66,13 +69,25 @@ def pytest_configure(config: pytest.Config) -> None:
     from .report import ReportWriter
     from .session import BenchSession, default_home
 
-    bench = BenchSession(config, default_home(config), _parse_overrides(config),
-                         _round_points(config))
+    worker = getattr(config, "workerinput", None)  # set by pytest-xdist in its workers
+    if worker is not None:
+        bench = BenchSession(config, Path(worker["bench_home"]), _parse_overrides(config),
+                             _round_points(config), token=tuple(worker["bench_token"]),
+                             worker_id=worker["workerid"])
+    else:
+        bench = BenchSession(config, default_home(config), _parse_overrides(config),
+                             _round_points(config))
     config.stash[SESSION_KEY] = bench
     config.pluginmanager.register(bench, "benchmark_agent_session")
     config.pluginmanager.register(HeartbeatWriter(config), "benchmark_agent_heartbeat")
-    config.pluginmanager.register(RecordWriter(), "benchmark_agent_records")
-    config.pluginmanager.register(ReportWriter(), "benchmark_agent_reports")
+    config.pluginmanager.register(RecordWriter(journal_only=worker is not None),
+                                  "benchmark_agent_records")
+    if worker is None:
+        config.pluginmanager.register(ReportWriter(), "benchmark_agent_reports")
+    if worker is None and getattr(config.option, "dist", "no") != "no":
+        from .distributed import DistributedController
+
+        config.pluginmanager.register(DistributedController(bench), "benchmark_agent_controller")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:

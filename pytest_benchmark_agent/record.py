@@ -40,19 +40,23 @@ def load_yaml(path: Path) -> Any:
 class RecordWriter:
     """Writes every run's folder and keeps ``results_index.md`` current."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, journal_only: bool = False) -> None:
+        #: In an xdist worker only the journal is written; the controller writes the rest.
+        self.journal_only = journal_only
         self._last_snapshot: dict[str, float] = {}
 
     @pytest.hookimpl
     def pytest_bench_run_started(self, run: BenchRun) -> None:
         run.dir.mkdir(parents=True, exist_ok=True)
         self._write_config(run)
-        self._snapshot(run)
+        if not self.journal_only:
+            self._snapshot(run)
 
     @pytest.hookimpl
     def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
         append_line(run.dir / JOURNAL, json.dumps(trial, default=str))
-        if time.monotonic() - self._last_snapshot.get(run.run_id, 0.0) >= SNAPSHOT_INTERVAL_S:
+        since = time.monotonic() - self._last_snapshot.get(run.run_id, 0.0)
+        if not self.journal_only and since >= SNAPSHOT_INTERVAL_S:
             self._snapshot(run)
 
     @pytest.hookimpl(tryfirst=True)
@@ -92,19 +96,27 @@ def _primary_ratios(run: BenchRun) -> dict[str, Any]:
     return out
 
 
-def load_results(run_dir: Path) -> dict[str, Any]:
-    """A run's record, with trials from the journal that the last snapshot had not yet taken."""
-    results = load_yaml(run_dir / "results.yaml") or {}
+def read_journal(run_dir: Path) -> list[dict[str, Any]]:
+    """Every trial in a run's journal, in the order they were appended."""
     journal = run_dir / JOURNAL
+    trials = []
     if journal.is_file():
-        known = {(t["id"], t.get("started")) for t in results.get("trials") or []}
         for line in journal.read_text().splitlines():
             try:
-                trial = json.loads(line)
+                trials.append(json.loads(line))
             except ValueError:
                 continue  # a line torn by a crash mid-write
-            if (trial["id"], trial.get("started")) not in known:
-                results.setdefault("trials", []).append(trial)
+    return trials
+
+
+def load_results(run_dir: Path) -> dict[str, Any]:
+    """A run's record, with trials from the journal that the last snapshot had not yet taken."""
+    path = run_dir / "results.yaml"
+    results = (load_yaml(path) if path.is_file() else None) or {}
+    known = {(t["id"], t.get("started")) for t in results.get("trials") or []}
+    for trial in read_journal(run_dir):
+        if (trial["id"], trial.get("started")) not in known:
+            results.setdefault("trials", []).append(trial)
     return results
 
 

@@ -49,6 +49,8 @@ def render_report(run: BenchRun) -> str:
     lines += _metric_tables(run)
     lines += ["## What Went Wrong", ""]
     lines += [f"- {item}" for item in what_went_wrong(run)]
+    lines += ["", "## Hosts and isolation", ""]
+    lines += _hosts(run)
     lines += ["", "## Preps", "", "| stage | binding | action | signature |", "|---|---|---|---|"]
     for prep in run.preps:
         lines.append(f"| {prep['stage']} | `{prep['binding']}` | {prep['action']} | "
@@ -58,6 +60,26 @@ def render_report(run: BenchRun) -> str:
     lines += ["", "## Environment", ""]
     lines += _environment(run)
     return "\n".join(lines) + "\n"
+
+
+def _hosts(run: BenchRun) -> list[str]:
+    """Which hosts measured, proof that measurements did not overlap, and per-host figures."""
+    hosts = run.hosts()
+    overlaps = run.overlapping_measurements()
+    lines = [f"- Hosts: {', '.join(hosts) or '(none recorded)'}",
+             f"- Measurement windows: {len(overlaps)} overlap(s) on a host"
+             + (" (every measure stage ran alone on its host)" if not overlaps else "")]
+    if len(hosts) > 1:
+        lines += ["", "| host | metric | treatment | n | median | CV |",
+                  "|---|---|---|---|---|---|"]
+        for host, metrics in run.summary_by_host().items():
+            for metric, per in metrics.items():
+                if metric in BUILTIN_METRICS and metric not in run.plan.config.metrics:
+                    continue
+                for label, row in per.items():
+                    lines.append(f"| {host} | `{metric}` | `{label}` | {row.get('n', 0)} | "
+                                 f"{_fmt(row.get('median'))} | {_pct(row.get('cv'))} |")
+    return lines
 
 
 def _counts_text(run: BenchRun) -> str:
@@ -102,6 +124,8 @@ def what_went_wrong(run: BenchRun) -> list[str]:
             items.append(f"`{trial['id']}` {trial['status']}: {reason[0] if reason else ''}")
     if run.stop_reason:
         items.append(f"The run stopped early: {run.stop_reason}.")
+    for earlier, later in run.overlapping_measurements():
+        items.append(f"Measurements overlapped on one host: `{earlier}` and `{later}`.")
     items += run.caveats
     specs = run.plan.config.metrics
     for metric, per in run.summary.items():

@@ -7,6 +7,7 @@ A run is one benchmark file executed in one pytest session. It is created at col
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from collections import defaultdict
@@ -24,10 +25,18 @@ TRIAL_STATUSES = ("passed", "failed", "guard:memory", "guard:vram", "not_compara
                   "interrupted", "not_run")
 
 
-def new_run_id(name: str) -> str:
-    """``2026-12-02T14-05-09-fts5-merge-3f2a``: sortable by time, readable, unique."""
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
-    return f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', name).strip('-')}-{secrets.token_hex(2)}"
+def new_session_token() -> tuple[str, str]:
+    """(UTC stamp, random suffix) shared by every run of a session, workers included."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S"), secrets.token_hex(2)
+
+
+def new_run_id(name: str, token: tuple[str, str] | None = None) -> str:
+    """``2026-12-02T14-05-09-fts5-merge-3f2a``: sortable by time, readable, unique.
+
+    Workers of one xdist session share ``token``, so they all record into the same run folder.
+    """
+    stamp, suffix = token or new_session_token()
+    return f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', name).strip('-')}-{suffix}"
 
 
 @dataclass
@@ -76,8 +85,21 @@ class BenchRun:
 
     def trial_dir(self, spec: TrialSpec) -> Path:
         """A filesystem-safe folder per trial (ids may hold any character a value holds)."""
-        safe = re.sub(r"[^A-Za-z0-9_.=@-]+", "_", self.trial_id(spec))
-        return self.dir / "trials" / f"{len(self.trials):04d}-{safe}"[:120]
+        trial_id = self.trial_id(spec)
+        safe = re.sub(r"[^A-Za-z0-9_.=@-]+", "_", trial_id)[:100]
+        digest = hashlib.sha256(trial_id.encode()).hexdigest()[:8]
+        return self.dir / "trials" / f"{safe}-{digest}"
+
+    def blank_trial(self, spec: TrialSpec, status: str, reason: str | None = None,
+                    ) -> dict[str, Any]:
+        """A trial record before (or instead of) measuring: the fixed keys, in contract order."""
+        record: dict[str, Any] = {"id": self.trial_id(spec), "treatment": spec.treatment_label,
+                                  "replicate": spec.replicate, "seed": spec.seed,
+                                  "status": status, "metrics": {}, "started": None,
+                                  "ended": None, "peak_rss_mb": None, "stage": spec.stage.name}
+        if reason is not None:
+            record["reason"] = reason
+        return record
 
     def metric_names(self) -> list[str]:
         """Declared metrics first, then any built-in metric the trials carry."""
@@ -106,6 +128,35 @@ class BenchRun:
                 if label != self.control:
                     row["ratio_to_control"] = median_ratio(row, per[self.control])
             self.summary[metric] = per
+
+    def hosts(self) -> list[str]:
+        return sorted({t["host"] for t in self.trials if t.get("host")})
+
+    def summary_by_host(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """host -> metric -> treatment -> stats, for the per-host figures of a multi-host run."""
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for host in self.hosts():
+            for metric in self.metric_names():
+                per = {}
+                for label in self.treatment_labels:
+                    values = [t["metrics"][metric] for t in self.trials
+                              if t.get("host") == host and t["treatment"] == label
+                              and t["status"] == "passed" and metric in t["metrics"]]
+                    per[label] = describe(values)
+                if any(row.get("n") for row in per.values()):
+                    out.setdefault(host, {})[metric] = per
+        return out
+
+    def overlapping_measurements(self) -> list[tuple[str, str]]:
+        """Pairs of trials whose measurement windows overlapped on the same host."""
+        pairs = []
+        for host in self.hosts():
+            timed = sorted((t for t in self.trials if t.get("host") == host and t.get("started")
+                            and t.get("ended")), key=lambda t: t["started"])
+            for earlier, later in zip(timed, timed[1:], strict=False):
+                if later["started"] < earlier["ended"]:
+                    pairs.append((earlier["id"], later["id"]))
+        return pairs
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = defaultdict(int)

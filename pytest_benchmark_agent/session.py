@@ -9,6 +9,7 @@ records what did not run, summarizes, and publishes the run.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -22,27 +23,35 @@ from .cgroup import CgroupMemory
 from .collect import BenchItem
 from .config import BenchmarkConfig
 from .errors import ConfigError
+from .execute import StageContext
 from .fingerprint import collect_fingerprint
-from .fsutil import utc_now
+from .fsutil import atomic_write, utc_now
+from .isolation import CAVEAT_NONE, HostIsolation, host_id
 from .nvml import nvml_unavailable_reason
 from .plan import BenchPlan
 from .preflight import check_resources
 from .report import terminal_lines
-from .run import BenchRun, new_run_id
+from .run import BenchRun, new_run_id, new_session_token
 
 
 class BenchSession:
     """State shared by the collectors and items of one ``pytest --bench`` session."""
 
     def __init__(self, config: pytest.Config, home: Path, overrides: dict[str, Any],
-                 round_points: list[dict[str, Any]] | None = None):
+                 round_points: list[dict[str, Any]] | None = None, *,
+                 token: tuple[str, str] | None = None, worker_id: str | None = None):
         self.config = config
         self.home = home
         self.overrides = overrides
+        #: Shared by every run id of this session; under xdist the controller picks it.
+        self.token = token or new_session_token()
+        #: Set in an xdist worker: it records its trials, and the controller finishes the runs.
+        self.worker_id = worker_id
         #: The points of a tuning round (``--bench-round``): the treatments of tuning files.
         self.round_points = round_points
-        self.cache = PrepCache(home / "cache")
-        self.cgroup = CgroupMemory.of_self()
+        isolation = HostIsolation(home, config.getoption("bench_isolation"))
+        self.stage_context = StageContext(PrepCache(home / "cache"), CgroupMemory.of_self(),
+                                          isolation)
         self.runs: list[BenchRun] = []
         self._t0 = time.monotonic()
         self._previous_sigterm: Any = None
@@ -77,7 +86,8 @@ class BenchSession:
             raise ConfigError(plan.path, [("", f"--bench-run-id {forced} names one run, but this "
                                            "session collects a second benchmark file.",
                                            "run one benchmark file per session with it.")])
-        run = BenchRun(plan=plan, home=self.home, run_id=forced or new_run_id(plan.config.name))
+        run = BenchRun(plan=plan, home=self.home,
+                       run_id=forced or new_run_id(plan.config.name, self.token))
         self.runs.append(run)
         return run
 
@@ -100,6 +110,8 @@ class BenchSession:
             if run.planned:
                 run.started = utc_now()
                 run.fingerprint = self._fingerprint(run)
+                if self.stage_context.isolation.policy == "none":
+                    run.caveats.append(CAVEAT_NONE)
                 self.hook.pytest_bench_run_started(run=run)
 
     def _fingerprint(self, run: BenchRun) -> dict[str, Any]:
@@ -120,12 +132,10 @@ class BenchSession:
         if (isinstance(item, BenchItem) and call.when == "setup" and report.failed
                 and call.excinfo is not None):
             # A fixture or the engine itself broke before the trial could run: still a record.
-            spec = item.spec
-            self.finish_trial(item.run, {
-                "id": item.name, "treatment": spec.treatment_label, "replicate": spec.replicate,
-                "seed": spec.seed, "status": "failed", "metrics": {}, "started": None,
-                "ended": utc_now(), "peak_rss_mb": None, "stage": spec.stage.name,
-                "reason": f"setup failed: {call.excinfo.exconly()}"})
+            record = item.run.blank_trial(item.spec, "failed",
+                                          f"setup failed: {call.excinfo.exconly()}")
+            record["ended"] = utc_now()
+            self.finish_trial(item.run, record)
         return report
 
     def finish_trial(self, run: BenchRun, record: dict[str, Any]) -> None:
@@ -155,22 +165,22 @@ class BenchSession:
         if self._previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self._previous_sigterm)
         for run in self.runs:
-            if run.started is not None and run.ended is None:
-                self._finish_run(run)
+            if run.started is None or run.ended is not None:
+                continue
+            if self.worker_id is None:
+                self.finish_run(run)
+            else:
+                hand_over(run, self.worker_id)
 
-    def _finish_run(self, run: BenchRun) -> None:
+    def finish_run(self, run: BenchRun) -> None:
+        """Record what did not run, decide the state, summarize, publish the run."""
         done = {t["id"] for t in run.trials}
         why = ("the session was interrupted" if self._interrupted
                else run.stop_reason or "the session ended before it ran")
-        for spec in run.planned:
-            trial_id = run.trial_id(spec)
-            if trial_id not in done:
-                run.trials.append({"id": trial_id, "treatment": spec.treatment_label,
-                                   "replicate": spec.replicate, "seed": spec.seed,
-                                   "status": "not_run", "metrics": {}, "started": None,
-                                   "ended": None, "peak_rss_mb": None, "stage": spec.stage.name,
-                                   "reason": why})
-        run.state = ("interrupted" if self._interrupted
+        run.trials += [run.blank_trial(spec, "not_run", why) for spec in run.planned
+                       if run.trial_id(spec) not in done]
+        cut_short = self._interrupted or any(t["status"] == "interrupted" for t in run.trials)
+        run.state = ("interrupted" if cut_short
                      else "halted" if run.stop_reason else "complete")
         run.ended = utc_now()
         run.summarize()
@@ -184,6 +194,14 @@ class BenchSession:
         for run in finished:
             for line in terminal_lines(run):
                 terminalreporter.write_line(line)
+
+
+def hand_over(run: BenchRun, worker_id: str) -> None:
+    """An xdist worker's part of a run, for the controller to merge: its trials are already in
+    the shared journal; this adds the preps it saw, its caveats and its host's fingerprint."""
+    part = {"worker": worker_id, "host": host_id(), "started": run.started, "ended": utc_now(),
+            "preps": run.preps, "caveats": run.caveats, "fingerprint": run.fingerprint}
+    atomic_write(run.dir / "workers" / f"{worker_id}.json", json.dumps(part, default=str))
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
