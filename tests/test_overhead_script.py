@@ -1,0 +1,89 @@
+"""benchmarks/overhead.py runs end to end in its quick mode and prints its two tables.
+
+Only the structure is checked (which lines and targets appear, in which shape); the figures
+themselves are speed and belong to the script's output, never to an assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "overhead.py"
+MEASURED = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<median>-?\d+\.\d{3} ms)\s+"
+                      r"(?P<min>-?\d+\.\d{3} ms)\s+(?P<n>\d+)$")
+SKIPPED = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+skipped: (?P<why>.+)$")
+TARGET = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<value>-?\d+\.\d+(x| ms)|-)\s+"
+                    r"(?P<limit>(<=|<) [\d.]+(x| ms))\s+(?P<result>met|MISSED|skipped.*)$")
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
+    """One quick run (DVC left out: its first repro takes longer than the whole smoke run)."""
+    samples = tmp_path_factory.mktemp("overhead") / "samples.json"
+    proc = run_script("--quick", "--dvc", "none", "--json", str(samples))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout, json.loads(samples.read_text())
+
+
+def tables(output: str) -> tuple[list[str], list[str]]:
+    """The measurement lines and the target lines (the two blocks after the header)."""
+    blocks = [block.splitlines() for block in output.strip().split("\n\n")]
+    assert len(blocks) == 3, output
+    measurements, targets = blocks[1], blocks[2]
+    assert measurements[0].split() == ["row", "measurement", "median", "min", "n"]
+    assert targets[0].split() == ["target", "ratio", "value", "limit", "result"]
+    return measurements[1:], targets[1:]
+
+
+def test_quick_mode_prints_every_measurement_line(quick):
+    output, _ = quick
+    assert output.startswith("harness overhead, quick mode")
+    measurements, _ = tables(output)
+    rows = [line.split()[0] for line in measurements]
+    assert rows == ["marginal"] * 5 + ["cached"] * 2 + ["planning"] * 2 + ["inert"] * 3
+    for line in measurements:
+        assert MEASURED.match(line) or SKIPPED.match(line), line
+    dvc = next(line for line in measurements if "dvc repro" in line)
+    assert SKIPPED.match(dvc).group("why") == "--dvc none"
+    ours = [line for line in measurements if "pytest --bench" in line]
+    assert len(ours) == 3 and all(MEASURED.match(line) for line in ours)
+
+
+def test_quick_mode_prints_the_four_targets(quick):
+    output, _ = quick
+    _, targets = tables(output)
+    parsed = [TARGET.match(line) for line in targets]
+    assert all(parsed), targets
+    assert [m.group("row") for m in parsed] == ["marginal", "cached", "planning", "inert"]
+    assert [m.group("limit") for m in parsed] == ["<= 3x", "<= 0.6x", "<= 1.5x", "< 10.000 ms"]
+    cached = parsed[1]
+    assert cached.group("value") == "-" and cached.group("result") == "skipped (--dvc none)"
+    planning = parsed[2]
+    assert planning.group("result") in ("met", "MISSED")
+
+
+def test_samples_file_holds_every_sample(quick):
+    _, saved = quick
+    assert saved["mode"] == "quick" and saved["sizes"]["repeats"] == 1
+    lines = saved["lines"]
+    assert lines["dvc"]["skipped"] == "--dvc none" and lines["dvc"]["samples"] == []
+    assert len(lines["bench"]["samples"]) == 1 and len(lines["plan"]["samples"]) == 1
+    assert len(lines["with"]["samples"]) == len(lines["without"]["samples"]) == 1
+    assert set(saved["targets"]) == {"marginal", "cached", "planning", "inert"}
+
+
+def test_a_tool_path_that_is_not_executable_is_refused_by_name(tmp_path):
+    proc = run_script("--quick", "--hyperfine", str(tmp_path / "hyperfine"))
+    assert proc.returncode == 2
+    assert f"--hyperfine {tmp_path / 'hyperfine'}: not an executable" in proc.stderr
