@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from .metrics import effective_mismatches, parse_effective, parse_metrics, read_
 from .placeholders import render
 from .plan import PrepNode, TrialSpec, describe_binding
 from .run import BenchRun
-from .stages import StageRun, run_stage
+from .stages import DEFAULT_PROGRESS_S, StageRun, run_stage
 
 
 @dataclass
@@ -34,6 +35,18 @@ class StageContext:
     cache: PrepCache
     cgroup: CgroupMemory | None
     isolation: HostIsolation
+    hook: Any  # the pytest hook relay: stage start and progress are published through it
+    progress_every_s: float = DEFAULT_PROGRESS_S
+
+    def announce(self, run: BenchRun, stage: str,
+                 trial_id: str | None) -> Callable[[float, float], None]:
+        """Publish a stage's start; returns the progress callback for its run."""
+        self.hook.pytest_bench_stage_started(run=run, stage=stage, trial_id=trial_id)
+
+        def progress(elapsed_s: float, peak_rss_mb: float) -> None:
+            self.hook.pytest_bench_stage_progress(run=run, stage=stage, trial_id=trial_id,
+                                                  elapsed_s=elapsed_s, peak_rss_mb=peak_rss_mb)
+        return progress
 
 
 @dataclass
@@ -77,10 +90,12 @@ def obtain_prep(run: BenchRun, ctx: StageContext, node: PrepNode,
         t0 = time.perf_counter()
         try:
             with ctx.isolation.stage("prep"):
+                progress = ctx.announce(run, node.stage.name, None)
                 result = run_stage(node.stage.name, command, cwd=node.cwd,
                                    env=_stage_env(node.stage.env, values), log_dir=log_dir,
                                    timeout_s=node.stage.timeout_s, cgroup=ctx.cgroup,
-                                   mem_ceiling_mb=_ceiling(run, node.stage))
+                                   mem_ceiling_mb=_ceiling(run, node.stage), progress=progress,
+                                   progress_every_s=ctx.progress_every_s)
             _check_exit(result)
             stage_effective = parse_effective(result.stdout(), scratch)
             entry = cache.publish(node, run_id=run.run_id, command=command,
@@ -121,11 +136,13 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
     command = render(spec.stage.cmd or "", values)
     record.update(command=command, logs=str(folder))
     try:
+        progress = ctx.announce(run, spec.stage.name, record["id"])
         with ctx.isolation.stage("measure"):
             result = run_stage(spec.stage.name, command, cwd=spec.cwd,
                                env=_stage_env(spec.stage.env, values), log_dir=folder,
                                timeout_s=spec.stage.timeout_s, cgroup=ctx.cgroup,
-                               mem_ceiling_mb=_ceiling(run, spec.stage))
+                               mem_ceiling_mb=_ceiling(run, spec.stage), progress=progress,
+                               progress_every_s=ctx.progress_every_s)
     except KeyboardInterrupt:
         record.update(status="interrupted", reason="the session was interrupted during this trial",
                       ended=utc_now())

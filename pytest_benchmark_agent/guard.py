@@ -345,6 +345,11 @@ class MemoryGuard:
             levels.append(_CgroupLevel(node, limit, int(margin_mb * MIB)))
         return levels
 
+    @property
+    def peak_rss_mb(self) -> float:
+        """The tree's peak RSS seen so far (for progress lines while the stage still runs)."""
+        return round(self._state.peak / MIB, 1)
+
     def start(self) -> MemoryGuard:
         """Start sampling in a daemon thread; returns self."""
         if self._thread is not None:

@@ -45,6 +45,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="tune the tuning file given (search_space:, objective:): rounds of "
                          "trials, each its own --bench session, moving only on improvements "
                          "gate 2 supports")
+    group.addoption("--bench-progress-every", type=float, default=60.0, metavar="SECONDS",
+                    help="a running stage reports its progress (elapsed, peak memory) this often "
+                         "(default 60)")
     group.addoption("--bench-set", action="append", default=[], metavar="PARAM=VALUE",
                     help="override a declared param for this session (repeatable; the value "
                          "is read as YAML, so 2000 is a number)")

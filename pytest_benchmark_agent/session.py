@@ -51,7 +51,8 @@ class BenchSession:
         self.round_points = round_points
         isolation = HostIsolation(home, config.getoption("bench_isolation"))
         self.stage_context = StageContext(PrepCache(home / "cache"), CgroupMemory.of_self(),
-                                          isolation)
+                                          isolation, config.hook,
+                                          config.getoption("bench_progress_every"))
         self.runs: list[BenchRun] = []
         self._t0 = time.monotonic()
         self._previous_sigterm: Any = None

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ _OOM_FIRST = "echo 1000 > /proc/self/oom_score_adj 2>/dev/null; "
 #: Seconds a stopped stage gets between SIGTERM and SIGKILL.
 STOP_GRACE_S = 2.0
 STDERR_TAIL_LINES = 20
+#: A stage running longer than this says so (stage, elapsed, peak memory) at this interval.
+DEFAULT_PROGRESS_S = 60.0
 
 
 @dataclass
@@ -74,12 +76,16 @@ class StageRun:
 
 def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], log_dir: Path,
               timeout_s: float | None = None, mem_ceiling_mb: float | None = None,
-              cgroup: CgroupMemory | None = None) -> StageRun:
+              cgroup: CgroupMemory | None = None,
+              progress: Callable[[float, float], None] | None = None,
+              progress_every_s: float = DEFAULT_PROGRESS_S) -> StageRun:
     """Run ``command`` to completion (or its timeout, or a guard kill) and report how it went.
 
     The memory guard watches the stage's tree against ``mem_ceiling_mb`` and the enclosing
-    ``cgroup`` against its limit. Any exception while waiting (KeyboardInterrupt included)
-    stops the whole process group before it propagates, so no stage outlives its session.
+    ``cgroup`` against its limit. ``progress(elapsed_s, peak_rss_mb)`` is called every
+    ``progress_every_s`` while the stage runs. Any exception while waiting (KeyboardInterrupt
+    included) stops the whole process group before it propagates, so no stage outlives its
+    session.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / "stdout.txt", log_dir / "stderr.txt"
@@ -90,6 +96,7 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
                                 start_new_session=True)
     guard = MemoryGuard(proc.pid, mem_ceiling_mb, stage, cgroup).start()
     timer = _Deadline(proc.pid, timeout_s)
+    ticker = _Ticker(progress, progress_every_s, lambda: guard.peak_rss_mb, t0)
     try:
         _, status, usage = _wait4(proc.pid)
     except BaseException:
@@ -99,6 +106,7 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
         raise
     finally:
         timer.cancel()
+        ticker.cancel()
         report = guard.stop()
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -141,6 +149,26 @@ def _kill_leftovers(pgid: int) -> None:
     """A stage's background children die with it: nothing of a stage outlives its trial."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+class _Ticker:
+    """Calls ``progress(elapsed_s, peak_rss_mb)`` every ``every_s`` while a stage runs, so a
+    long stage never goes silent."""
+
+    def __init__(self, progress: Callable[[float, float], None] | None, every_s: float,
+                 peak: Callable[[], float], t0: float):
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if progress is not None:
+            def tick() -> None:
+                while not self._stop.wait(every_s):
+                    progress(time.perf_counter() - t0, peak())
+
+            self._thread = threading.Thread(target=tick, name="stage-progress", daemon=True)
+            self._thread.start()
+
+    def cancel(self) -> None:
+        self._stop.set()
 
 
 class _Deadline:

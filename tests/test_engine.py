@@ -349,3 +349,24 @@ def test_tuning_round_runs_each_point_as_a_treatment(project: BenchProject) -> N
     assert record["summary"]["score"]["size=5"]["median"] == 10.0
     assert [t["id"] for t in record["trials"]][:2] == ["measure[point=size=3-rep0]",
                                                       "measure[point=size=5-rep0]"]
+
+
+def test_stage_start_and_progress_are_published(project: BenchProject) -> None:
+    document = simple_bench(replicates=1)
+    document["stages"][1]["cmd"] = "sleep 0.3; echo score=1 # {mode}"
+    project.bench(document)
+    project.write("conftest.py", """
+        seen = []
+        def pytest_bench_stage_started(run, stage, trial_id):
+            seen.append(("start", stage, trial_id))
+        def pytest_bench_stage_progress(run, stage, trial_id, elapsed_s, peak_rss_mb):
+            seen.append(("progress", stage, trial_id))
+        def pytest_bench_run_finished(run):
+            import json
+            open("seen.json", "w").write(json.dumps(seen))
+    """)
+    assert project.run("--bench-progress-every", "0.05").ret == 0
+    seen = json.loads((project.path / "seen.json").read_text())
+    assert ["start", "build", None] in seen
+    assert ["start", "measure", "measure[mode=a-rep0]"] in seen
+    assert ["progress", "measure", "measure[mode=b-rep0]"] in seen
