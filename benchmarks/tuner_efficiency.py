@@ -23,8 +23,8 @@ A "selection" is each change of the incumbent (for plain grid and Optuna: each n
 best-so-far); it is "not truly better" when the true latency of the new point is not below
 its predecessor's, or the new point truly breaks the constraint.
 
-    python benchmarks/tuner_efficiency.py              # 200 repetitions, a few minutes
-    python benchmarks/tuner_efficiency.py --reps 50
+    python benchmarks/tuner_efficiency.py                  # 200 repetitions, a few minutes
+    python benchmarks/tuner_efficiency.py --reps 50 --replicates 10
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,6 @@ from pytest_benchmark_agent.tune import STRATEGIES, RoundOutcome, RoundRequest, 
 H_VALUES = [round(0.6 + 0.2 * i, 1) for i in range(9)]
 C_VALUES = [5, 10, 15, 20, 25, 30, 35]
 START = {"h": 0.6, "c": 20}
-REPLICATES = 5
 BOUND = 0.99
 OPTUNA_POINTS = 30
 
@@ -56,7 +56,6 @@ TUNING = {
     "search_space": {"h": H_VALUES, "c": C_VALUES},
     "objective": {"metric": "p50_ms", "direction": "lower"},
     "constraints": [f"recall >= {BOUND}"],
-    "replicates": REPLICATES,
     "stages": [{"name": "search", "kind": "measure", "cmd": "search {h} {c}",
                 "metrics_from": {"stdout": True, "fields": ["p50_ms", "recall"]}}],
     "metrics": {"p50_ms": {"direction": "lower", "noise_threshold": 0.02},
@@ -100,12 +99,13 @@ class SimulatedRounds:
     """A round runner for the tuner: each round's record built from the synthetic objective,
     in blocks (replicate k of every point measured together, under one drift)."""
 
-    def __init__(self, noise: Noise):
+    def __init__(self, noise: Noise, replicates: int):
         self.noise = noise
+        self.replicates = replicates
 
     def __call__(self, request: RoundRequest) -> RoundOutcome:
         trials = []
-        for rep in range(REPLICATES):
+        for rep in range(self.replicates):
             drift = self.noise.block()
             for point in request.points:
                 label = point_label(point)
@@ -117,18 +117,22 @@ class SimulatedRounds:
         return RoundOutcome(request.run_id, {"state": "complete", "trials": trials}, 0.0)
 
 
-def run_ours(strategy: str, seed: int) -> tuple[int, list[dict[str, Any]]]:
-    config = BenchmarkConfig.model_validate(TUNING)
+Run = Callable[[int, int], tuple[int, list[dict[str, Any]]]]  # (seed, replicates) -> result
+
+
+def run_ours(strategy: str, seed: int, replicates: int) -> tuple[int, list[dict[str, Any]]]:
+    config = BenchmarkConfig.model_validate({**TUNING, "replicates": replicates})
     space = load_space(config, Path("synthetic.yaml"))
-    tuner = Tuner(space, config, TuneSettings(), SimulatedRounds(Noise(seed)), tune_id="sim")
+    runner = SimulatedRounds(Noise(seed), replicates)
+    tuner = Tuner(space, config, TuneSettings(), runner, tune_id="sim")
     tuner.run(strategy)
     return tuner.spent.trials, [step["point"] for step in tuner.path]
 
 
-def observe(point: dict[str, Any], noise: Noise) -> float:
-    """Median of REPLICATES samples of one point measured on its own (its own blocks)."""
+def observe(point: dict[str, Any], noise: Noise, replicates: int) -> float:
+    """Median of ``replicates`` samples of one point measured on its own (its own blocks)."""
     return statistics.median(noise.sample(latency(point), noise.block())
-                             for _ in range(REPLICATES))
+                             for _ in range(replicates))
 
 
 def best_so_far(evaluated: list[tuple[dict[str, Any], float]]) -> list[dict[str, Any]]:
@@ -143,16 +147,16 @@ def best_so_far(evaluated: list[tuple[dict[str, Any], float]]) -> list[dict[str,
     return path
 
 
-def run_plain_grid(seed: int) -> tuple[int, list[dict[str, Any]]]:
+def run_plain_grid(seed: int, replicates: int) -> tuple[int, list[dict[str, Any]]]:
     noise = Noise(seed)
     points = [START] + [{"h": h, "c": c} for h in H_VALUES for c in C_VALUES
                         if {"h": h, "c": c} != START]
-    drifts = [noise.block() for _ in range(REPLICATES)]
+    drifts = [noise.block() for _ in range(replicates)]
     values = [statistics.median(noise.sample(latency(p), d) for d in drifts) for p in points]
-    return len(points) * REPLICATES, best_so_far(list(zip(points, values, strict=True)))
+    return len(points) * replicates, best_so_far(list(zip(points, values, strict=True)))
 
 
-def run_optuna(seed: int) -> tuple[int, list[dict[str, Any]]]:
+def run_optuna(seed: int, replicates: int) -> tuple[int, list[dict[str, Any]]]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -162,17 +166,23 @@ def run_optuna(seed: int) -> tuple[int, list[dict[str, Any]]]:
     def objective(trial: Any) -> float:
         point = {"h": H_VALUES[trial.suggest_int("h", 0, len(H_VALUES) - 1)],
                  "c": C_VALUES[trial.suggest_int("c", 0, len(C_VALUES) - 1)]}
-        value = observe(point, noise)
-        trial.set_user_attr("violation", BOUND - recall(point))
+        value = observe(point, noise, replicates)
+        if hasattr(trial, "set_constraint"):  # Optuna >= 5; older ones take constraints_func
+            trial.set_constraint("recall", BOUND - recall(point))
+        else:
+            trial.set_user_attr("violation", BOUND - recall(point))
         evaluated.append((point, value))
         return value
 
-    sampler = optuna.samplers.TPESampler(
-        seed=seed, constraints_func=lambda t: (t.user_attrs["violation"],))
+    if hasattr(optuna.trial.Trial, "set_constraint"):
+        sampler = optuna.samplers.TPESampler(seed=seed)
+    else:
+        sampler = optuna.samplers.TPESampler(
+            seed=seed, constraints_func=lambda t: (t.user_attrs["violation"],))
     study = optuna.create_study(direction="minimize", sampler=sampler)
     study.enqueue_trial({"h": H_VALUES.index(START["h"]), "c": C_VALUES.index(START["c"])})
     study.optimize(objective, n_trials=OPTUNA_POINTS)
-    return OPTUNA_POINTS * REPLICATES, best_so_far(evaluated)
+    return OPTUNA_POINTS * replicates, best_so_far(evaluated)
 
 
 def score(runs: list[tuple[int, list[dict[str, Any]]]], best: dict[str, Any]) -> dict[str, float]:
@@ -195,10 +205,11 @@ def score(runs: list[tuple[int, list[dict[str, Any]]]], best: dict[str, Any]) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=200, help="seeded repetitions per strategy")
+    parser.add_argument("--replicates", type=int, default=5, help="replicates per point")
     args = parser.parse_args()
     best = optimum()
-    contenders: dict[str, Callable[[int], tuple[int, list[dict[str, Any]]]]] = {
-        f"ours: {name}": (lambda seed, name=name: run_ours(name, seed)) for name in STRATEGIES}
+    contenders: dict[str, Run] = {f"ours: {name}": partial(run_ours, name)
+                                  for name in STRATEGIES}
     contenders["plain grid (best observed)"] = run_plain_grid
     try:
         import optuna  # noqa: F401
@@ -209,13 +220,13 @@ def main() -> None:
     print(f"synthetic objective: {len(H_VALUES)} x {len(C_VALUES)} lattice, start "
           f"{point_label(START)} ({latency(START):.3f} ms), constrained optimum "
           f"{point_label(best)} ({latency(best):.3f} ms, recall {recall(best):.4f}); "
-          f"{args.reps} seeded repetitions, {REPLICATES} replicates per point\n")
+          f"{args.reps} seeded repetitions, {args.replicates} replicates per point\n")
     print("| strategy | trials used (mean) | selections per tune | selections not truly "
           "better | ends at the optimum | regret vs optimum (mean) | seconds |")
     print("|---|---|---|---|---|---|---|")
     for name, run in contenders.items():
         t0 = time.perf_counter()
-        row = score([run(seed) for seed in range(args.reps)], best)
+        row = score([run(seed, args.replicates) for seed in range(args.reps)], best)
         print(f"| {name} | {row['trials']:.0f} | {row['selections']:.2f} | {row['wrong']:.1f}% "
               f"| {row['optimum']:.0f}% | {row['regret']:.2f}% | "
               f"{time.perf_counter() - t0:.0f} |", flush=True)

@@ -7,15 +7,17 @@ and records as any run. A candidate replaces the incumbent only when gate 2
 (:func:`~.analysis.analyze_run`) calls it ``improved`` on the objective (significant after
 Holm's correction over the round's candidates, its CI excluding 1, the effect above the
 metric's noise threshold, no guard broken), no trial of it was non-comparable, and every
-constraint holds on every one of its samples. Several such candidates indistinguishable from
-the best are ties: the simplest move wins (fewest params changed, then fewest lattice steps,
-then earliest), and the record says which points were indistinguishable.
+constraint holds on every one of its samples. Among several, the best wins unless another is
+tied with it (no change between the two, the estimated difference inside the noise
+threshold): then the simplest move (fewest params changed, then fewest lattice steps, then
+earliest), and the record says which points were indistinguishable.
 
 Strategies (:data:`STRATEGIES`): ``grid`` evaluates every lattice point in one round;
-``refine`` a coarse grid, then grids of half the spacing around the incumbent, until the
-spacing reaches the lattice or no neighbour is distinguishable from the incumbent (the noise
-allows no finer resolution); ``coordinate`` searches one param's line at a time, cycling until
-every line has been searched at the current incumbent without a supported move.
+``refine`` a coarse grid, then the incumbent's neighbours on grids of half the spacing
+(searched again while the incumbent moves), until the spacing reaches the lattice or no
+neighbour is distinguishable from the incumbent (the noise allows no finer resolution);
+``coordinate`` searches one param's line at a time, cycling until every line has been
+searched at the current incumbent without a supported move.
 
 The loop guard halts (state ``halted``, exit code 1) when the incumbent of a round is
 ungrounded (too few of its trials passed, one was non-comparable, or it breaks a constraint),
@@ -350,7 +352,8 @@ class Tuner:
                    else f"its session ended {state}: {record.get('stop_reason') or 'no reason'}")
             summary["outcome"] = f"unfinished: {why}"
             self._notify()
-            kind = "budget" if outcome.timed_out else "round"
+            stopped_by_budget = str(record.get("stop_reason") or "").startswith("budget.")
+            kind = "budget" if outcome.timed_out or stopped_by_budget else "round"
             raise Halt(kind, f"round {index} did not finish ({why}); its trials are kept in "
                        f"runs/{run_id}, and resuming runs the round again.")
         try:
@@ -639,7 +642,7 @@ def grid(tuner: Tuner) -> str:
 def refine(tuner: Tuner) -> str:
     """A coarse grid, then grids of half the spacing around the incumbent.
 
-    At each spacing the neighbourhood (every ordered param one spacing down, same or up) is
+    At each spacing the neighbourhood (each ordered param one spacing down or up) is
     searched again as long as the incumbent moves, so the search can walk past the coarse
     grid's cells; the spacing halves when it does not. It stops at the lattice, or when no
     neighbour is distinguishable from the incumbent: then the objective changes less over
@@ -666,12 +669,15 @@ def refine(tuner: Tuner) -> str:
 
 
 def _neighbourhood(space: SearchSpace, point: Point, spacing: list[int]) -> list[Point]:
-    """Lattice points at most one ``spacing`` away from ``point`` along each ordered param."""
+    """The points of the finer grid next to ``point``: one ``spacing`` down and up along each
+    ordered param, the others held (2 per param, so the rounds stay small as params grow)."""
     centre = space.indices(point)
-    around = product(*([i - s, i, i + s] if s else [i]
-                       for i, s in zip(centre, spacing, strict=True)))
-    return [space.point_at(ix) for ix in around
-            if all(0 <= i < len(d.values) for i, d in zip(ix, space.dimensions, strict=True))]
+    out = []
+    for axis, (index, step) in enumerate(zip(centre, spacing, strict=True)):
+        for moved in (index - step, index + step) if step else ():
+            if 0 <= moved < len(space.dimensions[axis].values):
+                out.append(space.point_at((*centre[:axis], moved, *centre[axis + 1:])))
+    return out
 
 
 def coordinate(tuner: Tuner) -> str:
