@@ -10,8 +10,9 @@ ratio excludes 1, and (3) the effect exceeds the metric's ``noise_threshold``.
 
 * Paired blocks (the normal case): Yuen's 20%-trimmed one-sample t-test on the per-block log
   ratios ``log(treatment / control)``; the effect is the trimmed mean, its CI a bootstrap over
-  blocks. Trimming makes it robust to the heavy right tail of timings under load, and unlike the
-  exact signed-rank test (whose smallest two-sided p at 5 pairs is 0.0625) it can decide at n=5.
+  blocks. Trimming makes it robust to the heavy right tail of timings under load, and unlike
+  the exact signed-rank test (whose smallest two-sided p at 5 pairs is 0.0625) it can decide
+  at n=5.
 * Seeds: each (treatment, seed) is first reduced to its median; the same paired test then runs
   over seeds, so a single lucky seed is trimmed away or swamped by the spread, never a win.
 * Incomplete blocks (a failed trial): the complete blocks when enough remain, otherwise an
@@ -301,7 +302,7 @@ def _analyze(
             if per[treatment].note:
                 caveats.append(f"{metric} [{treatment}]: {per[treatment].note}")
         comparisons[metric] = per
-        if spec.direction == "equal" and len({v for v in groups[control].values()}) > 1:
+        if spec.direction == "equal" and len(set(groups[control].values())) > 1:
             caveats.append(f"{metric}: the control's own values are not all identical")
 
     family = [
@@ -320,7 +321,7 @@ def _analyze(
             t: _verdict(spec, c, holm.get((metric, t), (1.0, False, alpha)), mde_level)
             for t, c in per.items()
         }
-    _apply_guards(specs, comparisons, verdicts, observations, control, others, caveats)
+    _apply_guards(specs, verdicts, observations, control, others, caveats)
     refusals = [
         f"{metric} [{t}]: not comparable: {v.reason}"
         for metric, per in verdicts.items()
@@ -415,7 +416,7 @@ def _compare(
     seeded = next(iter(control))[1] is not None
     if seeded:
         c_seed, t_seed = _per_seed(control), _per_seed(treated)
-        shared = sorted(set(c_seed) & set(t_seed))
+        shared = sorted(set(c_seed) & set(t_seed), key=str)
         if len(shared) < 2:
             return _Comparison(n, refusal=f"fewer than 2 seeds on both sides ({len(shared)})")
         note = None
@@ -424,12 +425,11 @@ def _compare(
         d = tf(np.array([t_seed[s] for s in shared])) - tf(np.array([c_seed[s] for s in shared]))
         return _paired(n, d, log_scale, rng, "paired seeds", median_ratio, note)
     blocks = sorted(set(control) & set(treated))
-    if len(blocks) == len(control) == len(treated):
-        d = tf(np.array([treated[k] for k in blocks])) - tf(np.array([control[k] for k in blocks]))
-        return _paired(n, d, log_scale, rng, "paired blocks", median_ratio, None)
     if len(blocks) >= spec.min_replicates:
+        note = None
+        if not len(blocks) == len(control) == len(treated):
+            note = f"incomplete blocks: compared the {len(blocks)} complete blocks of n={list(n)}"
         d = tf(np.array([treated[k] for k in blocks])) - tf(np.array([control[k] for k in blocks]))
-        note = f"incomplete blocks: compared the {len(blocks)} complete blocks of n={list(n)}"
         return _paired(n, d, log_scale, rng, "paired blocks", median_ratio, note)
     return _unpaired(
         n, tf(np.array(list(control.values()))), tf(np.array(list(treated.values()))),
@@ -439,11 +439,11 @@ def _compare(
     )
 
 
-def _per_seed(samples: dict[Key, float]) -> dict[int, float]:
+def _per_seed(samples: dict[Key, float]) -> dict[int | None, float]:
     """The median of each seed's replicates: seeds, not replicates, are the units compared."""
-    by_seed: dict[int, list[float]] = {}
+    by_seed: dict[int | None, list[float]] = {}
     for (_, s), v in samples.items():
-        by_seed.setdefault(s if s is not None else -1, []).append(v)
+        by_seed.setdefault(s, []).append(v)
     return {s: float(np.median(v)) for s, v in by_seed.items()}
 
 
@@ -463,16 +463,15 @@ def _identity(
     return _Comparison(n, test="identity", design="identity", units=len(treated), mismatch=mismatch)
 
 
-def _yuen(d: np.ndarray) -> tuple[float, float, float]:
-    """Yuen's trimmed-mean one-sample t statistic pieces: (trimmed mean, SE, degrees of freedom)."""
+def _yuen(d: np.ndarray) -> tuple[float, float, int]:
+    """Yuen's one-sample trimmed-mean t pieces: (trimmed mean, standard error, df)."""
     size = len(d)
     g = int(TRIM * size)
     h = size - 2 * g
     s = np.sort(d)
-    mean = float(s[g : size - g].mean())
-    w = np.clip(d, s[g], s[size - g - 1])
-    se = float(math.sqrt(w.var(ddof=1) * (size - 1) / (h * (h - 1))))
-    return mean, se, h - 1
+    winsorized = np.clip(d, s[g], s[size - g - 1])
+    se = math.sqrt(float(winsorized.var(ddof=1)) * (size - 1) / (h * (h - 1)))
+    return float(s[g : size - g].mean()), se, h - 1
 
 
 def _paired(
@@ -484,22 +483,21 @@ def _paired(
     median_ratio: float | None,
     note: str | None,
 ) -> _Comparison:
-    """Trimmed-mean test and block bootstrap on per-unit differences ``d`` (test scale)."""
-    if len(d) < 2:
+    """Yuen's trimmed-mean t-test and a percentile bootstrap CI over the units of ``d``."""
+    size = len(d)
+    if size < 2:
         return _Comparison(n, refusal=f"a paired test needs at least 2 {design.split()[1]}")
     mean, se, df = _yuen(d)
     if se > 0:
         p = float(2 * special.stdtr(df, -abs(mean) / se))
     else:
         p = 1.0 if mean == 0 else 0.0
-    size = len(d)
-    g = int(TRIM * size)
     draws = np.sort(d[rng.integers(0, size, (BOOTSTRAP_RESAMPLES, size))], axis=1)
+    g = int(TRIM * size)
     boot = draws[:, g : size - g].mean(axis=1)
     lo, hi = np.quantile(boot, [(1 - CI_LEVEL) / 2, (1 + CI_LEVEL) / 2])
     return _Comparison(
         n,
-        refusal=None,
         effect=_relative(mean, log_scale),
         ci=(1 + _relative(float(lo), log_scale), 1 + _relative(float(hi), log_scale)),
         p=p,
@@ -616,7 +614,6 @@ def _mde(c: _Comparison, level: float, threshold: float) -> float:
 
 def _apply_guards(
     specs: Mapping[str, MetricRule],
-    comparisons: dict[str, dict[str, _Comparison]],
     verdicts: dict[str, dict[str, Verdict]],
     observations: Mapping[str, Sequence[Observation]],
     control: str,

@@ -395,3 +395,15 @@ def test_peeking_with_alpha_spending_keeps_false_positives_down():
                 spent += decision.analysis.verdicts["t"]["new"].verdict != "no_change"
                 break
     assert spent <= 0.06 * runs < naive
+
+
+def test_tied_discrete_values_still_get_a_finite_interval():
+    rng = np.random.default_rng(8)
+    obs = []
+    for k in range(12):
+        obs.append(Observation("base", k, None, float(rng.choice([0.92, 0.92, 0.91]))))
+        obs.append(Observation("new", k, None, float(rng.choice([0.90, 0.90, 0.89]))))
+    _, v = verdict({"recall": obs}, {"recall": MetricSpec(direction="higher", primary=True)})
+    rec = v["recall"]["new"]
+    assert rec["verdict"] == "regressed"
+    assert all(np.isfinite(rec["ci"])) and rec["ci"][0] <= rec["ratio"] <= rec["ci"][1] < 1
