@@ -18,8 +18,8 @@ ratio excludes 1, and (3) the effect exceeds the metric's ``noise_threshold``.
 * Incomplete blocks (a failed trial): the complete blocks when enough remain, otherwise an
   unpaired Mann-Whitney U test with an independent bootstrap of the ratio of medians.
 * Sequential replication (:func:`sequential_decision`): group-sequential boundaries from the
-  Lan-DeMets O'Brien-Fleming-like spending function, one look per block, combined with Holm as
-  in Maurer & Bretz (2013), so stopping when a verdict is reached keeps the error rate at alpha.
+  Lan-DeMets O'Brien-Fleming-like spending function at geometrically spaced looks, combined
+  with Holm as in Maurer & Bretz (2013), so stopping on a verdict keeps the error rate at alpha.
 """
 
 from __future__ import annotations
@@ -595,7 +595,7 @@ def _verdict(
     if abs(c.effect) <= threshold:
         why = f"effect {c.effect:+.2%} is inside the noise threshold {threshold:.2%}"
     elif not rejected:
-        why = f"p={c.p:.3g} does not pass Holm's level {level:.3g}"
+        why = f"p={c.p:.3g} does not pass Holm's step-down (adjusted p {p_holm:.3g})"
     else:
         why = "the confidence interval includes no change"
     return Verdict("no_change", reason=why, **common)
