@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .fsutil import atomic_write, file_lock, utc_now
+from .fsutil import acquire_lock, atomic_write, utc_now
 from .plan import PrepNode, content_hash
 
 MANIFEST = "manifest.json"
@@ -47,9 +47,10 @@ class PrepCache:
         folder = self.folder(node.signature)
         return {name: folder / name for name in node.stage.produces}
 
-    def lock(self, signature: str):
-        """Held while a signature is checked and, if needed, built."""
-        return file_lock(self.root / f".{signature}.lock")
+    def lock(self, signature: str, *, wait: bool = True) -> int | None:
+        """Take the lock held while a signature is checked and, if needed, built; returns its
+        descriptor for :func:`fsutil.release_lock` (None when busy and not ``wait``)."""
+        return acquire_lock(self.root / f".{signature}.lock", wait=wait)
 
     def verify(self, node: PrepNode) -> tuple[CacheEntry | None, str]:
         """The entry when its manifest matches its content, else ``(None, why not)``."""

@@ -19,11 +19,11 @@ from .cache import PrepCache
 from .cgroup import CgroupMemory
 from .config import BUILTIN_METRICS, Stage
 from .errors import MetricError, StageFailed
-from .fsutil import utc_now
+from .fsutil import release_lock, utc_now
 from .isolation import HostIsolation, host_id
 from .metrics import effective_mismatches, parse_effective, parse_metrics, read_metrics_file
 from .placeholders import render
-from .plan import PrepNode, TrialSpec, describe_binding
+from .plan import PrepNode, TrialSpec, closure_nodes, describe_binding
 from .run import BenchRun
 from .stages import DEFAULT_PROGRESS_S, StageRun, run_stage
 
@@ -37,6 +37,8 @@ class StageContext:
     isolation: HostIsolation
     hook: Any  # the pytest hook relay: stage start and progress are published through it
     progress_every_s: float = DEFAULT_PROGRESS_S
+    #: Signatures this process has already verified or built (skipped when helping others).
+    settled: set[str] = field(default_factory=set)
 
     def announce(self, run: BenchRun, stage: str,
                  trial_id: str | None) -> Callable[[float, float], None]:
@@ -68,51 +70,92 @@ def obtain_prep(run: BenchRun, ctx: StageContext, node: PrepNode,
                                        f"{failed.error}")
     artifacts = {name: path for dep in upstream for name, path in dep.artifacts.items()}
     effective = {k: v for dep in upstream for k, v in dep.effective.items()}
+    lock = ctx.cache.lock(node.signature, wait=False)
+    while lock is None:  # another worker is building it: build something else meanwhile
+        if not _build_another(run, ctx, node):
+            lock = ctx.cache.lock(node.signature)
+    try:
+        return _reuse_or_build(run, ctx, node, artifacts, effective)
+    finally:
+        release_lock(lock)
+
+
+def _build_another(run: BenchRun, ctx: StageContext, waiting_for: PrepNode) -> bool:
+    """Build one prep of the plan that nobody holds and whose needs are cached; False if none.
+
+    Under xdist this is what makes preps parallel: workers start their blocks with the same
+    prep, and the ones that find it locked build the next ones instead of waiting idle.
+    """
+    for other in run.plan.preps.values():  # dependencies come before their dependents
+        if other is waiting_for or other.signature in ctx.settled:
+            continue
+        upstream = [ctx.cache.verify(dep)[0] for dep in closure_nodes(other.needs)]
+        if any(entry is None for entry in upstream):
+            continue
+        lock = ctx.cache.lock(other.signature, wait=False)
+        if lock is None:
+            continue
+        try:
+            if ctx.cache.verify(other)[0] is not None:
+                ctx.settled.add(other.signature)
+                continue
+            artifacts = {k: v for entry in upstream if entry for k, v in entry.artifacts.items()}
+            effective = {k: v for entry in upstream if entry for k, v in entry.effective.items()}
+            _reuse_or_build(run, ctx, other, artifacts, effective)
+            return True
+        finally:
+            release_lock(lock)
+    return False
+
+
+def _reuse_or_build(run: BenchRun, ctx: StageContext, node: PrepNode, artifacts: dict[str, Path],
+                    effective: dict[str, str]) -> PrepOutcome:
+    """Under the node's lock: reuse its verified entry, or (re)build and publish it."""
     event: dict[str, Any] = {"stage": node.stage.name, "signature": node.signature,
                              "binding": describe_binding(node)}
     cache = ctx.cache
-    with cache.lock(node.signature):
-        entry, why = cache.verify(node)
-        if entry is not None:
-            event.update(action="reused", folder=str(entry.folder))
-            run.preps.append(event)
-            return PrepOutcome(node, {**artifacts, **entry.artifacts},
-                               {**effective, **entry.effective})
-        event["rebuild_reason"] = why
-        if why not in ("no cache entry",):
-            run.caveats.append(f"cache entry of prep '{node.stage.name}' ({node.signature[:12]}) "
-                               f"was rebuilt: {why}")
-        folder, scratch = cache.prepare(node)
-        own = cache.artifact_paths(node)
-        values = {**node.params_used, "seed": node.seed, "out": scratch, **artifacts, **own}
-        command = render(node.stage.cmd or "", values)
-        log_dir = run.dir / "preps" / f"{node.stage.name}-{node.signature[:12]}"
-        t0 = time.perf_counter()
-        try:
-            with ctx.isolation.stage("prep"):
-                progress = ctx.announce(run, node.stage.name, None)
-                result = run_stage(node.stage.name, command, cwd=node.cwd,
-                                   env=_stage_env(node.stage.env, values), log_dir=log_dir,
-                                   timeout_s=node.stage.timeout_s, cgroup=ctx.cgroup,
-                                   mem_ceiling_mb=_ceiling(run, node.stage), progress=progress,
-                                   progress_every_s=ctx.progress_every_s)
-            _check_exit(result)
-            stage_effective = parse_effective(result.stdout(), scratch)
-            entry = cache.publish(node, run_id=run.run_id, command=command,
-                                  duration_s=time.perf_counter() - t0, effective=stage_effective)
-        except StageFailed as exc:
-            event.update(action="failed", reason=str(exc))
-            run.preps.append(event)
-            return PrepOutcome(node, error=str(exc))
-        except FileNotFoundError as exc:
-            reason = (f"stage '{node.stage.name}' exited 0 but did not create its artifact(s) "
-                      f"{exc}; a prep must create every path it produces.")
-            event.update(action="failed", reason=reason)
-            run.preps.append(event)
-            return PrepOutcome(node, error=reason)
-        event.update(action="built", folder=str(folder), **result.as_record())
+    ctx.settled.add(node.signature)
+    entry, why = cache.verify(node)
+    if entry is not None:
+        event.update(action="reused", folder=str(entry.folder))
         run.preps.append(event)
-        return PrepOutcome(node, {**artifacts, **entry.artifacts}, {**effective, **entry.effective})
+        return PrepOutcome(node, {**artifacts, **entry.artifacts},
+                           {**effective, **entry.effective})
+    event["rebuild_reason"] = why
+    if why not in ("no cache entry",):
+        run.caveats.append(f"cache entry of prep '{node.stage.name}' ({node.signature[:12]}) "
+                           f"was rebuilt: {why}")
+    folder, scratch = cache.prepare(node)
+    own = cache.artifact_paths(node)
+    values = {**node.params_used, "seed": node.seed, "out": scratch, **artifacts, **own}
+    command = render(node.stage.cmd or "", values)
+    log_dir = run.dir / "preps" / f"{node.stage.name}-{node.signature[:12]}"
+    t0 = time.perf_counter()
+    try:
+        with ctx.isolation.stage("prep"):
+            progress = ctx.announce(run, node.stage.name, None)
+            result = run_stage(node.stage.name, command, cwd=node.cwd,
+                               env=_stage_env(node.stage.env, values), log_dir=log_dir,
+                               timeout_s=node.stage.timeout_s, cgroup=ctx.cgroup,
+                               mem_ceiling_mb=_ceiling(run, node.stage), progress=progress,
+                               progress_every_s=ctx.progress_every_s)
+        _check_exit(result)
+        stage_effective = parse_effective(result.stdout(), scratch)
+        entry = cache.publish(node, run_id=run.run_id, command=command,
+                              duration_s=time.perf_counter() - t0, effective=stage_effective)
+    except StageFailed as exc:
+        event.update(action="failed", reason=str(exc))
+        run.preps.append(event)
+        return PrepOutcome(node, error=str(exc))
+    except FileNotFoundError as exc:
+        reason = (f"stage '{node.stage.name}' exited 0 but did not create its artifact(s) "
+                  f"{exc}; a prep must create every path it produces.")
+        event.update(action="failed", reason=reason)
+        run.preps.append(event)
+        return PrepOutcome(node, error=reason)
+    event.update(action="built", folder=str(folder), **result.as_record())
+    run.preps.append(event)
+    return PrepOutcome(node, {**artifacts, **entry.artifacts}, {**effective, **entry.effective})
 
 
 def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,

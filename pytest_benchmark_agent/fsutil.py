@@ -37,17 +37,36 @@ def append_line(path: Path, line: str) -> None:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
-    """An flock on ``path``: released by the kernel when the holder exits, even on a crash."""
+def acquire_lock(path: Path, *, shared: bool = False, wait: bool = True) -> int | None:
+    """Take an flock on ``path`` and return its descriptor (None: busy and ``wait`` is False).
+
+    The kernel releases it when the holder exits, even on a crash, so a lock is never stale.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        fcntl.flock(fd, mode)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def release_lock(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold an flock on ``path`` for the ``with`` block (see :func:`acquire_lock`)."""
+    fd = acquire_lock(path, shared=shared)
+    assert fd is not None
+    try:
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        release_lock(fd)
 
 
 def utc_now() -> str:
