@@ -357,7 +357,7 @@ class Tuner:
             raise Halt(kind, f"round {index} did not finish ({why}); its trials are kept in "
                        f"runs/{run_id}, and resuming runs the round again.")
         try:
-            self._check_incumbent(labels[0], points[0], by_label[labels[0]])
+            self._check_incumbent(labels[0], by_label[labels[0]])
         except Halt as halt:
             summary.update(status="halted", outcome=f"halted: {halt.message}")
             self._tag_trials(index, labels[0], {})
@@ -392,7 +392,7 @@ class Tuner:
         if self.on_round is not None:
             self.on_round()
 
-    def _check_incumbent(self, label: str, point: Point, trials: list[dict[str, Any]]) -> None:
+    def _check_incumbent(self, label: str, trials: list[dict[str, Any]]) -> None:
         """Halt when the round's baseline cannot ground any comparison."""
         objective_stage = _stage_of(self.config, self.space.objective)
         own = [t for t in trials if objective_stage is None or t.get("stage") == objective_stage]
