@@ -116,6 +116,12 @@ class Range(_Strict):
     scale: Literal["linear", "log"] = "linear"
 
 
+class TuneSettings(_Strict):
+    """How a tune guards its own loop (the ``tune:`` block of a tuning file)."""
+
+    max_noncomparable_streak: int = Field(default=3, ge=1)
+
+
 class Objective(_Strict):
     metric: str
     direction: Literal["lower", "higher"]
@@ -142,6 +148,7 @@ class BenchmarkConfig(_Strict):
     search_space: dict[str, list[Any] | Range] | None = None
     objective: Objective | None = None
     constraints: list[str] = Field(default_factory=list)
+    tune: TuneSettings = Field(default_factory=TuneSettings)
 
     @field_validator("replicates")
     @classmethod
@@ -245,7 +252,7 @@ def _model_at(loc: list[Any]) -> type[BaseModel] | None:
     model: type[BaseModel] | None = BenchmarkConfig
     nested = {"stages": Stage, "metrics_from": MetricsFrom, "metrics": MetricSpec,
               "resources": Resources, "budget": Budget, "objective": Objective,
-              "replicates": ReplicateRange}
+              "replicates": ReplicateRange, "tune": TuneSettings}
     for part in loc:
         if isinstance(part, str) and part in nested:
             model = nested[part]

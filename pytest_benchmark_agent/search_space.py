@@ -22,8 +22,6 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .config import BUILTIN_METRICS, BenchmarkConfig, Range
 from .errors import ConfigError
 from .placeholders import as_text
@@ -37,7 +35,6 @@ OPERATORS = {">=": lambda v, b: v >= b, "<=": lambda v, b: v <= b,
 _CONSTRAINT = re.compile(r"^\s*(?P<metric>[A-Za-z_][\w.@\-/]*)\s*(?P<op>>=|<=|>|<)\s*"
                          r"(?P<bound>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 #: Default length of a streak of non-comparable candidates after which the tuner halts.
-DEFAULT_NONCOMPARABLE_STREAK = 3
 
 
 @dataclass(frozen=True)
@@ -89,13 +86,6 @@ class Constraint:
     def worst(self, values: list[float]) -> float:
         """The sample closest to breaking the bound (the one a report should show)."""
         return min(values) if self.op in (">=", ">") else max(values)
-
-
-@dataclass(frozen=True)
-class TuneSettings:
-    """The ``tune:`` block of a tuning file (read from the raw YAML)."""
-
-    max_noncomparable_streak: int = DEFAULT_NONCOMPARABLE_STREAK
 
 
 @dataclass(frozen=True)
@@ -283,35 +273,6 @@ def _constraint(text: Any, index: int, config: BenchmarkConfig,
                          "use direction: lower|higher for a bounded metric, or a guard."))
         return None
     return Constraint(metric, match["op"], float(match["bound"]))
-
-
-def load_settings(path: Path) -> TuneSettings:
-    """The ``tune:`` block of the file at ``path`` (``{max_noncomparable_streak: N}``)."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(path, [("", f"cannot be read as YAML ({exc}).",
-                                  "check the file.")]) from None
-    block = raw.get("tune") if isinstance(raw, dict) else None
-    if block is None:
-        return TuneSettings()
-    accepted = ("max_noncomparable_streak",)
-    if not isinstance(block, dict):
-        raise ConfigError(path, [("tune", f"must be a mapping (got {block!r}).",
-                                  f"write tune: {{{accepted[0]}: 3}}.")])
-    problems: list[Problem] = []
-    for key in block:
-        if key not in accepted:
-            problems.append((f"tune.{key}", f"is not a known key{_did_you_mean(key, accepted)}.",
-                             f"accepted keys here: {', '.join(accepted)}."))
-    streak = block.get("max_noncomparable_streak", DEFAULT_NONCOMPARABLE_STREAK)
-    if isinstance(streak, bool) or not isinstance(streak, int) or streak < 1:
-        problems.append(("tune.max_noncomparable_streak", f"must be an integer >= 1 (got "
-                         f"{streak!r}).", "give how many non-comparable candidates in a row "
-                         "halt the tune, e.g. 3."))
-    if problems:
-        raise ConfigError(path, problems)
-    return TuneSettings(max_noncomparable_streak=streak)
 
 
 def _is_number(value: Any) -> bool:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import analysis
-from .config import BenchmarkConfig, load_config
+from .config import BenchmarkConfig, TuneSettings, load_config
 from .errors import BenchError, ConfigError
 from .fsutil import atomic_write, utc_now
 from .nvml import cost_usd, gpu_hours
@@ -51,7 +51,7 @@ from .placeholders import as_text
 from .plan import POINT, point_label
 from .record import dump_yaml, load_results, load_yaml, regenerate_index
 from .run import new_run_id
-from .search_space import Point, SearchSpace, TuneSettings, load_settings, load_space
+from .search_space import Point, SearchSpace, load_space
 from .stats import describe
 
 #: Seconds a round session gets to record its trials after SIGTERM before it is killed.
@@ -759,7 +759,7 @@ class TuneRecorder:
             "ties": t.ties, "chained_ratio": chained_ratio(t.path),
             "spent": asdict(t.spent),
             "budget": self.config.budget.model_dump(mode="json", exclude_none=True),
-            "settings": asdict(t.settings), "counts": dict(counts),
+            "settings": t.settings.model_dump(), "counts": dict(counts),
             "params": dict(self.config.params), "definition": definition(self.config, space),
             "config_file": str(self.path.resolve()),
         })
@@ -1121,7 +1121,7 @@ def run_tune(path: Path, strategy: str | None, home: Path, *, resume: str | None
     try:
         config = load_config(path, overrides)
         space = load_space(config, path)
-        settings = load_settings(path)
+        settings = config.tune
         previous = _previous_tune(home, resume, config, space, strategy, path) if resume else None
     except ConfigError as exc:
         echo(str(exc))

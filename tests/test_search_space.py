@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.config import BenchmarkConfig
+from pytest_benchmark_agent.config import BenchmarkConfig, load_config
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.search_space import Dimension, load_settings, load_space
+from pytest_benchmark_agent.search_space import Dimension, load_space
 
 
 def tuning(**overrides: Any) -> dict[str, Any]:
@@ -163,17 +163,17 @@ def test_a_file_without_a_search_space_is_not_a_tuning_file() -> None:
 def test_settings_default_and_configured(tmp_path: Path) -> None:
     path = tmp_path / "bench.yaml"
     path.write_text("name: t\n")
-    assert load_settings(path).max_noncomparable_streak == 3
+    assert load_config(path).tune.max_noncomparable_streak == 3
     path.write_text("name: t\ntune: {max_noncomparable_streak: 5}\n")
-    assert load_settings(path).max_noncomparable_streak == 5
+    assert load_config(path).tune.max_noncomparable_streak == 5
 
 
 def test_bad_settings_name_the_field(tmp_path: Path) -> None:
     path = tmp_path / "bench.yaml"
     path.write_text("name: t\ntune: {max_noncomparable_streak: 0, max_streak: 2}\n")
     with pytest.raises(ConfigError) as info:
-        load_settings(path)
+        load_config(path)
     text = str(info.value)
-    assert "tune.max_noncomparable_streak: must be an integer >= 1 (got 0)" in text
+    assert "tune.max_noncomparable_streak: Input should be greater than or equal to 1" in text
     assert "tune.max_streak: is not a known key" in text
     assert "accepted keys here: max_noncomparable_streak" in text

@@ -21,10 +21,10 @@ from benchhelpers import BenchProject
 
 from pytest_benchmark_agent.cli import main as cli_main
 from pytest_benchmark_agent.cli_tune import STRATEGY_NAMES
-from pytest_benchmark_agent.config import BenchmarkConfig
+from pytest_benchmark_agent.config import BenchmarkConfig, TuneSettings
 from pytest_benchmark_agent.plan import point_label
 from pytest_benchmark_agent.record import load_yaml
-from pytest_benchmark_agent.search_space import TuneSettings, load_space
+from pytest_benchmark_agent.search_space import load_space
 from pytest_benchmark_agent.tune import (
     STRATEGIES,
     ResumeMismatch,
