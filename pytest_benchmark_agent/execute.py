@@ -22,6 +22,7 @@ from .errors import MetricError, StageFailed
 from .fsutil import release_lock, utc_now
 from .isolation import HostIsolation, host_id
 from .metrics import effective_mismatches, parse_effective, parse_metrics, read_metrics_file
+from .nvml import GpuUnavailable, cost_usd, cuda_oom_in, gpu_hours, pin_devices
 from .placeholders import render
 from .plan import PrepNode, TrialSpec, closure_nodes, describe_binding
 from .run import BenchRun
@@ -132,18 +133,20 @@ def _reuse_or_build(run: BenchRun, ctx: StageContext, node: PrepNode, artifacts:
     log_dir = run.dir / "preps" / f"{node.stage.name}-{node.signature[:12]}"
     t0 = time.perf_counter()
     try:
+        devices, env, vram_mb = _pin_gpus(run, node.stage, _stage_env(node.stage.env, values))
         with ctx.isolation.stage("prep"):
             progress = ctx.announce(run, node.stage.name, None)
-            result = run_stage(node.stage.name, command, cwd=node.cwd,
-                               env=_stage_env(node.stage.env, values), log_dir=log_dir,
+            result = run_stage(node.stage.name, command, cwd=node.cwd, env=env, log_dir=log_dir,
                                timeout_s=node.stage.timeout_s, cgroup=ctx.cgroup,
                                mem_ceiling_mb=_ceiling(run, node.stage), progress=progress,
-                               progress_every_s=ctx.progress_every_s)
+                               progress_every_s=ctx.progress_every_s, gpus=devices,
+                               vram_ceiling_mb=vram_mb)
+        event.update(_gpu_spend(run, result))
         _check_exit(result)
         stage_effective = parse_effective(result.stdout(), scratch)
         entry = cache.publish(node, run_id=run.run_id, command=command,
                               duration_s=time.perf_counter() - t0, effective=stage_effective)
-    except StageFailed as exc:
+    except (StageFailed, GpuUnavailable) as exc:
         event.update(action="failed", reason=str(exc))
         run.preps.append(event)
         return PrepOutcome(node, error=str(exc))
@@ -179,18 +182,24 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
     command = render(spec.stage.cmd or "", values)
     record.update(command=command, logs=str(folder))
     try:
+        devices, env, vram_mb = _pin_gpus(run, spec.stage, _stage_env(spec.stage.env, values))
+    except GpuUnavailable as exc:
+        raise _not_passed(record, StageFailed(spec.stage.name, "could not get its GPUs",
+                                              detail=str(exc))) from None
+    try:
         progress = ctx.announce(run, spec.stage.name, record["id"])
         with ctx.isolation.stage("measure"):
-            result = run_stage(spec.stage.name, command, cwd=spec.cwd,
-                               env=_stage_env(spec.stage.env, values), log_dir=folder,
+            result = run_stage(spec.stage.name, command, cwd=spec.cwd, env=env, log_dir=folder,
                                timeout_s=spec.stage.timeout_s, cgroup=ctx.cgroup,
                                mem_ceiling_mb=_ceiling(run, spec.stage), progress=progress,
-                               progress_every_s=ctx.progress_every_s)
+                               progress_every_s=ctx.progress_every_s, gpus=devices,
+                               vram_ceiling_mb=vram_mb)
     except KeyboardInterrupt:
         record.update(status="interrupted", reason="the session was interrupted during this trial",
                       ended=utc_now())
         raise _Interrupted(record) from None
     record.update(result.as_record())
+    record.update(_gpu_spend(run, result))
     record["metrics"] = {name: record[name] for name in BUILTIN_METRICS}
     try:
         _check_exit(result)
@@ -242,16 +251,42 @@ def _ceiling(run: BenchRun, stage: Stage) -> float | None:
     return stage.mem_mb or run.plan.config.resources.mem_mb
 
 
+def _pin_gpus(run: BenchRun, stage: Stage,
+              env: dict[str, str]) -> tuple[list[int], dict[str, str], float]:
+    """The devices a stage gets (its ``gpus``, else ``resources.gpus``; none hides every GPU),
+    its env with ``CUDA_VISIBLE_DEVICES`` pinned, and its VRAM ceiling."""
+    resources = run.plan.config.resources
+    count = stage.gpus if stage.gpus is not None else resources.gpus
+    vram_mb = stage.vram_mb or resources.vram_mb
+    field_name = f"stages ({stage.name}).gpus" if stage.gpus is not None else "resources.gpus"
+    devices, pinned = pin_devices(count, env, vram_mb=vram_mb, field=field_name)
+    return devices, pinned, vram_mb
+
+
+def _gpu_spend(run: BenchRun, result: StageRun) -> dict[str, Any]:
+    """GPU-hours (wall time x pinned GPUs) and their cost, for stages that had GPUs."""
+    if not result.gpus:
+        return {}
+    hours = gpu_hours(result.wall_s, len(result.gpus))
+    return {"gpu_hours": hours,
+            "cost_usd": cost_usd(hours, run.plan.config.resources.price_per_gpu_hour)}
+
+
 def _check_exit(result: StageRun) -> None:
     for event in result.guard_events:
-        raise StageFailed(result.stage, f"was stopped by the memory guard ({event['reason']}: "
-                          f"peak {event['peak_mb']} MB, ceiling {event['ceiling_mb']} MB)",
-                          status=f"guard:{event['kind']}",
+        raise StageFailed(result.stage, f"was stopped by the {event['kind']} guard "
+                          f"({event['reason']}: peak {event['peak_mb']} MB, ceiling "
+                          f"{event['ceiling_mb']} MB)", status=f"guard:{event['kind']}",
                           detail=f"stderr (last lines):\n{result.stderr_tail()}")
     if result.timed_out:
         raise StageFailed(result.stage, "timed out and was stopped",
                           detail=f"stderr (last lines):\n{result.stderr_tail()}")
     if result.exit_code != 0:
+        oom = cuda_oom_in(result.stderr_tail(200))
+        if oom:
+            raise StageFailed(result.stage, "ran out of GPU memory (CUDA out of memory)",
+                              detail=f"{oom}\nexit code {result.exit_code}; stderr (last lines):"
+                                     f"\n{result.stderr_tail()}")
         raise StageFailed(result.stage, f"exited with code {result.exit_code}",
                           detail=f"command: {result.command}\n"
                                  f"stderr (last lines):\n{result.stderr_tail()}")

@@ -158,6 +158,12 @@ class BenchRun:
                     pairs.append((earlier["id"], later["id"]))
         return pairs
 
+    def spent(self) -> dict[str, float]:
+        """GPU-hours and cost of every stage run so far (trials and the preps this run built)."""
+        stages = self.trials + [p for p in self.preps if p.get("action") == "built"]
+        return {"gpu_hours": sum(s.get("gpu_hours", 0.0) for s in stages),
+                "cost_usd": sum(s.get("cost_usd", 0.0) for s in stages)}
+
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = defaultdict(int)
         for trial in self.trials:
@@ -182,6 +188,7 @@ class BenchRun:
             "ended": self.ended,
             "stop_reason": self.stop_reason,
             "counts": self.counts(),
+            "spent": self.spent(),
             "preps": self.preps,
             "caveats": self.caveats,
             "config_file": str(self.plan.path),

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from typing import Any
 from .cgroup import CgroupMemory
 from .fsutil import utc_now
 from .guard import MemoryGuard
+from .nvml import VramGuard, process_tree
 
 #: Run before every stage command: the stage, not a co-tenant, is the OOM-killer's first choice.
 _OOM_FIRST = "echo 1000 > /proc/self/oom_score_adj 2>/dev/null; "
@@ -57,6 +58,8 @@ class StageRun:
     timed_out: bool = False
     guard_events: list[dict[str, Any]] = field(default_factory=list)
     guard_samples: int = 0
+    gpus: list[int] = field(default_factory=list)
+    peak_vram_mb: float | None = None
 
     def stdout(self) -> str:
         return self.stdout_path.read_text(errors="replace")
@@ -71,18 +74,22 @@ class StageRun:
                 "cpu_s": round(self.cpu_s, 6), "peak_rss_mb": round(self.peak_rss_mb, 3),
                 "started": self.started, "ended": self.ended,
                 "stdout": str(self.stdout_path), "stderr": str(self.stderr_path),
-                **({"guard_events": self.guard_events} if self.guard_events else {})}
+                **({"guard_events": self.guard_events} if self.guard_events else {}),
+                **({"gpus": self.gpus, "peak_vram_mb": self.peak_vram_mb} if self.gpus else {})}
 
 
 def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], log_dir: Path,
               timeout_s: float | None = None, mem_ceiling_mb: float | None = None,
               cgroup: CgroupMemory | None = None,
               progress: Callable[[float, float], None] | None = None,
-              progress_every_s: float = DEFAULT_PROGRESS_S) -> StageRun:
+              progress_every_s: float = DEFAULT_PROGRESS_S, gpus: Sequence[int] = (),
+              vram_ceiling_mb: float = 0) -> StageRun:
     """Run ``command`` to completion (or its timeout, or a guard kill) and report how it went.
 
     The memory guard watches the stage's tree against ``mem_ceiling_mb`` and the enclosing
-    ``cgroup`` against its limit. ``progress(elapsed_s, peak_rss_mb)`` is called every
+    ``cgroup`` against its limit; on ``gpus`` (NVML indices, already pinned in ``env``), the
+    VRAM guard watches the tree's VRAM against ``vram_ceiling_mb`` (0: record only).
+    ``progress(elapsed_s, peak_rss_mb)`` is called every
     ``progress_every_s`` while the stage runs. Any exception while waiting (KeyboardInterrupt
     included) stops the whole process group before it propagates, so no stage outlives its
     session.
@@ -95,6 +102,8 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
                                 env=dict(env), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     guard = MemoryGuard(proc.pid, mem_ceiling_mb, stage, cgroup).start()
+    vram = VramGuard(process_tree(proc.pid), gpus, vram_ceiling_mb, stage,
+                     on_breach=lambda: _kill_leftovers(proc.pid)).start() if gpus else None
     timer = _Deadline(proc.pid, timeout_s)
     ticker = _Ticker(progress, progress_every_s, lambda: guard.peak_rss_mb, t0)
     try:
@@ -108,15 +117,19 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
         timer.cancel()
         ticker.cancel()
         report = guard.stop()
+        vram_report = vram.stop() if vram else None
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     _kill_leftovers(proc.pid)
     events = [report.event.as_record()] if report.event else []
+    if vram_report and vram_report.event:
+        events.append(vram_report.event)
     return StageRun(stage=stage, command=command, cwd=str(cwd), exit_code=proc.returncode,
                     wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
                     peak_rss_mb=report.peak_rss_mb, started=started, ended=utc_now(),
                     stdout_path=stdout_path, stderr_path=stderr_path, timed_out=timer.fired,
-                    guard_events=events, guard_samples=report.n_samples)
+                    guard_events=events, guard_samples=report.n_samples, gpus=list(gpus),
+                    peak_vram_mb=vram_report.peak_vram_mb if vram_report else None)
 
 
 def _wait4(pid: int) -> tuple[int, int, Any]:
