@@ -153,6 +153,11 @@ class BenchSession:
         elapsed = time.monotonic() - self._t0
         if budget.wall_clock_s is not None and elapsed >= budget.wall_clock_s:
             return f"budget.wall_clock_s spent ({elapsed:.0f}s of {budget.wall_clock_s:g}s)"
+        spent = run.spent()
+        if budget.gpu_hours is not None and spent["gpu_hours"] >= budget.gpu_hours:
+            return f"budget.gpu_hours spent ({spent['gpu_hours']:.4g} of {budget.gpu_hours:g})"
+        if budget.cost_usd is not None and spent["cost_usd"] >= budget.cost_usd:
+            return f"budget.cost_usd spent (${spent['cost_usd']:.4g} of ${budget.cost_usd:g})"
         return None
 
     # -- the end ----------------------------------------------------------------------------
