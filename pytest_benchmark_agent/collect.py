@@ -1,9 +1,10 @@
 """Benchmark files as pytest collectors: trials become items, preps become session fixtures.
 
-``BenchFile.collect`` validates the file (config models, then gate 1; any problem is a
-collection error, pytest exit code 2), builds the plan, registers one session-scoped fixture per
-prep signature (so ``--setup-show`` shows each prep built once and reused) and yields one
-``BenchItem`` per trial, in the plan's interleaved order.
+``BenchFile.collect`` validates the file (config models; its recipe merged in and its Python
+domain compiled to stages; then gate 1: any problem is a collection error, pytest exit code 2),
+builds the plan, registers one session-scoped fixture per prep signature (so ``--setup-show``
+shows each prep built once and reused) and yields one ``BenchItem`` per trial, in the plan's
+interleaved order.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .config import load_config
 from .errors import BenchError
 from .execute import PrepOutcome, TrialNotPassed, interrupted_record, obtain_prep, run_trial
 from .plan import PrepNode, TrialSpec, build_plan
+from .recipe import expand
 
 if TYPE_CHECKING:
     from .run import BenchRun
@@ -29,9 +31,9 @@ class BenchFile(pytest.File):
 
     def collect(self):
         bench: BenchSession = self.config.stash[SESSION_KEY]
-        config = load_config(self.path, bench.overrides)
+        config = expand(load_config(self.path, bench.overrides), self.path)
         points = bench.round_points if config.search_space is not None else None
-        gate1.check(config, self.path, tuning=points is not None)
+        gate1.check(config, self.path, tuning=points is not None, home=bench.home)
         caveat = bench.preflight(config, self.path)
         plan = build_plan(config, self.path, points)
         run = bench.new_run(plan)

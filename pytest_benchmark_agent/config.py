@@ -127,6 +127,19 @@ class Objective(_Strict):
     direction: Literal["lower", "higher"]
 
 
+class ManifestEntry(_Strict):
+    """A parameter a comparison depends on (a recipe's or domain's provenance manifest).
+
+    Gate 1 requires it declared, even at its ``default``; ``why`` is shown when it is missing.
+    ``must_match``: runs whose values differ are never compared (e.g. ``eval_suite``), so it
+    cannot be the treatment variable either. The key ``seeds`` stands for the ``seeds:`` field.
+    """
+
+    why: str
+    default: Any = None
+    must_match: bool = False
+
+
 class BenchmarkConfig(_Strict):
     """A whole benchmark file (CONTRACT.md section 2)."""
 
@@ -149,6 +162,7 @@ class BenchmarkConfig(_Strict):
     objective: Objective | None = None
     constraints: list[str] = Field(default_factory=list)
     tune: TuneSettings = Field(default_factory=TuneSettings)
+    manifest: dict[str, ManifestEntry] = Field(default_factory=dict)
 
     @field_validator("replicates")
     @classmethod
@@ -252,7 +266,8 @@ def _model_at(loc: list[Any]) -> type[BaseModel] | None:
     model: type[BaseModel] | None = BenchmarkConfig
     nested = {"stages": Stage, "metrics_from": MetricsFrom, "metrics": MetricSpec,
               "resources": Resources, "budget": Budget, "objective": Objective,
-              "replicates": ReplicateRange, "tune": TuneSettings}
+              "replicates": ReplicateRange, "tune": TuneSettings,
+              "manifest": ManifestEntry}
     for part in loc:
         if isinstance(part, str) and part in nested:
             model = nested[part]

@@ -4,7 +4,10 @@ any trial runs. Every problem becomes one ``(field, message, fix)`` line of a Co
 Checked here: exactly one varying parameter and it is declared; the treatments; stage names,
 commands and the ``needs`` DAG (unknown names and cycles, shown as a path); every placeholder
 resolves; artifacts are produced by a stage the user needs; every measure stage declares a
-metric and every metric is declared with its direction; declared inputs exist.
+metric and every metric is declared with its direction; declared inputs exist; every param of
+the recipe's or domain's provenance manifest is declared (with why it is required, its default,
+and the value of the latest RELIABLE run when there is one), and a ``must_match`` manifest param
+(``eval_suite``) is never what varies.
 """
 
 from __future__ import annotations
@@ -20,10 +23,16 @@ from .placeholders import as_text, names_in
 Problem = tuple[str, str, str]
 
 
-def check(config: BenchmarkConfig, path: Path, *, tuning: bool = False) -> None:
-    """Raise ConfigError with every gate-1 problem of ``config`` (read from ``path``)."""
+def check(config: BenchmarkConfig, path: Path, *, tuning: bool = False,
+          home: Path | None = None) -> None:
+    """Raise ConfigError with every gate-1 problem of ``config`` (read from ``path``).
+
+    ``home`` (the data directory) is where a missing manifest param's suggested value is
+    looked up: the value the latest RELIABLE run of this benchmark used.
+    """
     problems: list[Problem] = []
     problems += _check_treatments(config, tuning)
+    problems += _check_manifest(config, home)
     stage_problems = _check_stages(config)
     problems += stage_problems
     if not stage_problems:  # placeholders need a sound DAG to know which artifacts are reachable
@@ -236,7 +245,7 @@ def _check_placeholders(config: BenchmarkConfig) -> list[Problem]:
             known.add("seed")
         for field, text in _stage_templates(stage):
             for name in names_in(text):
-                if name in known:
+                if name in known or name in config.manifest:  # a manifest miss is explained
                     continue
                 where = f"stages[{index}] ({stage.name}).{field}"
                 if name in producers:
@@ -253,6 +262,54 @@ def _check_placeholders(config: BenchmarkConfig) -> list[Problem]:
                                      "declare it under params:, produce it in a needed stage, or "
                                      "write literal braces as {{ and }}."))
     return problems
+
+
+def _check_manifest(config: BenchmarkConfig, home: Path | None) -> list[Problem]:
+    if not config.manifest:
+        return []
+    owner = (f"recipe '{config.recipe}'" if config.recipe else f"domain '{config.domain}'"
+             if config.domain != "command" else "this file")
+    missing = [name for name in config.manifest
+               if (config.seeds is None if name == "seeds" else name not in config.params)]
+    reliable = _latest_reliable_values(home, config.name) if home and missing else None
+    problems: list[Problem] = []
+    for name, entry in config.manifest.items():
+        if name in missing:
+            field = "seeds" if name == "seeds" else f"params.{name}"
+            default = ("it has no default: name the one you use" if entry.default is None
+                       else f"its default is {as_text(entry.default)!r}")
+            fix = (f"declare seeds: {as_text(entry.default or [1, 2, 3])}" if name == "seeds"
+                   else f"declare it under params: (even at its default), e.g. {name}: "
+                        f"{as_text(entry.default) if entry.default is not None else 'VALUE'}")
+            if reliable is not None and name in reliable[1]:
+                fix += (f"; the latest RELIABLE run {reliable[0]} used "
+                        f"{as_text(reliable[1][name])!r}")
+            problems.append((field, f"is required by the manifest of {owner}: "
+                             f"{entry.why.rstrip('.')}; {default}.", fix + "."))
+        varying = {treatment_variable(config), *(config.search_space or {})}
+        if entry.must_match and name in varying:
+            problems.append((f"manifest.{name}", f"must be the same in every compared run "
+                             f"({entry.why.rstrip('.')}), so it cannot be what varies.",
+                             f"keep {name} fixed and run one benchmark per {name}."))
+    return problems
+
+
+def _latest_reliable_values(home: Path, name: str) -> tuple[str, dict[str, Any]] | None:
+    """(run id, params and seeds) of the latest RELIABLE run of benchmark ``name``, if any."""
+    from .planning import latest_reliable  # planning reads records, which import the plan
+
+    baseline = latest_reliable(home, name)
+    if baseline is None:
+        return None
+    from .record import load_yaml
+
+    frozen = home / "runs" / baseline.run_id / "config.yaml"
+    seeds = ((load_yaml(frozen) or {}).get("config") or {}).get("seeds") \
+        if frozen.is_file() else None
+    values = dict(baseline.params)
+    if seeds is not None:
+        values["seeds"] = seeds
+    return baseline.run_id, values
 
 
 def _check_metrics(config: BenchmarkConfig) -> list[Problem]:

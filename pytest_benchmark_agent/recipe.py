@@ -1,0 +1,165 @@
+"""Recipes: YAML templates of common pipelines (``recipes/*.yaml`` at the repository's top level).
+
+A recipe pre-fills stages (with ``resources`` for GPU stages), metric specs, resources and a
+provenance **manifest**: the params a fair comparison depends on, each with its default and why.
+A benchmark file with ``recipe: NAME`` (or ``recipe: path/to/recipe.yaml``, relative to the
+file) inherits all of it and may override:
+
+- a file stage with a recipe stage's name overrides the fields it sets (``kind`` is restated);
+  when it sets ``cmd`` but not ``inputs``, the recipe's inputs (the recipe command's scripts)
+  are dropped with it; stages with new names are appended;
+- metric specs and resources override field by field; manifest entries are added or replaced;
+- ``replicates`` is the recipe's unless the file sets it.
+
+Manifest params are never filled in: gate 1 requires the file to declare each (even at its
+default) and says why, so a run's record always states them. :func:`comparison_refusals` says
+why two recorded runs must not be compared (a ``must_match`` manifest param such as
+``eval_suite`` differs, or GPU stages ran on different accelerators).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .config import (
+    BenchmarkConfig,
+    ManifestEntry,
+    MetricSpec,
+    ReplicateRange,
+    Resources,
+    Stage,
+    load_config,
+)
+from .domain import expand_domain, merge_metrics, merge_resources
+from .errors import ConfigError
+from .placeholders import as_text
+
+RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
+
+
+class Recipe(BaseModel):
+    """One recipe file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str
+    #: Training recipes replicate over seeds by default (their manifest requires ``seeds``).
+    training: bool = False
+    manifest: dict[str, ManifestEntry] = Field(default_factory=dict)
+    stages: list[Stage]
+    metrics: dict[str, MetricSpec] = Field(default_factory=dict)
+    resources: Resources = Field(default_factory=Resources)
+    replicates: int | ReplicateRange | None = None
+    #: Fields a scaffolded benchmark file starts from (hypothesis, treatment_variable, ...).
+    example: dict[str, Any] = Field(default_factory=dict)
+
+
+def available_recipes() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def recipe_path(name: str, base: Path) -> Path:
+    """The file ``recipe: name`` stands for: a path ending in .yaml, else ``recipes/NAME.yaml``."""
+    if name.endswith((".yaml", ".yml")):
+        return (base / name).resolve()
+    return RECIPES_DIR / f"{name}.yaml"
+
+
+def load_recipe(name: str, path: Path) -> Recipe:
+    """The recipe ``name`` used by the benchmark file at ``path``; ConfigError when unusable."""
+    file = recipe_path(name, path.parent)
+    if not file.is_file():
+        known = ", ".join(available_recipes()) or "none"
+        raise ConfigError(path, [("recipe", f"'{name}' is not a recipe (no {file}).",
+                                  f"use one of: {known}, or a path to a recipe .yaml file.")])
+    try:
+        return Recipe.model_validate(yaml.safe_load(file.read_text()))
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ConfigError(path, [("recipe", f"the recipe file {file} is not valid ({exc}).",
+                                  "fix the recipe file.")]) from None
+
+
+def apply_recipe(config: BenchmarkConfig, path: Path) -> BenchmarkConfig:
+    """``config`` with its recipe's stages, manifest, metrics and resources merged in."""
+    if not config.recipe:
+        return config
+    recipe = load_recipe(config.recipe, path)
+    update: dict[str, Any] = {
+        "stages": merge_stages(recipe.stages, config.stages),
+        "manifest": {**recipe.manifest, **config.manifest},
+        "metrics": merge_metrics(recipe.metrics, config),
+        "resources": merge_resources(recipe.resources, config),
+    }
+    if recipe.replicates is not None and "replicates" not in config.model_fields_set:
+        update["replicates"] = recipe.replicates
+    return config.model_copy(update=update)
+
+
+def merge_stages(inherited: list[Stage], own: list[Stage]) -> list[Stage]:
+    """Recipe stages overridden field by field by same-named file stages, then the new ones."""
+    by_name = {stage.name: stage for stage in own}
+    merged = []
+    for stage in inherited:
+        override = by_name.pop(stage.name, None)
+        if override is None:
+            merged.append(stage)
+            continue
+        fields = {f: getattr(override, f) for f in override.model_fields_set if f != "name"}
+        if "cmd" in fields and "inputs" not in fields:
+            fields["inputs"] = []
+        merged.append(stage.model_copy(update=fields))
+    return merged + list(by_name.values())
+
+
+def expand(config: BenchmarkConfig, path: Path) -> BenchmarkConfig:
+    """What gate 1 checks and the plan runs: the recipe merged in, the domain compiled."""
+    return expand_domain(apply_recipe(config, path), path)
+
+
+def load_benchmark(path: Path | str, overrides: dict[str, Any] | None = None) -> BenchmarkConfig:
+    """:func:`~.config.load_config`, then :func:`expand`: the config as the session runs it."""
+    return expand(load_config(path, overrides), Path(path))
+
+
+def comparison_refusals(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Why two runs must not be compared, from their ``config.yaml`` documents; [] if they may.
+
+    Refused: a ``must_match`` manifest param (e.g. ``eval_suite``) differs, or either run has
+    a GPU stage and their accelerator fingerprints differ.
+    """
+    from .fingerprint import compare_fingerprints
+
+    first, second = a.get("config") or {}, b.get("config") or {}
+    reasons = []
+    manifest = {**(first.get("manifest") or {}), **(second.get("manifest") or {})}
+    for name, entry in manifest.items():
+        if not entry.get("must_match"):
+            continue
+        x, y = _declared(first, name), _declared(second, name)
+        if x != y:
+            reasons.append(f"{name} differs ({x} vs {y}): {entry.get('why', '').rstrip('.')}; "
+                           f"runs with a different {name} are never compared.")
+    if _uses_gpu(first) or _uses_gpu(second):
+        diff = compare_fingerprints(a.get("fingerprint") or {}, b.get("fingerprint") or {},
+                                    uses_gpu=True)
+        accelerator = [line for line in diff.blocking if line.startswith("accelerator")]
+        if accelerator:
+            reasons.append("GPU stages ran on different accelerators ("
+                           + "; ".join(accelerator) + "): their timings and numerics differ.")
+    return reasons
+
+
+def _declared(config: Mapping[str, Any], name: str) -> str:
+    value = config.get("seeds") if name == "seeds" else (config.get("params") or {}).get(name)
+    return repr(as_text(value))
+
+
+def _uses_gpu(config: Mapping[str, Any]) -> bool:
+    resources = config.get("resources") or {}
+    return bool(resources.get("gpus")) or any(stage.get("gpus")
+                                              for stage in config.get("stages") or [])
