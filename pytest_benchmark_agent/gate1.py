@@ -245,7 +245,8 @@ def _check_placeholders(config: BenchmarkConfig) -> list[Problem]:
             known.add("seed")
         for field, text in _stage_templates(stage):
             for name in names_in(text):
-                if name in known or name in config.manifest:  # a manifest miss is explained
+                if name in known or name in config.manifest or (
+                        name == "seed" and "seeds" in config.manifest):  # explained there
                     continue
                 where = f"stages[{index}] ({stage.name}).{field}"
                 if name in producers:

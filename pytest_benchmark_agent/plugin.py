@@ -38,6 +38,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-round", default=None, metavar="FILE",
                     help="run one tuning round: the search-space points listed in FILE (JSON), "
                          "written by the tuner; each point is a treatment")
+    group.addoption("--bench-baseline", default=None, metavar="RUN_ID",
+                    help="compare this session with a recorded RELIABLE or QUALIFIED run (id or "
+                         "unique prefix) that differs in the treatment variable only")
+    group.addoption("--bench-fail-on", default=None, choices=("regression",),
+                    help="regression: exit 1 when any primary metric regressed (for CI)")
     group.addoption("--bench-isolation", default="host", choices=("host", "none"),
                     help="host (default): a measure stage runs alone on its host, preps share "
                          "it; none: no isolation (the run is QUALIFIED)")
@@ -103,6 +108,17 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
 
         return BenchFile.from_parent(parent, path=file_path)
     return None
+
+
+@pytest.fixture
+def bench(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Run a benchmark file or a Python Domain from a test; returns a ``BenchRunner`` whose
+    ``run(...)`` / ``run_domain(...)`` give a result with samples, stats and verdicts
+    (``pytest_benchmark_agent.bench_fixture``). Its data directory is shared by the session."""
+    from .bench_fixture import BenchRunner
+
+    return BenchRunner(home=tmp_path_factory.getbasetemp() / "bench_home",
+                       base=request.path.parent, scratch=tmp_path_factory.mktemp("bench"))
 
 
 def _named_on_command_line(config: pytest.Config, file_path: Path) -> bool:

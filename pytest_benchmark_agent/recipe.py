@@ -12,14 +12,14 @@ file) inherits all of it and may override:
 - ``replicates`` is the recipe's unless the file sets it.
 
 Manifest params are never filled in: gate 1 requires the file to declare each (even at its
-default) and says why, so a run's record always states them. :func:`comparison_refusals` says
-why two recorded runs must not be compared (a ``must_match`` manifest param such as
-``eval_suite`` differs, or GPU stages ran on different accelerators).
+default) and says why, so a run's record always states them. A ``must_match`` param (the ML
+recipes' ``eval_suite``) can never be what varies; across runs, a baseline or comparison that
+differs in any param but the treatment variable is refused (``baseline.py``), so runs of
+different evaluation suites are never compared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,6 @@ from .config import (
 )
 from .domain import expand_domain, merge_metrics, merge_resources
 from .errors import ConfigError
-from .placeholders import as_text
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 
@@ -52,6 +51,8 @@ class Recipe(BaseModel):
     training: bool = False
     manifest: dict[str, ManifestEntry] = Field(default_factory=dict)
     stages: list[Stage]
+    #: What each stage's command must do (shown by the scaffold in the scripts it writes).
+    stage_notes: dict[str, str] = Field(default_factory=dict)
     metrics: dict[str, MetricSpec] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     replicates: int | ReplicateRange | None = None
@@ -124,42 +125,3 @@ def expand(config: BenchmarkConfig, path: Path) -> BenchmarkConfig:
 def load_benchmark(path: Path | str, overrides: dict[str, Any] | None = None) -> BenchmarkConfig:
     """:func:`~.config.load_config`, then :func:`expand`: the config as the session runs it."""
     return expand(load_config(path, overrides), Path(path))
-
-
-def comparison_refusals(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """Why two runs must not be compared, from their ``config.yaml`` documents; [] if they may.
-
-    Refused: a ``must_match`` manifest param (e.g. ``eval_suite``) differs, or either run has
-    a GPU stage and their accelerator fingerprints differ.
-    """
-    from .fingerprint import compare_fingerprints
-
-    first, second = a.get("config") or {}, b.get("config") or {}
-    reasons = []
-    manifest = {**(first.get("manifest") or {}), **(second.get("manifest") or {})}
-    for name, entry in manifest.items():
-        if not entry.get("must_match"):
-            continue
-        x, y = _declared(first, name), _declared(second, name)
-        if x != y:
-            reasons.append(f"{name} differs ({x} vs {y}): {entry.get('why', '').rstrip('.')}; "
-                           f"runs with a different {name} are never compared.")
-    if _uses_gpu(first) or _uses_gpu(second):
-        diff = compare_fingerprints(a.get("fingerprint") or {}, b.get("fingerprint") or {},
-                                    uses_gpu=True)
-        accelerator = [line for line in diff.blocking if line.startswith("accelerator")]
-        if accelerator:
-            reasons.append("GPU stages ran on different accelerators ("
-                           + "; ".join(accelerator) + "): their timings and numerics differ.")
-    return reasons
-
-
-def _declared(config: Mapping[str, Any], name: str) -> str:
-    value = config.get("seeds") if name == "seeds" else (config.get("params") or {}).get(name)
-    return repr(as_text(value))
-
-
-def _uses_gpu(config: Mapping[str, Any]) -> bool:
-    resources = config.get("resources") or {}
-    return bool(resources.get("gpus")) or any(stage.get("gpus")
-                                              for stage in config.get("stages") or [])
