@@ -11,9 +11,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import cli_records, cli_session, cli_tune, lessons
+from . import cli_domain, cli_records, cli_session, cli_tune, lessons
 
-VERB_MODULES = (cli_session, cli_records, cli_tune, lessons)
+VERB_MODULES = (cli_session, cli_records, cli_tune, lessons, cli_domain)
 
 
 def build_parser() -> argparse.ArgumentParser:
