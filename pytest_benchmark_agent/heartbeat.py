@@ -5,7 +5,8 @@ ETA, peak memory) and which process writes it; ``benchmark-agent status`` reads 
 detached run can be followed from anywhere, and a run whose process vanished is told apart from
 one that is still working. It is rewritten (temp file + rename, so readers never see a torn
 file; no fsync: a heartbeat lost in a power cut is worth less than the time fsync would cost
-every trial) on each of the engine's run, stage and trial hooks.
+every trial) at run start and end, after every trial, on every progress call, and when a stage
+starts at most once every ``BEAT_INTERVAL_S`` (a long stage is covered by its progress calls).
 
 A stage that runs long gets a progress line (stage, elapsed, peak memory) each time the engine
 calls ``pytest_bench_stage_progress`` (at least once a minute): in the terminal and appended to
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .run import BenchRun
 
 HEARTBEAT = "heartbeat.json"
+BEAT_INTERVAL_S = 1.0
 PROGRESS_LOG = "progress.log"
 
 
@@ -86,6 +88,8 @@ class _Live:
         self.stage_t0: float | None = None
         self.peak_rss_mb: float | None = None
         self.total = len(run.planned)
+        self.done = 0
+        self.last_write = 0.0
 
     def see_peak(self, value: float | None) -> None:
         if value is not None and (self.peak_rss_mb is None or value > self.peak_rss_mb):
@@ -117,7 +121,7 @@ class HeartbeatWriter:
         if live is None:
             return
         live.stage, live.trial_id, live.stage_t0 = stage, trial_id, time.monotonic()
-        self._write(run)
+        self._write(run, throttled=True)
 
     @pytest.hookimpl
     def pytest_bench_stage_progress(self, run: BenchRun, stage: str, trial_id: str | None,
@@ -130,7 +134,7 @@ class HeartbeatWriter:
         live.see_peak(peak_rss_mb)
         where = f"stage {stage}" + (f" ({trial_id})" if trial_id else " (prep)")
         line = (f"[benchmark] {run.name}: {where} running for {duration(elapsed_s)}, "
-                f"peak {peak_rss_mb:.1f} MB, trials {self._done(run)}/{live.total}")
+                f"peak {peak_rss_mb:.1f} MB, trials {live.done}/{live.total}")
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(line)
@@ -144,6 +148,7 @@ class HeartbeatWriter:
             return
         live.see_peak(trial.get("peak_rss_mb"))
         live.stage = live.trial_id = live.stage_t0 = None
+        live.done += trial["status"] != "not_run"
         self._write(run)
 
     @pytest.hookimpl
@@ -152,14 +157,13 @@ class HeartbeatWriter:
             self._write(run)
             del self._live[run.run_id]
 
-    @staticmethod
-    def _done(run: BenchRun) -> int:
-        return sum(1 for t in run.trials if t["status"] != "not_run")
-
-    def _write(self, run: BenchRun) -> None:
+    def _write(self, run: BenchRun, *, throttled: bool = False) -> None:
         live = self._live[run.run_id]
         now = time.monotonic()
-        done, elapsed = self._done(run), now - live.t0
+        if throttled and now - live.last_write < BEAT_INTERVAL_S:
+            return
+        live.last_write = now
+        done, elapsed = live.done, now - live.t0
         remaining = max(live.total - done, 0)
         eta = elapsed / done * remaining if done and run.state == "running" else None
         beat = Beat(run_id=run.run_id, name=run.name, pid=os.getpid(), state=run.state,
@@ -175,7 +179,10 @@ class HeartbeatWriter:
 
 def _replace(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` by rename: readers see the old or the new file, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    try:
+        tmp.write_text(text)
+    except FileNotFoundError:  # the first beat of a run may come before its folder exists
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
     os.replace(tmp, path)

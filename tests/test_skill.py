@@ -49,9 +49,6 @@ KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 VERBS = ("plan", "run", "tune", "analyze", "compare", "history", "status", "reclassify",
          "domain")
 #: Verbs another issue owns that had not landed when this skill was written.
-NOT_LANDED = {"compare": 3, "reclassify": 3, "domain": 6}
-
-
 def test_marketplace_lists_the_plugin_with_documented_fields_only() -> None:
     market = json.loads(MARKETPLACE.read_text())
     assert MARKETPLACE_REQUIRED <= market.keys() <= MARKETPLACE_FIELDS
@@ -127,14 +124,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
-def _case(verb: str):
-    if verb in NOT_LANDED:
-        return pytest.param(verb, marks=pytest.mark.xfail(
-            strict=True, reason=f"verb owned by issue {NOT_LANDED[verb]}, not landed"))
-    return verb
-
-
-@pytest.mark.parametrize("verb", [_case(verb) for verb in sorted(MENTIONS)])
+@pytest.mark.parametrize("verb", sorted(MENTIONS))
 def test_every_command_in_the_skill_runs_with_help(verb: str) -> None:
     """Each command exists in ``benchmark-agent`` and accepts every option SKILL.md shows."""
     flags_by_path: dict[tuple[str, ...], set[str]] = {}
