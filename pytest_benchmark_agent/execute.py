@@ -8,6 +8,7 @@ its samples are on disk before the next trial starts.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from .fsutil import release_lock, utc_now
 from .isolation import HostIsolation, host_id
 from .metrics import effective_mismatches, parse_effective, parse_metrics, read_metrics_file
 from .nvml import GpuUnavailable, cost_usd, cuda_oom_in, gpu_hours, pin_devices
-from .placeholders import render
+from .placeholders import names_in, render
 from .plan import PrepNode, TrialSpec, closure_nodes, describe_binding
 from .run import BenchRun
 from .stages import DEFAULT_PROGRESS_S, StageRun, run_stage
@@ -176,7 +177,8 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
                                               detail=failed.error or ""))
     folder = run.trial_dir(spec)
     scratch = folder / "out"
-    scratch.mkdir(parents=True, exist_ok=True)
+    if _uses_out(spec.stage.cmd or "", spec.stage.metrics_from and spec.stage.metrics_from.file):
+        scratch.mkdir(parents=True, exist_ok=True)  # else run_stage makes only the log folder
     artifacts = {name: path for prep in preps for name, path in prep.artifacts.items()}
     values = {**spec.params, "seed": spec.seed, "out": scratch, **artifacts}
     command = render(spec.stage.cmd or "", values)
@@ -244,6 +246,12 @@ def interrupted_record(exc: BaseException) -> dict[str, Any] | None:
 def _not_passed(record: dict[str, Any], exc: StageFailed) -> TrialNotPassed:
     record.update(status=exc.status, reason=str(exc))
     return TrialNotPassed(record, exc)
+
+
+@functools.lru_cache(maxsize=256)
+def _uses_out(cmd: str, metrics_file: str | None) -> bool:
+    """Whether a measure stage refers to ``{out}`` (its scratch folder is made only then)."""
+    return "out" in names_in(cmd) or "out" in names_in(metrics_file or "")
 
 
 def _ceiling(run: BenchRun, stage: Stage) -> float | None:

@@ -27,10 +27,18 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def open_creating(path: Path, flags: int) -> int:
+    """``os.open``, making the parent folder only when it is missing (not on every call)."""
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o644)
+
+
 def append_line(path: Path, line: str) -> None:
     """Append one line in a single write (O_APPEND), so concurrent appenders never interleave."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_creating(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, (line.rstrip("\n") + "\n").encode())
     finally:
@@ -42,8 +50,7 @@ def acquire_lock(path: Path, *, shared: bool = False, wait: bool = True) -> int 
 
     The kernel releases it when the holder exits, even on a crash, so a lock is never stale.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_creating(path, os.O_RDWR | os.O_CREAT)
     mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
     try:
         fcntl.flock(fd, mode)

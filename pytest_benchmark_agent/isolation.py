@@ -10,11 +10,12 @@ turns it off (and the run is tagged with that caveat).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .fsutil import file_lock
+from .fsutil import open_creating
 
 POLICIES = ("host", "none")
 CAVEAT_NONE = ("isolation 'none': measurements may have overlapped other stages of this session "
@@ -35,6 +36,7 @@ class HostIsolation:
             raise ValueError(f"--bench-isolation {policy!r}: use one of {', '.join(POLICIES)}")
         self.policy = policy
         self.path = home / ".locks" / f"host-{host_id()}.lock"
+        self._fd: int | None = None  # opened once, locked and unlocked per stage
 
     @contextlib.contextmanager
     def stage(self, kind: str) -> Iterator[None]:
@@ -42,5 +44,10 @@ class HostIsolation:
         if self.policy == "none":
             yield
             return
-        with file_lock(self.path, shared=kind != "measure"):
+        if self._fd is None:
+            self._fd = open_creating(self.path, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(self._fd, fcntl.LOCK_EX if kind == "measure" else fcntl.LOCK_SH)
+        try:
             yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
