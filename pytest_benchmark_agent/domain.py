@@ -224,15 +224,15 @@ class Domain:
     def compile(cls, config: BenchmarkConfig, path: Path) -> BenchmarkConfig:
         """The benchmark file ``config`` with this domain's stages, manifest, metrics and
         resources filled in (the file's own metric specs, resources and manifest win)."""
+        if config.recipe:
+            raise ConfigError(path, [("recipe", f"a recipe supplies command stages, and domain "
+                                      f"'{config.domain}' supplies its own.", "drop recipe:, or "
+                                      "use the recipe with domain: command.")])
         if config.stages:
             names = ", ".join(cls.stage_methods())
             raise ConfigError(path, [("stages", f"domain '{config.domain}' defines its own "
                                       f"stages ({names}).", "remove stages:, or write shell "
                                       "stages with domain: command.")])
-        if config.recipe:
-            raise ConfigError(path, [("recipe", f"a recipe supplies command stages, and domain "
-                                      f"'{config.domain}' supplies its own.", "drop recipe:, or "
-                                      "use the recipe with domain: command.")])
         module_file = Path(inspect.getfile(cls)).resolve()
         stages = [_compile_stage(cls, name, spec, config, module_file)
                   for name, spec in cls.stage_methods().items()]
