@@ -41,10 +41,16 @@ class BenchFile(pytest.File):
             run.caveats.append(f"preflight: {caveat}")
         for node in plan.preps.values():
             self._register_prep(bench, run, node)
+        # Trials needing the same preps share one fixture resolution: planning 10,000 trials
+        # must not cost 10,000 fixture-closure computations.
+        shared: dict[tuple[str, ...], tuple[Any, Any]] = {}
         for spec in plan.trials:
-            yield BenchItem.from_parent(self, name=run.trial_id(spec),
-                                        callobj=_trial_callable(bench, run, spec),
-                                        spec=spec, run=run)
+            needed = tuple(node.fixture_name for node in spec.needs)
+            callobj, info = shared.get(needed, (_needs(needed), None))
+            item = BenchItem.from_parent(self, name=run.trial_id(spec), callobj=callobj,
+                                         fixtureinfo=info, spec=spec, run=run, bench=bench)
+            shared.setdefault(needed, (callobj, item._fixtureinfo))
+            yield item
 
     def _register_prep(self, bench: BenchSession, run: BenchRun, node: PrepNode) -> None:
         needed = [dep.fixture_name for dep in node.needs]
@@ -69,10 +75,26 @@ class BenchFile(pytest.File):
 class BenchItem(pytest.Function):
     """One trial: the measure stage for one treatment, replicate and seed."""
 
-    def __init__(self, *, spec: TrialSpec, run: BenchRun, **kwargs: Any):
+    def __init__(self, *, spec: TrialSpec, run: BenchRun, bench: BenchSession, **kwargs: Any):
         super().__init__(**kwargs)
         self.spec = spec
         self.run = run
+        self.bench = bench
+
+    def runtest(self) -> None:
+        """Run the trial's measure stage with the prep outcomes its fixtures provided."""
+        preps = [self.funcargs[node.fixture_name] for node in self.spec.needs]
+        try:
+            record = run_trial(self.run, self.bench.stage_context, self.spec, preps)
+        except TrialNotPassed as exc:
+            self.bench.finish_trial(self.run, exc.record)
+            raise exc.cause from None
+        except KeyboardInterrupt as exc:
+            record = interrupted_record(exc)
+            if record is not None:
+                self.bench.finish_trial(self.run, record)
+            raise
+        self.bench.finish_trial(self.run, record)
 
     def reportinfo(self):
         return self.path, None, self.name
@@ -83,24 +105,14 @@ class BenchItem(pytest.Function):
         return super().repr_failure(excinfo)
 
 
-def _trial_callable(bench: BenchSession, run: BenchRun, spec: TrialSpec):
-    needed = [node.fixture_name for node in spec.needs]
+def _needs(names: tuple[str, ...]):
+    """The item's function object: it only names the prep fixtures a trial requests (its
+    signature); ``BenchItem.runtest`` runs the trial itself."""
 
     def trial(**preps: PrepOutcome) -> None:
-        try:
-            record = run_trial(run, bench.stage_context, spec,
-                               [preps[name] for name in needed])
-        except TrialNotPassed as exc:
-            bench.finish_trial(run, exc.record)
-            raise exc.cause from None
-        except KeyboardInterrupt as exc:
-            record = interrupted_record(exc)
-            if record is not None:
-                bench.finish_trial(run, record)
-            raise
-        bench.finish_trial(run, record)
+        raise NotImplementedError("BenchItem.runtest runs trials")  # pragma: no cover
 
-    trial.__signature__ = _signature(needed)  # type: ignore[attr-defined]
+    trial.__signature__ = _signature(list(names))  # type: ignore[attr-defined]
     return trial
 
 
