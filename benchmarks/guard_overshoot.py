@@ -121,7 +121,7 @@ def run_guarded(argv: list[str], policy: Policy, ceiling_mb: float,
     guard = policy.guard(proc.pid, ceiling_mb, None if child is None else child.memory).start()
     _, _, rusage = os.wait4(proc.pid, 0)
     proc.returncode = 0  # reaped above
-    return guard.stop(rusage), proc
+    return guard.stop(), proc
 
 
 def runaway_trial(policy: Policy, rate: int, ceiling_mb: float, use_cgroup: bool) -> Trial:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import signal
 import threading
 import time
@@ -96,9 +95,10 @@ class GuardEvent:
 class GuardReport:
     """What the guard saw over a stage's life.
 
-    ``peak_rss_mb`` is the peak of the tree's summed RSS (raised to the stage's own ``ru_maxrss``
-    when ``stop`` gets the rusage); ``oom_kills`` counts kernel OOM kills in the watched cgroups
-    while the guard ran (0 unless the kernel acted before the guard, or on someone else);
+    ``peak_rss_mb`` is the peak of the tree's summed RSS (never ``ru_maxrss``: the kernel folds
+    the forking parent's RSS, inherited until exec, into a child's maximum); ``oom_kills``
+    counts kernel OOM kills in the watched cgroups while the guard ran (0 unless the kernel
+    acted before the guard, or on someone else);
     ``cpu_s`` is the guard thread's own CPU time.
     """
 
@@ -364,8 +364,8 @@ class MemoryGuard:
         self._thread.start()
         return self
 
-    def stop(self, rusage: resource.struct_rusage | None = None) -> GuardReport:
-        """Stop sampling and report; ``rusage`` from ``os.wait4`` lifts the peak to ru_maxrss."""
+    def stop(self) -> GuardReport:
+        """Stop sampling and report what was seen."""
         if self._report is not None:
             return self._report
         if self._thread is None:
@@ -378,8 +378,6 @@ class MemoryGuard:
                 f"memory guard for stage {self.stage!r} stopped watching: {state.error!r}"
             ) from state.error
         peak = state.peak
-        if rusage is not None:
-            peak = max(peak, rusage.ru_maxrss * 1024)
         self._report = GuardReport(
             stage=self.stage,
             peak_rss_mb=round(peak / MIB, 1),

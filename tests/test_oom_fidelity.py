@@ -139,7 +139,7 @@ def test_the_guard_stops_the_runaway_before_the_kernel_acts(
     guard = MemoryGuard(runaway.pid, 256, stage="search", cgroup=memory).start()
     _, status, rusage = os.wait4(runaway.pid, 0)
     runaway.returncode = 0  # reaped above
-    report = guard.stop(rusage)
+    report = guard.stop()
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
     assert report.event is not None and report.event.reason == REASON_CGROUP
     assert report.event.peak_mb < 256  # a tree-only guard would still be waiting
