@@ -66,7 +66,8 @@ class RecordWriter:
         entry = {"run_id": run.run_id, "name": run.name, "state": run.state, "tag": run.tag,
                  "started": run.started, "ended": run.ended, "counts": run.counts(),
                  "treatment_variable": run.variable, "control": run.control,
-                 "primary": _primary_ratios(run)}
+                 "primary": _primary_ratios(run), "verdicts": _primary_verdicts(run),
+                 "config_hash": run.config_hash, "cites": _cited(run), "flags": 0}
         atomic_write(run.dir / "index.json", json.dumps(entry, indent=1))
         regenerate_index(run.home)
 
@@ -94,6 +95,18 @@ def _primary_ratios(run: BenchRun) -> dict[str, Any]:
         out[metric] = {label: row.get("ratio_to_control") for label, row in rows.items()
                        if label != run.control}
     return out
+
+
+def _primary_verdicts(run: BenchRun) -> dict[str, dict[str, str]]:
+    return {metric: {label: verdict.get("verdict") for label, verdict in per.items()}
+            for metric, per in run.verdicts.items() if metric in _primary_ratios(run)}
+
+
+def _cited(run: BenchRun) -> list[str]:
+    """Runs this one relied on (its baseline, the run it reproduced): a reclassification of
+    one of them flags this run."""
+    cited = [(run.baseline or {}).get("run_id"), (run.reproduces or {}).get("run_id")]
+    return sorted({c for c in cited if c})
 
 
 def read_journal(run_dir: Path) -> list[dict[str, Any]]:
@@ -136,16 +149,21 @@ def regenerate_index(home: Path) -> None:
         if not group:
             lines += ["(none)", ""]
             continue
-        lines += ["| run | name | state | trials | primary (ratio to control) |",
+        lines += ["| run | name | state | trials | primary (ratio to control, verdict) |",
                   "|---|---|---|---|---|"]
         for entry in sorted(group, key=lambda e: e["run_id"], reverse=True):
             counts = entry.get("counts", {})
             passed, total = counts.get("passed", 0), sum(counts.values())
+            verdicts = entry.get("verdicts") or {}
             primary = "; ".join(
-                f"{metric}: " + ", ".join(f"{t}={r}" for t, r in ratios.items())
+                f"{metric}: " + ", ".join(
+                    f"{t}={r}" + (f" {verdicts[metric][t]}" if t in verdicts.get(metric, {})
+                                  else "") for t, r in ratios.items())
                 for metric, ratios in (entry.get("primary") or {}).items()) or "-"
+            state = entry["state"] + (f", flagged x{entry['flags']}" if entry.get("flags")
+                                      else "")
             lines.append(f"| [{entry['run_id']}](runs/{entry['run_id']}/report.md) | "
-                         f"{entry['name']} | {entry['state']} | {passed}/{total} | {primary} |")
+                         f"{entry['name']} | {state} | {passed}/{total} | {primary} |")
         lines.append("")
     with file_lock(home / ".index.lock"):
         atomic_write(home / "results_index.md", "\n".join(lines))

@@ -1,42 +1,57 @@
 """``report.md`` of a run and the compact table at the end of pytest's terminal output.
 
-The report always has a non-empty **What Went Wrong** section: failed and non-comparable
-trials, high variance, too few replicates, broken guards, rebuilt caches, or, when nothing went
-wrong, what the run did not test (so a clean run is never read as proof of more than it is).
+Per metric the report shows the descriptive figures of each treatment and gate 2's verdict on
+it: effect with its 95% CI, p-value (raw and after Holm), n per side, CV, the smallest effect
+the run could have detected (MDE), the design used, and why; then a plot of the samples (a PNG
+beside the report, when matplotlib is installed). It always has a non-empty **What Went Wrong**
+section: every refusal and why, failed and non-comparable trials, caveats, high variance, a
+failed gate, or, when nothing went wrong, what the run did not test (so a clean run is never
+read as proof of more than it is).
 """
 
 from __future__ import annotations
 
 import platform
+from collections import Counter
 from typing import Any
 
 import pytest
 
+from .baseline import primary_metrics
 from .config import BUILTIN_METRICS
 from .fsutil import atomic_write
+from .judge import regressions
 from .placeholders import as_text
+from .plots import plot_file, write_plots
 from .run import BenchRun
 
 HIGH_CV = 0.05
 
 
 class ReportWriter:
-    """Writes ``report.md`` when a run finishes (after the record, which it links to)."""
+    """Writes the plots and ``report.md`` when a run finishes (after the record)."""
 
     @pytest.hookimpl
     def pytest_bench_run_finished(self, run: BenchRun) -> None:
-        atomic_write(run.dir / "report.md", render_report(run))
+        metrics = [m for m, spec in run.plan.config.metrics.items() if spec.direction != "equal"]
+        files, note = write_plots(run.dir, run.trials, metrics, run.treatment_labels,
+                                  run.verdicts)
+        atomic_write(run.dir / "report.md", render_report(run, files, note))
 
 
-def render_report(run: BenchRun) -> str:
+def render_report(run: BenchRun, plots: list[str] | None = None,
+                  plot_note: str | None = None) -> str:
     config = run.plan.config
+    state = run.state + (f" ({run.stop_reason})" if run.stop_reason else "") + (
+        f" ({run.decided})" if run.decided else "")
     lines = [f"# {run.name}: {run.run_id}", "",
              f"- **Hypothesis:** {config.hypothesis or '(none stated)'}",
              f"- **Treatment:** `{run.variable}` = "
              + ", ".join(f"`{t}`" + (" (control)" if t == run.control else "")
                          for t in run.treatment_labels),
-             f"- **State:** {run.state}" + (f" ({run.stop_reason})" if run.stop_reason else ""),
-             f"- **Tag:** {run.tag}", "- **Trials:** " + _counts_text(run),
+             f"- **State:** {state}",
+             f"- **Tag:** {run.tag}", *[f"  - {reason}" for reason in run.tag_reasons],
+             "- **Trials:** " + _counts_text(run),
              f"- **Started / ended (UTC):** {run.started} / {run.ended}",
              "- **Record:** [results.yaml](results.yaml), [config.yaml](config.yaml)", "",
              "## Controls", "", "Every declared parameter and its value (the treatment variable "
@@ -46,9 +61,14 @@ def render_report(run: BenchRun) -> str:
         role = "TREATMENT" if name == run.variable else "CONTROL"
         lines.append(f"| `{name}` | `{as_text(value)}` | {role} |")
     lines += ["", "## Results", ""]
-    lines += _metric_tables(run)
+    lines += _design(run)
+    lines += _metric_tables(run, set(plots or []))
+    if plot_note:
+        lines += [f"Plots: {plot_note}.", ""]
+    lines += _baseline(run)
+    lines += _reproduction(run)
     lines += ["## What Went Wrong", ""]
-    lines += [f"- {item}" for item in what_went_wrong(run)]
+    lines += [f"- {item}" for item in (run.what_went_wrong or what_went_wrong(run))]
     lines += ["", "## Hosts and isolation", ""]
     lines += _hosts(run)
     lines += ["", "## Preps", "", "| stage | binding | action | signature |", "|---|---|---|---|"]
@@ -62,33 +82,26 @@ def render_report(run: BenchRun) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _hosts(run: BenchRun) -> list[str]:
-    """Which hosts measured, proof that measurements did not overlap, and per-host figures."""
-    hosts = run.hosts()
-    overlaps = run.overlapping_measurements()
-    lines = [f"- Hosts: {', '.join(hosts) or '(none recorded)'}",
-             f"- Measurement windows: {len(overlaps)} overlap(s) on a host"
-             + (" (every measure stage ran alone on its host)" if not overlaps else "")]
-    if len(hosts) > 1:
-        lines += ["", "| host | metric | treatment | n | median | CV |",
-                  "|---|---|---|---|---|---|"]
-        for host, metrics in run.summary_by_host().items():
-            for metric, per in metrics.items():
-                if metric in BUILTIN_METRICS and metric not in run.plan.config.metrics:
-                    continue
-                for label, row in per.items():
-                    lines.append(f"| {host} | `{metric}` | `{label}` | {row.get('n', 0)} | "
-                                 f"{_fmt(row.get('median'))} | {_pct(row.get('cv'))} |")
-    return lines
+def _design(run: BenchRun) -> list[str]:
+    """How the verdicts were reached, in two sentences."""
+    lines = ["Verdicts compare each treatment with the control `" + run.control + "` within "
+             "blocks (replicate k of every treatment ran adjacent; each block on one host), "
+             "with Holm's correction across every metric and treatment of the run: `improved` "
+             "or `regressed` needs the corrected test to pass, the 95% CI of the ratio to "
+             "exclude 1 and the effect to exceed the metric's noise threshold. The MDE is the "
+             "smallest change this run could have detected (80% power) at its n and noise."]
+    if run.sequential:
+        seq = run.sequential
+        looks = ", ".join(f"{look['blocks']}" + (" (stop)" if look["stop"] else "")
+                          for look in seq.get("looks") or []) or "none reached"
+        lines.append(f"Sequential replication ({seq['min']} to {seq['max']} blocks, alpha "
+                     f"spent at the looks so stopping early keeps the error rate): looks at "
+                     f"blocks {looks}; the verdicts use {seq['blocks_used']} blocks: "
+                     f"{seq['reason']}.")
+    return [" ".join(lines), ""]
 
 
-def _counts_text(run: BenchRun) -> str:
-    counts = run.counts()
-    total = sum(counts.values())
-    return f"{total} recorded (" + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ")"
-
-
-def _metric_tables(run: BenchRun) -> list[str]:
+def _metric_tables(run: BenchRun, plots: set[str]) -> list[str]:
     lines: list[str] = []
     specs = run.plan.config.metrics
     for metric, per in run.summary.items():
@@ -99,7 +112,7 @@ def _metric_tables(run: BenchRun) -> list[str]:
         lines += [f"### `{metric}` ({role}, {direction} is better)"
                   if direction != "equal" else f"### `{metric}` ({role}, must equal the control)",
                   "", "| treatment | n | median | mean | stdev | CV | min | max "
-                  "| ratio to control | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| ratio of medians | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
         for label, row in per.items():
             verdict = run.verdicts.get(metric, {}).get(label, {})
             ratio = row.get("ratio_to_control")
@@ -110,71 +123,178 @@ def _metric_tables(run: BenchRun) -> list[str]:
                 f"{'-' if label == run.control else _fmt(ratio)} | "
                 f"{verdict.get('verdict', '-')} |")
         lines.append("")
+        if metric in run.verdicts:
+            lines += _verdict_table(run.verdicts[metric], per, f"against `{run.control}`")
+        if plot_file(metric) in plots:
+            lines += [f"![{metric}: samples per treatment]({plot_file(metric)})", ""]
     if not lines:
         lines = ["No trial passed, so there is nothing to summarize.", ""]
     return lines
 
 
+def _verdict_table(verdicts: dict[str, Any], summary: dict[str, Any] | None,
+                   against: str, first: str = "treatment",
+                   sides: str = "control / treatment") -> list[str]:
+    lines = [f"| {first} ({against}) | verdict | ratio | 95% CI | p | p (Holm) | n ({sides}) "
+             "| CV | MDE | design | why |", "|---" * 11 + "|"]
+    for label, v in verdicts.items():
+        n = v.get("n") or []
+        ci = v.get("ci")
+        cv = ((summary or {}).get(label) or {}).get("cv")
+        design = v.get("design") or "-"
+        if v.get("units"):
+            design += f" ({v['units']})"
+        lines.append(f"| `{label}` | **{v.get('verdict')}** | {_fmt(v.get('ratio'))} | "
+                     + (f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-")
+                     + f" | {_p(v.get('p'))} | {_p(v.get('p_holm'))} | "
+                     + (" / ".join(str(x) for x in n) if n else "-")
+                     + f" | {_pct(cv)} | {_pct(v.get('mde'))} | {design} | "
+                     f"{v.get('reason') or '-'} |")
+    return lines + [""]
+
+
+def _baseline(run: BenchRun) -> list[str]:
+    base = run.baseline
+    if not base:
+        return []
+    lines = ["## Baseline", "", f"- **Run:** {base['run_id']} ({base.get('tag', '?')})"]
+    if base.get("refused"):
+        lines.append(f"- **Refused:** {base['refused']}")
+    for caveat in base.get("caveats") or []:
+        lines.append(f"- **Its caveat:** {caveat}")
+    fingerprint = base.get("fingerprint") or {}
+    for kind in ("blocking", "benign"):
+        if fingerprint.get(kind):
+            lines.append(f"- **Fingerprint differences ({kind}):** "
+                         + "; ".join(f"`{d}`" for d in fingerprint[kind]))
+    lines += [f"- {note}" for note in base.get("notes") or []]
+    lines.append("")
+    for metric, per in (base.get("verdicts") or {}).items():
+        if not per:
+            continue
+        lines += [f"### `{metric}` against the baseline", ""]
+        against = next(iter(per.values())).get("against", "the baseline")
+        lines += _verdict_table(per, None, f"against {against}", "this session's",
+                                "baseline / this session")
+    return lines
+
+
+def _reproduction(run: BenchRun) -> list[str]:
+    rep = run.reproduces
+    if not rep:
+        return []
+    lines = ["## Reproduction", ""]
+    if rep.get("run_id"):
+        what = ("reproduces" if rep["kind"] == "reproduction" else "is anchored to")
+        lines.append(f"- This run {what} {rep['run_id']} ({rep.get('tag')}): "
+                     + ("yes" if rep.get("ok") else "NO"))
+        lines += [f"  - {line}" for line in rep.get("lines") or []]
+        if rep.get("benign_differences"):
+            lines.append("- Fingerprint differences that do not matter: "
+                         + "; ".join(f"`{d}`" for d in rep["benign_differences"]))
+    for note in rep.get("skipped") or []:
+        lines.append(f"- Not used: {note}")
+    return lines + [""]
+
+
+def _hosts(run: BenchRun) -> list[str]:
+    """Which hosts measured, proof that measurements did not overlap, per-host figures and
+    per-host verdicts."""
+    hosts = run.hosts()
+    overlaps = run.overlapping_measurements()
+    lines = [f"- Hosts: {', '.join(hosts) or '(none recorded)'}",
+             f"- Measurement windows: {len(overlaps)} overlap(s) on a host"
+             + (" (every measure stage ran alone on its host)" if not overlaps else "")]
+    declared = run.plan.config.metrics
+    if len(hosts) > 1:
+        lines += ["", "| host | metric | treatment | n | median | CV |",
+                  "|---|---|---|---|---|---|"]
+        for host, metrics in run.summary_by_host().items():
+            for metric, per in metrics.items():
+                if metric in BUILTIN_METRICS and metric not in declared:
+                    continue
+                for label, row in per.items():
+                    lines.append(f"| {host} | `{metric}` | `{label}` | {row.get('n', 0)} | "
+                                 f"{_fmt(row.get('median'))} | {_pct(row.get('cv'))} |")
+    if run.verdicts_by_host:
+        lines += ["", "Verdicts per host (each host's blocks alone"
+                  + ("; the run's verdicts above combine them, and refuse a direction that "
+                     "differs between hosts" if len(hosts) > 1 else
+                     ": one host, so the same as the run's verdicts") + "):", "",
+                  "| host | metric | treatment | verdict | ratio | 95% CI | p | n (control / "
+                  "treatment) |", "|---|---|---|---|---|---|---|---|"]
+        for host, metrics in run.verdicts_by_host.items():
+            for metric, per in metrics.items():
+                for label, v in per.items():
+                    ci = v.get("ci")
+                    lines.append(f"| {host or '(unnamed)'} | `{metric}` | `{label}` | "
+                                 f"{v.get('verdict')} | {_fmt(v.get('ratio'))} | "
+                                 + (f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-")
+                                 + f" | {_p(v.get('p'))} | "
+                                 + " / ".join(str(x) for x in v.get("n") or []) + " |")
+    return lines
+
+
+def _counts_text(run: BenchRun) -> str:
+    counts = run.counts()
+    total = sum(counts.values())
+    return f"{total} recorded (" + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ")"
+
+
 def what_went_wrong(run: BenchRun) -> list[str]:
     """Every problem of the run, or (never empty) what a clean run did not test."""
     items: list[str] = []
+    not_run = Counter((t.get("reason") or "").splitlines()[0] if t.get("reason") else ""
+                      for t in run.trials if t["status"] == "not_run")
     for trial in run.trials:
-        if trial["status"] != "passed":
+        if trial["status"] not in ("passed", "not_run"):
             reason = (trial.get("reason") or "").splitlines()
             items.append(f"`{trial['id']}` {trial['status']}: {reason[0] if reason else ''}")
+    for reason, count in not_run.items():
+        items.append(f"{count} trial(s) not run: {reason or 'no reason recorded'}")
     if run.stop_reason:
         items.append(f"The run stopped early: {run.stop_reason}.")
     for earlier, later in run.overlapping_measurements():
         items.append(f"Measurements overlapped on one host: `{earlier}` and `{later}`.")
     items += run.caveats
-    specs = run.plan.config.metrics
+    items += [f"Refused: {refusal}" for refusal in run.refusals]
+    if run.tag == "UNRELIABLE":
+        items += [f"Gate failed (the run is UNRELIABLE): {reason}" for reason in run.tag_reasons
+                  if not reason.startswith("gate 2 refused `")]
+    elif run.tag == "QUALIFIED":
+        items += [f"Qualified: {reason}" for reason in run.tag_reasons if reason not in items]
+    base = run.baseline or {}
+    if base.get("refused"):
+        items.append(f"The comparison with baseline {base['run_id']} was refused: "
+                     f"{base['refused']}.")
+    items += [f"Baseline {base['run_id']} is QUALIFIED: {c}" for c in base.get("caveats") or []]
+    primaries = set(primary_metrics(run.plan.config.metrics))
     for metric, per in run.summary.items():
-        spec = specs.get(metric)
         for label, row in per.items():
             cv = row.get("cv")
-            if cv is not None and cv > HIGH_CV and metric not in ("cpu_s", "peak_rss_mb"):
+            if cv is not None and cv > HIGH_CV and (metric in primaries or metric not in
+                                                    BUILTIN_METRICS):
                 items.append(f"High variance: `{metric}` of `{label}` has CV {_pct(cv)} "
                              f"(above {_pct(HIGH_CV)}); small effects cannot be told from noise.")
-            if spec and row.get("n", 0) < spec.min_replicates:
-                items.append(f"Too few replicates: `{metric}` of `{label}` has n={row.get('n', 0)}"
-                             f", needs {spec.min_replicates} for a verdict.")
-        if spec and spec.guard:
-            items += _guard_problems(metric, spec, per, run.control)
-    for metric, per in run.verdicts.items():
-        for label, verdict in per.items():
-            if verdict.get("verdict") == "not_comparable":
-                items.append(f"`{metric}` of `{label}` is not comparable: {verdict.get('reason')}")
     if not items:
         items = _untested(run)
     return items
 
 
-def _guard_problems(metric: str, spec: Any, per: dict[str, Any], control: str) -> list[str]:
-    problems = []
-    base = per.get(control, {})
-    for label, row in per.items():
-        if not row.get("n"):
-            continue
-        if spec.direction == "equal" and (row.get("min") != base.get("min")
-                                          or row.get("max") != base.get("max")):
-            problems.append(f"Guard `{metric}` differs between `{label}` and the control "
-                            f"(results are not identical).")
-        if spec.floor is not None and row["min"] < spec.floor:
-            problems.append(f"Guard `{metric}` of `{label}` fell below its floor {spec.floor} "
-                            f"(min {row['min']}).")
-        if spec.ceiling is not None and row["max"] > spec.ceiling:
-            problems.append(f"Guard `{metric}` of `{label}` rose above its ceiling {spec.ceiling} "
-                            f"(max {row['max']}).")
-    return problems
-
-
 def _untested(run: BenchRun) -> list[str]:
     config = run.plan.config
+    reproduced = run.reproduces or {}
     items = ["Nothing failed. What this run did not test:",
              f"only the values {', '.join(run.treatment_labels)} of `{run.variable}`, at the "
-             "control values listed above (other sizes or settings may behave differently);",
-             f"one machine ({platform.node()}), one session: no reproduction yet, so the run is "
-             f"{run.tag} until a second run reproduces it."]
+             "control values listed above (other sizes or settings may behave differently);"]
+    if reproduced.get("ok") and reproduced.get("kind") == "reproduction":
+        items.append(f"one machine ({platform.node()}): it reproduced {reproduced['run_id']} "
+                     "here, not elsewhere;")
+    else:
+        items.append(f"one machine ({platform.node()}), one session: no reproduction yet, so "
+                     f"the run is {run.tag} until a second run reproduces it;")
+    items.append("the treatment order inside each block is fixed (control first): a warm-up "
+                 "or position effect would look like a treatment effect.")
     if config.seeds is None:
         items.append("a single seed: randomness of the workload itself was not varied.")
     return items
@@ -212,9 +332,10 @@ def _environment(run: BenchRun) -> list[str]:
 def terminal_lines(run: BenchRun) -> list[str]:
     """A compact per-metric table for the end of the pytest run."""
     lines = [f"{run.name} [{run.run_id}] {run.state}, {run.tag}: {_counts_text(run)}"]
+    if run.tag_reasons:
+        lines.append(f"  {run.tag}: {run.tag_reasons[0]}")
     labels = run.treatment_labels
-    header = f"  {'metric':<16}" + "".join(f"{label[:18]:>20}" for label in labels)
-    lines.append(header)
+    rows: list[tuple[str, list[str]]] = []
     for metric, per in run.summary.items():
         if metric in BUILTIN_METRICS and metric not in run.plan.config.metrics:
             continue
@@ -222,7 +343,7 @@ def terminal_lines(run: BenchRun) -> list[str]:
         for label in labels:
             row = per.get(label, {})
             if not row.get("n"):
-                cells.append(f"{'-':>20}")
+                cells.append("-")
                 continue
             text = _fmt(row["median"])
             ratio = row.get("ratio_to_control")
@@ -231,8 +352,17 @@ def terminal_lines(run: BenchRun) -> list[str]:
             verdict = run.verdicts.get(metric, {}).get(label, {}).get("verdict")
             if verdict:
                 text += f" {verdict}"
-            cells.append(f"{text:>20}")
-        lines.append(f"  {metric[:16]:<16}" + "".join(cells))
+            cells.append(text)
+        rows.append((metric, cells))
+    width = max([18, *(len(label[:30]) for label in labels),
+                 *(len(cell) for _, cells in rows for cell in cells)]) + 2
+    lines.append(f"  {'metric':<16}" + "".join(f"{label[:30]:>{width}}" for label in labels))
+    for metric, cells in rows:
+        lines.append(f"  {metric[:16]:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
+    for refusal in run.refusals:
+        lines.append(f"  refused: {refusal}")
+    for regression in regressions(run):
+        lines.append(f"  regression: {regression}")
     lines.append(f"  report: {run.dir / 'report.md'}")
     return lines
 
@@ -247,3 +377,9 @@ def _fmt(value: Any) -> str:
 
 def _pct(value: Any) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _p(value: Any) -> str:
+    if value is None:
+        return "-"
+    return "<0.0001" if value < 1e-4 else f"{value:.4f}"

@@ -8,6 +8,7 @@ A run is one benchmark file executed in one pytest session. It is created at col
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import secrets
 from collections import defaultdict
@@ -59,6 +60,17 @@ class BenchRun:
     summary: dict[str, Any] = field(default_factory=dict)
     verdicts: dict[str, Any] = field(default_factory=dict)
     selected: dict[str, Any] | None = None
+    #: Sequential replication stopped adding blocks (the state stays ``complete``).
+    decided: str | None = None
+    #: Gate 2's refusals, and the verdicts per host (filled by ``judge.judge_run``).
+    refusals: list[str] = field(default_factory=list)
+    verdicts_by_host: dict[str, Any] = field(default_factory=dict)
+    #: The comparison with ``--bench-baseline``, the reproduction check, the sequential looks.
+    baseline: dict[str, Any] | None = None
+    reproduces: dict[str, Any] | None = None
+    sequential: dict[str, Any] | None = None
+    tag_reasons: list[str] = field(default_factory=list)
+    what_went_wrong: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -67,6 +79,16 @@ class BenchRun:
     @property
     def dir(self) -> Path:
         return self.home / "runs" / self.run_id
+
+    @property
+    def config_hash(self) -> str:
+        """Identity of the frozen config (what a reproduction must share); the hypothesis and the
+        budget are left out: they describe or limit the run, they do not change what it measures."""
+        config = self.plan.config.model_dump(mode="json", exclude_none=True,
+                                             exclude={"hypothesis", "budget"})
+        identity = {"config": config, "variable": self.variable,
+                    "treatments": self.treatment_labels}
+        return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
     @property
     def variable(self) -> str:
@@ -192,4 +214,13 @@ class BenchRun:
             "preps": self.preps,
             "caveats": self.caveats,
             "config_file": str(self.plan.path),
+            "config_hash": self.config_hash,
+            "decided": self.decided,
+            "refusals": self.refusals,
+            "verdicts_by_host": self.verdicts_by_host,
+            "baseline": self.baseline,
+            "reproduces": self.reproduces,
+            "sequential": self.sequential,
+            "tag_reasons": self.tag_reasons,
+            "what_went_wrong": self.what_went_wrong,
         }

@@ -5,6 +5,12 @@ It starts each run before the first trial, publishes every finished trial throug
 ``pytest_bench_trial_finished`` hook, stops a run cleanly when a budget is spent (its remaining
 trials are skipped and recorded as ``not_run``), and on the way out, normal or interrupted,
 records what did not run, summarizes, and publishes the run.
+
+Gate 2 runs here too: a ``--bench-baseline`` is checked at collection (gate 1 on the frozen
+configs, a collection error), sequential replication skips the rest of a run once a look has
+decided it (its state stays ``complete``), every finished run is judged (:mod:`.judge`) before
+it is published, and ``--bench-fail-on=regression`` turns a regressed primary metric into exit
+code 1.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from . import judge
+from .baseline import check_baseline
 from .cache import PrepCache
 from .cgroup import CgroupMemory
 from .collect import BenchItem
@@ -30,7 +38,8 @@ from .isolation import CAVEAT_NONE, HostIsolation, host_id
 from .nvml import nvml_unavailable_reason
 from .plan import BenchPlan
 from .preflight import check_resources
-from .report import terminal_lines
+from .record import read_journal
+from .report import terminal_lines, what_went_wrong
 from .run import BenchRun, new_run_id, new_session_token
 
 
@@ -57,6 +66,8 @@ class BenchSession:
         self._t0 = time.monotonic()
         self._previous_sigterm: Any = None
         self._interrupted = False
+        #: Sequential looks already taken, per run id (each look is taken once).
+        self._looked: dict[str, set[int]] = {}
 
     @property
     def hook(self):
@@ -87,6 +98,9 @@ class BenchSession:
             raise ConfigError(plan.path, [("", f"--bench-run-id {forced} names one run, but this "
                                            "session collects a second benchmark file.",
                                            "run one benchmark file per session with it.")])
+        baseline = self.config.getoption("bench_baseline")
+        if baseline:
+            check_baseline(self.home, baseline, plan.config, plan.path)
         run = BenchRun(plan=plan, home=self.home,
                        run_id=forced or new_run_id(plan.config.name, self.token))
         self.runs.append(run)
@@ -124,8 +138,8 @@ class BenchSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if isinstance(item, BenchItem) and item.run.stop_reason:
-            pytest.skip(f"not run: {item.run.stop_reason}")
+        if isinstance(item, BenchItem) and (item.run.stop_reason or item.run.decided):
+            pytest.skip(f"not run: {item.run.stop_reason or item.run.decided}")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
@@ -140,10 +154,15 @@ class BenchSession:
         return report
 
     def finish_trial(self, run: BenchRun, record: dict[str, Any]) -> None:
-        """Publish a finished trial, then check the run's budget."""
+        """Publish a finished trial, then check the run's budget and sequential looks."""
         run.trials.append(record)
         self.hook.pytest_bench_trial_finished(trial=record, run=run)
         run.stop_reason = run.stop_reason or self._budget_spent(run)
+        if not (run.stop_reason or run.decided):
+            # An xdist worker sees every worker's trials in the shared journal.
+            trials = run.trials if self.worker_id is None else read_journal(run.dir)
+            run.decided = judge.sequential_stop(run, trials,
+                                                self._looked.setdefault(run.run_id, set()))
 
     def _budget_spent(self, run: BenchRun) -> str | None:
         budget = run.plan.config.budget
@@ -166,8 +185,10 @@ class BenchSession:
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         self._interrupted = True
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
+        """Finish the runs before any other plugin's session end; after them all (the xdist
+        controller finishes its merged runs inside), apply ``--bench-fail-on``."""
         if self._previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self._previous_sigterm)
         for run in self.runs:
@@ -177,12 +198,20 @@ class BenchSession:
                 self.finish_run(run)
             else:
                 hand_over(run, self.worker_id)
+        result = yield
+        if (self.worker_id is None and self.config.getoption("bench_fail_on") == "regression"
+                and session.exitstatus == pytest.ExitCode.OK
+                and any(judge.regressions(run) for run in self.runs if run.ended)):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return result
 
     def finish_run(self, run: BenchRun) -> None:
-        """Record what did not run, decide the state, summarize, publish the run."""
+        """Record what did not run, decide the state, summarize, judge, publish the run."""
         done = {t["id"] for t in run.trials}
+        sequential = judge.sequential_outcome(run)
+        run.decided = run.decided or (sequential.decided if sequential else None)
         why = ("the session was interrupted" if self._interrupted
-               else run.stop_reason or "the session ended before it ran")
+               else run.stop_reason or run.decided or "the session ended before it ran")
         run.trials += [run.blank_trial(spec, "not_run", why) for spec in run.planned
                        if run.trial_id(spec) not in done]
         cut_short = self._interrupted or any(t["status"] == "interrupted" for t in run.trials)
@@ -190,6 +219,8 @@ class BenchSession:
                      else "halted" if run.stop_reason else "complete")
         run.ended = utc_now()
         run.summarize()
+        judge.judge_run(run, sequential, self.config.getoption("bench_baseline"))
+        run.what_went_wrong = what_went_wrong(run)
         self.hook.pytest_bench_run_finished(run=run)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -1,0 +1,418 @@
+"""Gate 2 for a finished run: verdicts, refusals and caveats, per host, with sequential looks,
+the comparison with a baseline, the reproduction check, and the reliability tag.
+
+The session calls :func:`sequential_outcome` and :func:`judge_run` when a run ends (after
+``summarize``), and :func:`sequential_stop` after every trial of a ``replicates: {min, max}``
+run. The statistics are :mod:`.analysis`'s; this module decides what goes in:
+
+* **Observations** are the passed trials' values of the declared metrics, one per (treatment,
+  replicate, seed): the replicate is the block.
+* **Hosts** (``trial["host"]``): a block is only ever paired within one host (its replicate is
+  renumbered per host), so the paired test compares treatment and control within each host and
+  pools the within-host differences: a stratified analysis. Each host is also analysed alone;
+  when one host says ``improved`` and another ``regressed``, the run's verdict is
+  ``not_comparable`` naming both (the direction is reported, never averaged away), and opposite
+  point estimates beyond the noise threshold are a caveat even when neither is significant.
+* **Sequential replication**: at each look of :func:`.analysis.look_schedule` that the complete
+  blocks reach, :func:`.analysis.sequential_decision` on the first *k* blocks; the first look
+  that stops gives the verdicts. A run that ends between looks (a budget) is analysed as a final
+  look at its complete blocks; one that ends before ``min`` as a fixed design (no look taken,
+  no alpha spent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .baseline import (
+    BASELINE_TAGS,
+    RecordView,
+    Reproduction,
+    anchor,
+    blocking_reason,
+    cross_verdicts,
+    find_reproduction_target,
+    fingerprint_diff,
+    primary_metrics,
+    reproduction,
+    resolve_run,
+)
+from .config import ReplicateRange
+from .isolation import CAVEAT_NONE
+from .run import BenchRun
+from .tags import compute_tag
+
+if TYPE_CHECKING:
+    from . import analysis
+
+SEED = 0
+_FINDINGS = ("guard ", "direction differs between hosts")
+#: Refusals for want of data: the run is too small for a verdict, not broken.
+_TOO_SMALL = ("too few replicates", "fewer than 2 seeds", "a paired test needs at least 2")
+_UNPAIRED_ACROSS = ("the sessions were not interleaved: each comparison with the baseline is "
+                    "unpaired (Mann-Whitney U; paired by seed where seeds are used), so drift "
+                    "between the two sessions does not cancel")
+
+
+@dataclass
+class SequentialOutcome:
+    """Where sequential replication stands: the blocks its verdicts use and why."""
+
+    min_blocks: int
+    max_blocks: int
+    blocks: int
+    stopped: bool
+    reason: str
+    decision: analysis.SequentialDecision | None
+    looks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def decided(self) -> str | None:
+        """The stop that skips the remaining blocks (a stop at ``max`` skips nothing)."""
+        if not self.stopped or self.blocks >= self.max_blocks:
+            return None
+        return stop_text(self.blocks, self.max_blocks, self.reason)
+
+    def as_record(self) -> dict[str, Any]:
+        return {"min": self.min_blocks, "max": self.max_blocks, "blocks_used": self.blocks,
+                "stopped": self.stopped, "reason": self.reason, "looks": self.looks}
+
+
+@dataclass
+class Gate2:
+    """The verdict records of a run, per host too, with what the report must show."""
+
+    verdicts: dict[str, dict[str, dict[str, Any]]]
+    by_host: dict[str, dict[str, dict[str, dict[str, Any]]]]
+    caveats: list[str]
+    refusals: list[str]
+
+
+def stop_text(blocks: int, max_blocks: int, reason: str) -> str:
+    return f"sequential replication stopped after {blocks} of {max_blocks} blocks: {reason}"
+
+
+# -- observations ---------------------------------------------------------------------------------
+
+def observations(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
+                 labels: Sequence[str], upto: int | None = None,
+                 ) -> tuple[dict[str, list[analysis.Observation]], list[str]]:
+    """Values of the passed trials per metric, blocks numbered per host; and caveats.
+
+    ``upto`` keeps the first ``upto`` blocks only (a sequential look).
+    """
+    from . import analysis  # scipy: imported only when a run is judged
+
+    passed = [t for t in trials if t.get("status") == "passed"
+              and str(t.get("treatment")) in labels
+              and (upto is None or int(t.get("replicate") or 0) < upto)]
+    hosts = sorted({t.get("host") or "" for t in passed})
+    stride = 1 + max((int(t.get("replicate") or 0) for t in passed), default=0)
+    rank = {host: i for i, host in enumerate(hosts)}
+    table: dict[str, dict[tuple[str, int, Any], analysis.Observation]] = {m: {} for m in metrics}
+    seen: set[tuple[str, int, Any]] = set()
+    duplicates = 0
+    for trial in passed:
+        block = int(trial.get("replicate") or 0) + rank[trial.get("host") or ""] * stride
+        key = (str(trial["treatment"]), block, trial.get("seed"))
+        duplicates += key in seen
+        seen.add(key)
+        for metric in metrics:
+            value = (trial.get("metrics") or {}).get(metric)
+            if value is not None:
+                table[metric][key] = analysis.Observation(key[0], block, key[2], float(value))
+    caveats = [f"{duplicates} trial(s) were recorded twice; the last record of each was "
+               "analysed"] if duplicates else []
+    return {metric: list(per.values()) for metric, per in table.items()}, caveats
+
+
+def _hosts(trials: Sequence[Mapping[str, Any]]) -> list[str]:
+    return sorted({t.get("host") or "" for t in trials if t.get("status") == "passed"})
+
+
+# -- sequential replication -----------------------------------------------------------------------
+
+def planned_blocks(run: BenchRun) -> dict[int, set[str]]:
+    """Trial ids of each planned block (replicate), after selection."""
+    blocks: dict[int, set[str]] = {}
+    for spec in run.planned:
+        blocks.setdefault(spec.replicate, set()).add(run.trial_id(spec))
+    return blocks
+
+
+def blocks_done(trials: Sequence[Mapping[str, Any]], blocks: Mapping[int, set[str]]) -> int:
+    """How many leading blocks have every planned trial recorded (not ``not_run``)."""
+    ran = {t["id"] for t in trials if t.get("status") != "not_run"}
+    done = 0
+    while done in blocks and blocks[done] <= ran:
+        done += 1
+    return done
+
+
+def _decide(run: BenchRun, trials: Sequence[Mapping[str, Any]], blocks: int,
+            replicates: ReplicateRange) -> analysis.SequentialDecision:
+    from . import analysis  # scipy: imported only when a run is judged
+
+    specs = run.plan.config.metrics
+    obs, _ = observations(trials, list(specs), run.treatment_labels, upto=blocks)
+    return analysis.sequential_decision(obs, specs, run.treatment_labels, run.control,
+                                        blocks_done=blocks, min_blocks=replicates.min,
+                                        max_blocks=replicates.max, seed=SEED)
+
+
+def sequential_stop(run: BenchRun, trials: Sequence[Mapping[str, Any]],
+                    looked: set[int]) -> str | None:
+    """After a trial: the stop reason when a look not taken yet says stop before ``max``."""
+    replicates = run.plan.config.replicates
+    if not isinstance(replicates, ReplicateRange):
+        return None
+    from . import analysis  # scipy: imported only when a run is judged
+
+    done = blocks_done(trials, planned_blocks(run))
+    for look in analysis.look_schedule(replicates.min, replicates.max):
+        if look > done or look >= replicates.max:
+            break
+        if look in looked:
+            continue
+        looked.add(look)
+        decision = _decide(run, trials, look, replicates)
+        if decision.stop:
+            return stop_text(look, replicates.max, decision.reason)
+    return None
+
+
+def sequential_outcome(run: BenchRun) -> SequentialOutcome | None:
+    """The looks a finished run reached, from its records (None for a fixed design)."""
+    replicates = run.plan.config.replicates
+    if not isinstance(replicates, ReplicateRange):
+        return None
+    from . import analysis  # scipy: imported only when a run is judged
+
+    trials = run.trials
+    done = blocks_done(trials, planned_blocks(run))
+    looks: list[dict[str, Any]] = []
+    last: analysis.SequentialDecision | None = None
+    for look in analysis.look_schedule(replicates.min, replicates.max):
+        if look > done:
+            break
+        last = _decide(run, trials, look, replicates)
+        looks.append({"blocks": look, "stop": last.stop, "level": last.level,
+                      "reason": last.reason})
+        if last.stop:
+            return SequentialOutcome(replicates.min, replicates.max, look, True, last.reason,
+                                     last, looks)
+    if done < replicates.min:
+        return SequentialOutcome(replicates.min, replicates.max, done, False,
+                                 f"only {done} complete block(s), fewer than replicates.min "
+                                 f"{replicates.min}: analysed as a fixed design", None, looks)
+    if last is None or last.look != done:
+        last = _decide(run, trials, done, replicates)
+    return SequentialOutcome(replicates.min, replicates.max, done, False,
+                             f"ended after {done} complete blocks, between looks: analysed as a "
+                             f"final look ({last.reason})", last, looks)
+
+
+# -- gate 2 ---------------------------------------------------------------------------------------
+
+def evaluate(run: BenchRun, sequential: SequentialOutcome | None) -> Gate2:
+    """Verdicts of the run (stratified by host), per-host verdicts, caveats and refusals."""
+    from . import analysis  # scipy: imported only when a run is judged
+
+    specs = run.plan.config.metrics
+    labels, control = run.treatment_labels, run.control
+    upto = sequential.blocks if sequential and sequential.decision else None
+    obs, caveats = observations(run.trials, list(specs), labels, upto)
+    combined = (sequential.decision.analysis if sequential and sequential.decision
+                else analysis.analyze_run(obs, specs, labels, control, seed=SEED))
+    trials_by_host: dict[str, list[Mapping[str, Any]]] = {}
+    for trial in run.trials:
+        trials_by_host.setdefault(trial.get("host") or "", []).append(trial)
+    hosts = _hosts(run.trials)
+    per_host: dict[str, analysis.RunAnalysis] = {}
+    if len(hosts) > 1:
+        for host in hosts:
+            host_obs, _ = observations(trials_by_host[host], list(specs), labels, upto)
+            per_host[host] = analysis.analyze_run(host_obs, specs, labels, control, seed=SEED)
+    elif hosts:
+        per_host[hosts[0]] = combined
+    verdicts, more_refusals, host_caveats = host_conflicts(combined.verdicts, per_host, specs)
+    late = [t for t in run.trials if upto is not None and t.get("status") == "passed"
+            and int(t.get("replicate") or 0) >= upto]
+    if late:
+        caveats.append(f"{len(late)} trial(s) finished after sequential replication stopped at "
+                       f"block {upto}: recorded, but not in the verdicts")
+    return Gate2(
+        verdicts={m: {t: v.as_record() for t, v in per.items()} for m, per in verdicts.items()},
+        by_host={host: {m: {t: v.as_record() for t, v in per.items()}
+                        for m, per in result.verdicts.items()}
+                 for host, result in per_host.items()},
+        caveats=caveats + combined.caveats + host_caveats,
+        refusals=combined.refusals + more_refusals)
+
+
+def host_conflicts(verdicts: dict[str, dict[str, analysis.Verdict]],
+                   per_host: Mapping[str, analysis.RunAnalysis], specs: Mapping[str, Any],
+                   ) -> tuple[dict[str, dict[str, analysis.Verdict]], list[str], list[str]]:
+    """Refuse a combined verdict whose direction differs between hosts; caveat weaker splits.
+
+    A treatment whose guard metric splits by host cannot be called improved either.
+    """
+    if len(per_host) < 2:
+        return verdicts, [], []
+    out = {metric: dict(per) for metric, per in verdicts.items()}
+    refusals: list[str] = []
+    caveats: list[str] = []
+    split_guards: dict[str, list[str]] = {}
+    for metric, per in verdicts.items():
+        spec = specs[metric]
+        for treatment, verdict in per.items():
+            host_verdicts = {h: r.verdicts[metric][treatment] for h, r in per_host.items()}
+            decided = {h: v.verdict for h, v in host_verdicts.items()
+                       if v.verdict in ("improved", "regressed")}
+            listing = ", ".join(f"{h} {v.verdict} x{_ratio(v.ratio)}"
+                                for h, v in host_verdicts.items())
+            if len(set(decided.values())) > 1:
+                reason = f"direction differs between hosts: {listing}; read the per-host rows"
+                out[metric][treatment] = dataclasses.replace(verdict, verdict="not_comparable",
+                                                             reason=reason)
+                refusals.append(f"{metric} [{treatment}]: not comparable: {reason}")
+                if spec.guard or spec.floor is not None or spec.ceiling is not None:
+                    split_guards.setdefault(treatment, []).append(metric)
+                continue
+            threshold = spec.noise_threshold
+            above = [v.ratio for v in host_verdicts.values() if v.ratio is not None]
+            if any(r > 1 + threshold for r in above) and any(r < 1 - threshold for r in above):
+                caveats.append(f"{metric} [{treatment}]: the effect's direction differs between "
+                               f"hosts, significant on at most one of them: {listing}")
+    for treatment, guards in split_guards.items():
+        for metric in out:
+            verdict = out[metric][treatment]
+            if specs[metric].primary and verdict.verdict == "improved":
+                reason = f"guard {', '.join(guards)}: direction differs between hosts"
+                out[metric][treatment] = dataclasses.replace(verdict, verdict="not_comparable",
+                                                             reason=reason)
+                refusals.append(f"{metric} [{treatment}]: not comparable: {reason}")
+    return out, refusals, caveats
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+# -- the whole judgement --------------------------------------------------------------------------
+
+def judge_run(run: BenchRun, sequential: SequentialOutcome | None,
+              baseline_id: str | None = None) -> None:
+    """Fill the run's verdicts, refusals, caveats, baseline comparison, reproduction and tag."""
+    specs = run.plan.config.metrics
+    gate2 = evaluate(run, sequential)
+    run.verdicts, run.verdicts_by_host, run.refusals = gate2.verdicts, gate2.by_host, \
+        gate2.refusals
+    run.sequential = sequential.as_record() if sequential else None
+    run.caveats += [c for c in gate2.caveats if c not in run.caveats]
+    this = RecordView.of_run(run)
+    failures, limits = gate_failures(run)
+    reference: Reproduction | None = None
+    skipped: list[str] = []
+    if baseline_id:
+        reference = _compare_with_baseline(run, this, baseline_id, failures)
+    else:
+        prior, diff, skipped = find_reproduction_target(run.home, this, run.config_hash)
+        if prior is not None and diff is not None:
+            reference = reproduction(this, prior, specs, diff.benign)
+    run.reproduces = {**reference.as_record(), "skipped": skipped} if reference else (
+        {"run_id": None, "skipped": skipped} if skipped else None)
+    run.tag, run.tag_reasons = compute_tag(failures, limits, qualifying_caveats(run), reference)
+
+
+def _compare_with_baseline(run: BenchRun, this: RecordView, baseline_id: str,
+                           failures: list[str]) -> Reproduction | None:
+    """Fill ``run.baseline``; returns the reproduction or anchor when gate 2 allows it."""
+    specs = run.plan.config.metrics
+    run_dir = resolve_run(run.home, baseline_id)
+    if run_dir is None:
+        failures.append(f"baseline {baseline_id} is no longer recorded in {run.home / 'runs'}")
+        run.baseline = {"run_id": baseline_id, "refused": "not recorded", "verdicts": {}}
+        return None
+    base = RecordView.load(run_dir)
+    diff = fingerprint_diff(base, this)
+    refusal = blocking_reason(diff) if diff.blocking else None
+    if base.tag not in BASELINE_TAGS:
+        refusal = refusal or f"the baseline is now {base.tag}"
+        failures.append(f"baseline {base.run_id} is {base.tag}, which cannot be a baseline")
+    verdicts, notes = cross_verdicts(this, base, specs, refusal)
+    run.baseline = {"run_id": base.run_id, "tag": base.tag, "refused": refusal,
+                    "caveats": base.caveats if base.tag == "QUALIFIED" else [],
+                    "fingerprint": {"blocking": diff.blocking, "benign": diff.benign},
+                    "notes": ([] if refusal else [_UNPAIRED_ACROSS]) + notes,
+                    "verdicts": verdicts}
+    if refusal:
+        if diff.blocking:
+            failures.append(f"gate 2 refused the comparison with baseline {base.run_id}: "
+                            f"{refusal}")
+        return None
+    if base.config_hash == run.config_hash:
+        return reproduction(this, base, specs, diff.benign)
+    return anchor(this, base, specs, diff.benign)
+
+
+def gate_failures(run: BenchRun) -> tuple[list[str], list[str]]:
+    """What makes the run UNRELIABLE before any comparison with another run, and what keeps it
+    EXPLORATORY however it compares (too little data for a primary verdict)."""
+    failures, limits = [], []
+    counts = run.counts()
+    if run.state in ("interrupted", "failed"):
+        failures.append(f"the run did not complete (state {run.state})")
+    if not counts.get("passed"):
+        failures.append("no trial passed")
+    if counts.get("not_comparable"):
+        failures.append(f"gate 1: {counts['not_comparable']} trial(s) ran with effective params "
+                        "other than the declared ones")
+    for metric in primary_metrics(run.plan.config.metrics):
+        for treatment, verdict in run.verdicts.get(metric, {}).items():
+            reason = verdict.get("reason") or ""
+            if verdict["verdict"] != "not_comparable" or reason.startswith(_FINDINGS):
+                continue
+            (limits if reason.startswith(_TOO_SMALL) else failures).append(
+                f"gate 2 refused `{metric}` [{treatment}]: {reason}")
+    overlaps = run.overlapping_measurements()
+    if overlaps and CAVEAT_NONE not in run.caveats:
+        failures.append(f"{len(overlaps)} pair(s) of measurements overlapped on a host under "
+                        "isolation 'host'")
+    return failures, limits
+
+
+def qualifying_caveats(run: BenchRun) -> list[str]:
+    """Caveats that keep a reproduced run from RELIABLE (a treatment failing its guard is a
+    finding about that treatment, not a caveat of the run)."""
+    others = [t for t in run.treatment_labels if t != run.control]
+    caveats = [c for c in run.caveats
+               if not any(c.startswith(f"{t}: guard ") for t in others)]
+    counts = run.counts()
+    bad = {s: n for s, n in counts.items() if s not in ("passed", "not_run")}
+    if bad:
+        caveats.append(f"{sum(bad.values())} of {sum(counts.values())} trials did not pass ("
+                       + ", ".join(f"{s}: {n}" for s, n in sorted(bad.items())) + ")")
+    if run.state == "halted":
+        caveats.append(f"stopped early: {run.stop_reason}")
+    caveats += [r for r in run.refusals if "direction differs between hosts" in r]
+    return caveats
+
+
+def regressions(run: BenchRun) -> list[str]:
+    """Every primary metric that regressed, in the run and against its baseline."""
+    out = []
+    for metric in primary_metrics(run.plan.config.metrics):
+        for treatment, verdict in run.verdicts.get(metric, {}).items():
+            if verdict["verdict"] == "regressed":
+                out.append(f"`{metric}` regressed for {treatment} (x{_ratio(verdict['ratio'])} "
+                           f"of the control {run.control})")
+        for treatment, verdict in ((run.baseline or {}).get("verdicts") or {}).get(
+                metric, {}).items():
+            if verdict["verdict"] == "regressed":
+                out.append(f"`{metric}` regressed for {treatment} against baseline "
+                           f"{verdict['against']} (x{_ratio(verdict.get('ratio'))})")
+    return out

@@ -1,0 +1,79 @@
+"""One PNG per metric beside a run's report: every sample of every treatment, with its blocks.
+
+Optional: matplotlib is the ``plots`` extra. Without it no file is written and the report says
+so (every number is in its tables, so it is complete without the pictures). Each figure shows a
+column per treatment (one dot per passed trial, the median as a bar) and a grey line through the
+values of each block (its dots share an offset), so a reader sees both the spread and whether
+the blocks agree. matplotlib's object API is used (no pyplot, no global backend switch).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+NO_MATPLOTLIB = ("matplotlib is not installed, so this report has no plots (install the extra: "
+                 "pip install 'pytest-benchmark-agent[plots]'); every figure is in the tables, "
+                 "so the report is complete without them")
+_JITTER = (0.0, -0.06, 0.06, -0.12, 0.12, -0.03, 0.03, -0.09, 0.09)
+
+
+def plot_file(metric: str) -> str:
+    return "plot-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", metric) + ".png"
+
+
+def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
+                treatments: Sequence[str], verdicts: Mapping[str, Mapping[str, Any]],
+                ) -> tuple[list[str], str | None]:
+    """Write a plot per metric that has samples; returns the file names and, when plotting is
+    not possible, the sentence the report shows instead."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return [], NO_MATPLOTLIB
+    files = []
+    for metric in metrics:
+        blocks: dict[tuple[Any, ...], dict[str, float]] = {}
+        for trial in trials:
+            value = (trial.get("metrics") or {}).get(metric)
+            if trial.get("status") == "passed" and value is not None \
+                    and trial.get("treatment") in treatments:
+                key = (trial.get("host"), trial.get("replicate"), trial.get("seed"))
+                blocks.setdefault(key, {})[trial["treatment"]] = float(value)
+        if not blocks:
+            continue
+        figure = Figure(figsize=(2.0 + 1.4 * len(treatments), 3.6), dpi=100)
+        figure.subplots_adjust(left=0.2, right=0.96, top=0.88, bottom=0.12)
+        axes = figure.subplots()
+        position = {label: i for i, label in enumerate(treatments)}
+        offsets = [_JITTER[k % len(_JITTER)] for k in range(len(blocks))]
+        for offset, values in zip(offsets, blocks.values(), strict=True):
+            if len(values) > 1:
+                ordered = sorted(values, key=position.__getitem__)
+                axes.plot([position[t] + offset for t in ordered], [values[t] for t in ordered],
+                          color="0.82", linewidth=0.8, zorder=1)
+        for label, i in position.items():
+            points = [(i + offset, values[label])
+                      for offset, values in zip(offsets, blocks.values(), strict=True)
+                      if label in values]
+            if not points:
+                continue
+            axes.scatter([x for x, _ in points], [y for _, y in points], s=16, zorder=2)
+            axes.hlines(statistics.median(y for _, y in points), i - 0.25, i + 0.25,
+                        colors="black", linewidth=2, zorder=3)
+        axes.set_xticks(range(len(treatments)), [str(t) for t in treatments])
+        axes.set_xlim(-0.6, len(treatments) - 0.4)
+        axes.set_ylabel(metric)
+        axes.grid(axis="y", alpha=0.3)
+        said = ", ".join(f"{t}: {v.get('verdict')}" for t, v in verdicts.get(metric, {}).items())
+        axes.set_title(f"{metric}" + (f" ({said})" if said else ""), fontsize=9)
+        name = plot_file(metric)
+        temporary = folder / f".{name}.tmp"
+        figure.savefig(temporary, format="png")
+        os.replace(temporary, folder / name)
+        files.append(name)
+    return files, None
