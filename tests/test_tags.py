@@ -1,0 +1,224 @@
+"""Reliability tags: every transition, from the rule itself and from real runs, the reclassify
+cascade, and results_index.md grouped by tag."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+from benchhelpers import BenchProject
+
+from pytest_benchmark_agent.baseline import Reproduction
+from pytest_benchmark_agent.cli import main
+from pytest_benchmark_agent.config import load_config
+from pytest_benchmark_agent.isolation import CAVEAT_NONE
+from pytest_benchmark_agent.planning import accept_deviation, review
+from pytest_benchmark_agent.record import load_results
+from pytest_benchmark_agent.tags import ReclassifyError, compute_tag, reclassify
+
+
+def reference(kind: str = "reproduction", problems: tuple[str, ...] = (), tag: str = "EXPLORATORY",
+              caveats: tuple[str, ...] = ()) -> Reproduction:
+    return Reproduction("prior", kind, ["`score` [b]: line"], list(problems), tag, list(caveats))
+
+
+# -- the rule -------------------------------------------------------------------------------------
+
+def test_a_failed_gate_is_unreliable_whatever_else_holds() -> None:
+    tag, why = compute_tag(["no trial passed"], ["too few"], ["a caveat"], reference())
+    assert (tag, why) == ("UNRELIABLE", ["no trial passed"])
+
+
+def test_too_little_data_keeps_a_run_exploratory_even_when_it_has_a_reference() -> None:
+    limit = "gate 2 refused `score` [b]: too few replicates (n=2, needed 5)"
+    tag, why = compute_tag([], [limit], [], reference())
+    assert tag == "EXPLORATORY" and why == [limit]
+
+
+def test_a_first_run_is_exploratory_and_lists_its_caveats_without_rising() -> None:
+    tag, why = compute_tag([], [], [CAVEAT_NONE], None)
+    assert tag == "EXPLORATORY"
+    assert why[0].startswith("no earlier run of this frozen config")
+    assert why[1] == f"caveat: {CAVEAT_NONE}"
+
+
+def test_a_reproduction_without_caveat_is_reliable() -> None:
+    tag, why = compute_tag([], [], [], reference())
+    assert tag == "RELIABLE" and "reproduces prior" in why[0]
+
+
+@pytest.mark.parametrize("caveat", [
+    CAVEAT_NONE,
+    "preflight: disk at /data headroom 4.0% under the 10% margin; ran with --bench-accept-risk",
+    "comparability limited: deviation accepted at plan time: smaller corpus",
+    "2 of 10 trials did not pass (failed: 2)",
+])
+def test_a_reproduction_with_a_caveat_is_qualified(caveat: str) -> None:
+    assert compute_tag([], [], [caveat], reference()) == ("QUALIFIED", [caveat])
+
+
+def test_a_qualified_reference_carries_its_caveat() -> None:
+    carried = "relies on QUALIFIED run prior: isolation 'none'"
+    tag, why = compute_tag([], [], [], reference(tag="QUALIFIED", caveats=(carried,)))
+    assert (tag, why) == ("QUALIFIED", [carried])
+
+
+def test_an_anchor_to_a_baseline_is_qualified_not_reliable() -> None:
+    tag, why = compute_tag([], [], [], reference(kind="anchor"))
+    assert tag == "QUALIFIED" and why[0].startswith("anchored to baseline prior")
+
+
+def test_a_failed_reproduction_is_unreliable() -> None:
+    tag, why = compute_tag([], [], [], reference(problems=("`score` [b]: x2 here, x1.5",)))
+    assert tag == "UNRELIABLE" and why == ["does not reproduce prior: `score` [b]: x2 here, x1.5"]
+
+
+# -- real runs ------------------------------------------------------------------------------------
+
+def tagged_bench(project: BenchProject, a: int = 2, b: int = 3, **overrides) -> None:
+    """Deterministic scores read from data files outside the code path, so a change of the
+    data is a change of the result and not of the fingerprint."""
+    project.write("code/measure.sh", 'read v < "data/$1.txt"; echo score=$(( v * $2 ))\n')
+    project.write("data/a.txt", f"{a}\n")
+    project.write("data/b.txt", f"{b}\n")
+    document = {
+        "name": "tagged", "hypothesis": "b scores higher than a",
+        "params": {"mode": "a", "size": 3}, "treatment_variable": "mode",
+        "treatments": ["a", "b"], "replicates": 5, "code": ["code"],
+        "stages": [{"name": "measure", "kind": "measure", "cmd": "sh code/measure.sh {mode} {size}",
+                    "metrics_from": {"stdout": True, "fields": ["score"]}}],
+        "metrics": {"score": {"direction": "higher", "primary": True}},
+    }
+    document.update(overrides)
+    project.bench(document)
+
+
+def run_as(project: BenchProject, run_id: str, *args: str) -> dict:
+    result = project.run("--bench-run-id", run_id, *args)
+    assert result.ret == 0, result.stdout.str()
+    return load_results(project.home / "runs" / run_id)
+
+
+def test_tags_follow_reproduction_caveats_and_contradiction(project: BenchProject) -> None:
+    tagged_bench(project)
+    first = run_as(project, "r1")
+    assert first["tag"] == "EXPLORATORY" and first["reproduces"] is None
+    assert first["verdicts"]["score"]["b"]["verdict"] == "improved"
+    second = run_as(project, "r2")
+    assert second["tag"] == "RELIABLE"
+    assert second["reproduces"]["run_id"] == "r1" and second["reproduces"]["ok"]
+    third = run_as(project, "r3", "--bench-isolation", "none")
+    assert third["tag"] == "QUALIFIED"
+    assert third["tag_reasons"][0].startswith("isolation 'none'")
+    project.write("data/b.txt", "4\n")  # the same config now measures x2 where it measured x1.5
+    fourth = run_as(project, "r4")
+    assert fourth["tag"] == "UNRELIABLE"
+    assert fourth["tag_reasons"][0].startswith("does not reproduce r3: `score` [b]")
+    report = (project.home / "runs" / "r4" / "report.md").read_text()
+    assert "Gate failed (the run is UNRELIABLE): does not reproduce r3" in report
+    index = (project.home / "results_index.md").read_text()
+    sections = {part.split("\n", 1)[0]: part for part in index.split("## ")[1:]}
+    assert "r2" in sections["RELIABLE (1)"] and "r3" in sections["QUALIFIED (1)"]
+    assert "r4" in sections["UNRELIABLE (1)"] and "r1" in sections["EXPLORATORY (1)"]
+    assert "score: b=1.5 improved" in sections["RELIABLE (1)"]
+
+
+def test_preflight_accepted_risk_qualifies_a_reproduced_run(project: BenchProject) -> None:
+    stats = os.statvfs(project.path)
+    free_mb = stats.f_bavail * stats.f_frsize / 2**20
+    tagged_bench(project, resources={"disk_mb": int(free_mb / 1.05)})  # 5% headroom: tight
+    refused = project.run("--bench-run-id", "r0")
+    assert refused.ret == pytest.ExitCode.INTERRUPTED  # a collection error without the flag
+    run_as(project, "r1", "--bench-accept-risk")
+    second = run_as(project, "r2", "--bench-accept-risk")
+    assert second["tag"] == "QUALIFIED"
+    assert second["tag_reasons"][0].startswith("preflight:")
+
+
+def test_an_accepted_deviation_qualifies_a_reproduced_run(project: BenchProject) -> None:
+    tagged_bench(project)
+    run_as(project, "r1")
+    assert run_as(project, "r2")["tag"] == "RELIABLE"
+    config = load_config(project.path / "bench.yaml", {"size": 4})  # a control changed
+    challenged = review(project.home, config)
+    assert challenged.challenges
+    accept_deviation(project.home, challenged, "a larger size is what production uses")
+    first = run_as(project, "r3", "--bench-set", "size=4")
+    assert first["tag"] == "EXPLORATORY"  # another config: nothing to reproduce yet
+    second = run_as(project, "r4", "--bench-set", "size=4")
+    assert second["reproduces"]["run_id"] == "r3"
+    assert second["tag"] == "QUALIFIED"
+    assert "comparability limited" in second["tag_reasons"][0]
+
+
+# -- reclassify -----------------------------------------------------------------------------------
+
+def test_reclassify_downgrades_and_cascades_to_every_run_that_cited_it(
+        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    tagged_bench(project)
+    for run_id in ("r1", "r2", "r3"):
+        run_as(project, run_id)
+    home = project.home
+    assert [load_results(home / "runs" / r)["tag"] for r in ("r1", "r2", "r3")] == \
+        ["EXPLORATORY", "RELIABLE", "RELIABLE"]
+    code = main(["--home", str(home), "reclassify", "r1", "unreliable", "--why",
+                 "the machine was swapping during r1"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "r1: EXPLORATORY -> UNRELIABLE (the machine was swapping during r1)" in printed
+    assert "flagged r2: it cited r1; RELIABLE -> QUALIFIED" in printed
+    assert "flagged r3: it cited r2; RELIABLE -> QUALIFIED" in printed
+    r1, r2, r3 = (load_results(home / "runs" / r) for r in ("r1", "r2", "r3"))
+    assert r1["tag"] == "UNRELIABLE" and r1["reclassified"][0]["why"].startswith("the machine")
+    assert r2["tag"] == r3["tag"] == "QUALIFIED"
+    assert r2["flags"][0]["run"] == "r1" and r3["flags"][0]["run"] == "r2"
+    assert json.loads((home / "runs" / "r3" / "index.json").read_text())["tag"] == "QUALIFIED"
+    report = (home / "runs" / "r2" / "report.md").read_text()
+    assert "- **Tag:** QUALIFIED (was RELIABLE" in report and "it cited r1" in report
+    assert "flagged x1" in (home / "results_index.md").read_text()
+    # a later run relying on a flagged run carries the flag as a caveat
+    fourth = run_as(project, "r4")
+    assert fourth["reproduces"]["run_id"] == "r3" and fourth["tag"] == "QUALIFIED"
+    assert any("flagged: it cited r2" in reason for reason in fourth["tag_reasons"])
+
+
+def test_reclassify_raises_a_tag_only_with_a_reproduction(project: BenchProject) -> None:
+    tagged_bench(project)
+    run_as(project, "r1")
+    run_as(project, "r2")
+    home = project.home
+    reclassify(home, home / "runs" / "r2", "QUALIFIED", "a noisy neighbour was running")
+    with pytest.raises(ReclassifyError, match="may only be lowered without a new run"):
+        reclassify(home, home / "runs" / "r2", "RELIABLE", "it looked fine")
+    # r2 reproduced r1, so r1 may rise, and the evidence is recorded
+    reclassify(home, home / "runs" / "r1", "QUALIFIED", "reproduced by r2")
+    record = load_results(home / "runs" / "r1")
+    assert record["tag"] == "QUALIFIED"
+    assert record["reclassified"][-1]["evidence"] == "reproduced by r2"
+
+
+@pytest.mark.parametrize(("tag", "why", "message"), [
+    ("QUALIFIED", "   ", "state the reason"),
+    ("EXPLORATORY", "same again", "already EXPLORATORY"),
+    ("GOLDEN", "why not", "use one of RELIABLE"),
+])
+def test_reclassify_refusals_name_the_fix(project: BenchProject, tag: str, why: str,
+                                          message: str) -> None:
+    tagged_bench(project)
+    run_as(project, "r1")
+    with pytest.raises(ReclassifyError, match=message):
+        reclassify(project.home, project.home / "runs" / "r1", tag, why)
+
+
+def test_reclassify_cli_needs_a_reason(project: BenchProject) -> None:
+    tagged_bench(project)
+    run_as(project, "r1")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--home", str(project.home), "reclassify", "r1", "UNRELIABLE"])
+    assert exit_info.value.code == 2  # argparse: --why is required
+    with pytest.raises(SystemExit, match="raises the tag"):
+        main(["--home", str(project.home), "reclassify", "r1", "RELIABLE", "--why", "sure"])
+    assert yaml.safe_load((project.home / "runs" / "r1" / "results.yaml").read_text())[
+        "tag"] == "EXPLORATORY"
