@@ -1,0 +1,244 @@
+"""judge: what gate 2 is fed and what it makes of a finished run, on fixed-value trial records
+(the statistics themselves are test_analysis.py's): blocks per host, direction split between
+hosts, sequential looks, gate failures against limits and caveats, regressions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_benchmark_agent import judge
+from pytest_benchmark_agent.config import load_config
+from pytest_benchmark_agent.isolation import CAVEAT_NONE
+from pytest_benchmark_agent.plan import build_plan
+from pytest_benchmark_agent.run import BenchRun
+
+Value = Callable[[str, int], float]  # (treatment, replicate) -> the metric's value
+
+
+def make_run(tmp_path: Path, replicates: int | dict = 10, **metric: object) -> BenchRun:
+    document = {"name": "judged", "params": {"mode": "a"}, "treatment_variable": "mode",
+                "treatments": ["a", "b"], "replicates": replicates,
+                "stages": [{"name": "m", "kind": "measure", "cmd": "echo {mode}",
+                            "metrics_from": {"stdout": True, "fields": ["t"]}}],
+                "metrics": {"t": {"direction": "lower", "primary": True, **metric}}}
+    path = tmp_path / "bench.yaml"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document))
+    plan = build_plan(load_config(path), path)
+    run = BenchRun(plan=plan, home=tmp_path / "home", run_id="run-1")
+    run.planned = list(plan.trials)
+    run.state, run.started = "complete", "2026-12-02T10:00:00.000Z"
+    return run
+
+
+def record(run: BenchRun, value: Value, host: Callable[[int], str] = lambda r: "h",
+           blocks: range | None = None, status: Callable[[str, int], str] = lambda t, r: "passed",
+           ) -> None:
+    """Append a trial record per planned trial (of the given blocks only)."""
+    for spec in run.planned:
+        if blocks is not None and spec.replicate not in blocks:
+            continue
+        trial = run.blank_trial(spec, status(spec.treatment_label, spec.replicate))
+        trial["metrics"] = {"t": value(spec.treatment_label, spec.replicate)}
+        trial["host"] = host(spec.replicate)
+        run.trials.append(trial)
+
+
+def twice_as_slow(treatment: str, replicate: int) -> float:
+    base = 10.0 + replicate % 3
+    return 2 * base if treatment == "b" else base
+
+
+def split_hosts(replicate: int) -> str:
+    return "host-a" if replicate < 5 else "host-b"
+
+
+# -- observations ---------------------------------------------------------------------------------
+
+def test_blocks_are_numbered_per_host_so_pairs_never_cross_hosts(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates=4)
+    record(run, twice_as_slow, host=lambda r: "host-a" if r % 2 else "host-b")
+    obs, caveats = judge.observations(run.trials, ["t"], run.treatment_labels)
+    by_treatment = {t: sorted(o.replicate for o in obs["t"] if o.treatment == t) for t in "ab"}
+    # host-a ran replicates 1 and 3, host-b 0 and 2; host-b's blocks are moved past host-a's
+    assert by_treatment["a"] == by_treatment["b"] == [1, 3, 4, 6]
+    assert caveats == []
+    first, _ = judge.observations(run.trials, ["t"], run.treatment_labels, upto=2)
+    assert len(first["t"]) == 4  # the first two blocks only
+
+
+def test_a_trial_recorded_twice_is_analysed_once_with_a_caveat(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates=2)
+    record(run, twice_as_slow)
+    run.trials.append(dict(run.trials[0]))
+    obs, caveats = judge.observations(run.trials, ["t"], run.treatment_labels)
+    assert len(obs["t"]) == 4
+    assert caveats == ["1 trial(s) were recorded twice; the last record of each was analysed"]
+
+
+# -- hosts ----------------------------------------------------------------------------------------
+
+def test_a_direction_that_differs_between_hosts_is_refused_not_averaged(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+
+    def opposite(treatment: str, replicate: int) -> float:
+        base = 10.0 + replicate % 3
+        factor = 2.0 if replicate < 5 else 0.5
+        return base * factor if treatment == "b" else base
+
+    record(run, opposite, host=split_hosts)
+    gate2 = judge.evaluate(run, None)
+    verdict = gate2.verdicts["t"]["b"]
+    assert verdict["verdict"] == "not_comparable"
+    assert verdict["reason"].startswith("direction differs between hosts: host-a regressed x2, "
+                                        "host-b improved x0.5")
+    assert gate2.by_host["host-a"]["t"]["b"]["verdict"] == "regressed"
+    assert gate2.by_host["host-b"]["t"]["b"]["verdict"] == "improved"
+    assert any("direction differs between hosts" in r for r in gate2.refusals)
+    judge.judge_run(run, None)
+    assert not any("direction" in f for f in judge.gate_failures(run)[0])  # a finding, not a
+    assert any("direction differs" in c for c in judge.qualifying_caveats(run))  # broken gate
+
+
+def test_hosts_that_agree_are_combined_with_rows_for_each(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    record(run, twice_as_slow, host=split_hosts)
+    gate2 = judge.evaluate(run, None)
+    assert gate2.verdicts["t"]["b"]["verdict"] == "regressed"
+    assert gate2.verdicts["t"]["b"]["units"] == 10  # both hosts' blocks, each paired in its host
+    assert {h: v["t"]["b"]["verdict"] for h, v in gate2.by_host.items()} == {
+        "host-a": "regressed", "host-b": "regressed"}
+
+
+def test_opposite_estimates_significant_nowhere_are_a_caveat(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    ratios = [1.3, 0.9, 1.2, 0.85, 1.25, 0.75, 1.1, 0.8, 1.15, 0.78]
+    record(run, lambda t, r: (10.0 + r) * (ratios[r] if t == "b" else 1), host=split_hosts)
+    gate2 = judge.evaluate(run, None)
+    assert gate2.verdicts["t"]["b"]["verdict"] == "no_change"
+    assert gate2.caveats == ["t [b]: the effect's direction differs between hosts, significant "
+                             "on at most one of them: host-a no_change x1.11, host-b no_change "
+                             "x0.882"]
+
+
+def test_one_host_gets_its_row_too(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    record(run, twice_as_slow)
+    gate2 = judge.evaluate(run, None)
+    assert gate2.by_host == {"h": gate2.verdicts}
+
+
+# -- sequential replication -----------------------------------------------------------------------
+
+def test_blocks_done_counts_leading_complete_blocks_only(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates=4)
+    record(run, twice_as_slow)
+    missing = next(t for t in run.trials if t["replicate"] == 1 and t["treatment"] == "b")
+    run.trials.remove(missing)
+    assert judge.blocks_done(run.trials, judge.planned_blocks(run)) == 1
+    missing["status"] = "not_run"
+    run.trials.append(missing)
+    assert judge.blocks_done(run.trials, judge.planned_blocks(run)) == 1  # not_run is not run
+
+
+def test_a_decided_look_stops_the_run_and_gives_its_verdicts(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates={"min": 5, "max": 20})
+    record(run, twice_as_slow, blocks=range(4))
+    looked: set[int] = set()
+    assert judge.sequential_stop(run, run.trials, looked) is None and looked == set()
+    record(run, twice_as_slow, blocks=range(4, 5))
+    reason = judge.sequential_stop(run, run.trials, looked)
+    assert reason == ("sequential replication stopped after 5 of 20 blocks: every primary "
+                      "verdict decided after 5 blocks")
+    assert looked == {5}
+    assert judge.sequential_stop(run, run.trials, looked) is None  # a look is taken once
+    outcome = judge.sequential_outcome(run)
+    assert outcome is not None and outcome.stopped and outcome.blocks == 5
+    assert outcome.decided == reason
+    judge.judge_run(run, outcome)
+    assert run.verdicts["t"]["b"]["verdict"] == "regressed"
+    assert run.sequential["blocks_used"] == 5 and run.sequential["looks"][0]["stop"]
+
+
+def test_an_undecided_run_goes_on_and_is_analysed_at_its_complete_blocks(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates={"min": 5, "max": 20})
+    noise = [1.3, 0.9, 1.2, 0.85, 1.25, 0.75, 1.1, 0.8]
+    record(run, lambda t, r: (10.0 + r) * (noise[r] if t == "b" else 1), blocks=range(8))
+    assert judge.sequential_stop(run, run.trials, set()) is None  # looks at 5 and 7: open
+    outcome = judge.sequential_outcome(run)
+    assert outcome is not None and not outcome.stopped and outcome.decided is None
+    assert outcome.blocks == 8 and [look["blocks"] for look in outcome.looks] == [5, 7]
+    assert "between looks" in outcome.reason
+
+
+def test_a_run_cut_before_min_is_a_fixed_design(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates={"min": 5, "max": 20})
+    record(run, twice_as_slow, blocks=range(3))
+    outcome = judge.sequential_outcome(run)
+    assert outcome is not None and outcome.decision is None
+    judge.judge_run(run, outcome)
+    assert run.verdicts["t"]["b"]["reason"] == "too few replicates (n=3, needed 5)"
+
+
+def test_a_fixed_design_has_no_sequential_outcome(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates=5)
+    record(run, twice_as_slow)
+    assert judge.sequential_outcome(run) is None
+    assert judge.sequential_stop(run, run.trials, set()) is None
+
+
+# -- gates, limits, caveats, regressions ----------------------------------------------------------
+
+def test_too_few_replicates_limit_the_run_instead_of_failing_it(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates=3)
+    record(run, twice_as_slow)
+    judge.judge_run(run, None)
+    failures, limits = judge.gate_failures(run)
+    assert failures == []
+    assert limits == ["gate 2 refused `t` [b]: too few replicates (n=3, needed 5)"]
+    assert run.tag == "EXPLORATORY"
+
+
+@pytest.mark.parametrize(("status", "expected"), [
+    ("not_comparable", "gate 1: 1 trial(s) ran with effective params other than the declared"),
+    ("interrupted", "the run did not complete (state interrupted)"),
+])
+def test_broken_gates_make_the_run_unreliable(tmp_path: Path, status: str, expected: str) -> None:
+    run = make_run(tmp_path)
+    record(run, twice_as_slow, status=lambda t, r: status if (t, r) == ("b", 9) else "passed")
+    run.state = "interrupted" if status == "interrupted" else "complete"
+    judge.judge_run(run, None)
+    assert run.tag == "UNRELIABLE"
+    assert any(reason.startswith(expected) for reason in run.tag_reasons)
+
+
+def test_overlapping_measurements_fail_host_isolation_only(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates=5)
+    record(run, twice_as_slow)
+    for trial in run.trials:
+        trial["started"], trial["ended"] = "2026-12-02T10:00:00.000Z", "2026-12-02T10:00:01.000Z"
+    assert any("overlapped" in f for f in judge.gate_failures(run)[0])
+    run.caveats.append(CAVEAT_NONE)
+    assert judge.gate_failures(run)[0] == []
+
+
+def test_failed_trials_qualify_and_a_guard_finding_does_not(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    record(run, twice_as_slow, status=lambda t, r: "failed" if (t, r) == ("a", 9) else "passed")
+    run.caveats.append("b: guard recall median 0.9 is below its floor 0.95")
+    assert judge.qualifying_caveats(run) == ["1 of 20 trials did not pass (failed: 1)"]
+
+
+def test_regressions_name_the_metric_and_the_treatment(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    record(run, twice_as_slow)
+    judge.judge_run(run, None)
+    assert judge.regressions(run) == ["`t` regressed for b (x2 of the control a)"]
+    faster = make_run(tmp_path / "faster")
+    record(faster, lambda t, r: twice_as_slow("a" if t == "b" else "b", r))
+    judge.judge_run(faster, None)
+    assert faster.verdicts["t"]["b"]["verdict"] == "improved" and judge.regressions(faster) == []
