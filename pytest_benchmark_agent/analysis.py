@@ -33,7 +33,7 @@ from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 BOOTSTRAP_RESAMPLES = 4000
 TRIM = 0.2
@@ -522,6 +522,8 @@ def _unpaired(
     note: str,
 ) -> _Comparison:
     """Fallback without blocks: Mann-Whitney U and an independent bootstrap of median ratio."""
+    from scipy import stats  # only this fallback needs scipy.stats, the slowest import here
+
     p = float(stats.mannwhitneyu(t, c, alternative="two-sided").pvalue)
     effect = float(np.median(t) - np.median(c))
     t_boot = np.median(t[rng.integers(0, len(t), (BOOTSTRAP_RESAMPLES, len(t)))], axis=1)
@@ -701,7 +703,7 @@ def _nominal_levels(alpha: float, looks: tuple[int, ...], max_blocks: int) -> tu
     the fraction of paths first crossing there equals that look's share of alpha.
     """
     rng = np.random.default_rng(_BOUNDARY_SEED)
-    z_final = stats.norm.isf(alpha / 2)
+    z_final = -special.ndtri(alpha / 2)  # the normal's inverse survival
     total = np.zeros(_BOUNDARY_PATHS)
     alive = np.ones(_BOUNDARY_PATHS, dtype=bool)
     levels: list[float] = []
@@ -710,7 +712,7 @@ def _nominal_levels(alpha: float, looks: tuple[int, ...], max_blocks: int) -> tu
         if k not in looks:
             continue
         t = k / max_blocks
-        spent = alpha if t >= 1 else 2 * stats.norm.sf(z_final / math.sqrt(t))
+        spent = alpha if t >= 1 else 2 * special.ndtr(-z_final / math.sqrt(t))
         z = np.abs(total) / math.sqrt(k)
         if levels:
             need = int(round(spent * _BOUNDARY_PATHS)) - int(np.count_nonzero(~alive))
@@ -718,10 +720,10 @@ def _nominal_levels(alpha: float, looks: tuple[int, ...], max_blocks: int) -> tu
             level = 0.0
             if need > 0:
                 bound = float(ranked[need - 1] + ranked[min(need, len(ranked) - 1)]) / 2
-                level = float(2 * stats.norm.sf(bound))
+                level = float(2 * special.ndtr(-bound))
         else:
             level = float(spent)
         levels.append(level)
         if level > 0:
-            alive &= z <= stats.norm.isf(level / 2)
+            alive &= z <= -special.ndtri(level / 2)
     return tuple(levels)
