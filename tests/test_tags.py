@@ -9,6 +9,7 @@ import os
 import pytest
 import yaml
 from benchhelpers import BenchProject
+from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
 
 from pytest_benchmark_agent.baseline import Reproduction
 from pytest_benchmark_agent.cli import main
@@ -77,32 +78,8 @@ def test_a_failed_reproduction_is_unreliable() -> None:
 
 # -- real runs ------------------------------------------------------------------------------------
 
-def tagged_bench(project: BenchProject, a: int = 2, b: int = 3, **overrides) -> None:
-    """Deterministic scores read from data files outside the code path, so a change of the
-    data is a change of the result and not of the fingerprint."""
-    project.write("code/measure.sh", 'read v < "data/$1.txt"; echo score=$(( v * $2 ))\n')
-    project.write("data/a.txt", f"{a}\n")
-    project.write("data/b.txt", f"{b}\n")
-    document = {
-        "name": "tagged", "hypothesis": "b scores higher than a",
-        "params": {"mode": "a", "size": 3}, "treatment_variable": "mode",
-        "treatments": ["a", "b"], "replicates": 5, "code": ["code"],
-        "stages": [{"name": "measure", "kind": "measure", "cmd": "sh code/measure.sh {mode} {size}",
-                    "metrics_from": {"stdout": True, "fields": ["score"]}}],
-        "metrics": {"score": {"direction": "higher", "primary": True}},
-    }
-    document.update(overrides)
-    project.bench(document)
-
-
-def run_as(project: BenchProject, run_id: str, *args: str) -> dict:
-    result = project.run("--bench-run-id", run_id, *args)
-    assert result.ret == 0, result.stdout.str()
-    return load_results(project.home / "runs" / run_id)
-
-
 def test_tags_follow_reproduction_caveats_and_contradiction(project: BenchProject) -> None:
-    tagged_bench(project)
+    scored(project)
     first = run_as(project, "r1")
     assert first["tag"] == "EXPLORATORY" and first["reproduces"] is None
     assert first["verdicts"]["score"]["b"]["verdict"] == "improved"
@@ -128,7 +105,7 @@ def test_tags_follow_reproduction_caveats_and_contradiction(project: BenchProjec
 def test_preflight_accepted_risk_qualifies_a_reproduced_run(project: BenchProject) -> None:
     stats = os.statvfs(project.path)
     free_mb = stats.f_bavail * stats.f_frsize / 2**20
-    tagged_bench(project, resources={"disk_mb": int(free_mb / 1.05)})  # 5% headroom: tight
+    scored(project, resources={"disk_mb": int(free_mb / 1.05)})  # 5% headroom: tight
     refused = project.run("--bench-run-id", "r0")
     assert refused.ret == pytest.ExitCode.INTERRUPTED  # a collection error without the flag
     run_as(project, "r1", "--bench-accept-risk")
@@ -138,7 +115,7 @@ def test_preflight_accepted_risk_qualifies_a_reproduced_run(project: BenchProjec
 
 
 def test_an_accepted_deviation_qualifies_a_reproduced_run(project: BenchProject) -> None:
-    tagged_bench(project)
+    scored(project)
     run_as(project, "r1")
     assert run_as(project, "r2")["tag"] == "RELIABLE"
     config = load_config(project.path / "bench.yaml", {"size": 4})  # a control changed
@@ -157,7 +134,7 @@ def test_an_accepted_deviation_qualifies_a_reproduced_run(project: BenchProject)
 
 def test_reclassify_downgrades_and_cascades_to_every_run_that_cited_it(
         project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
-    tagged_bench(project)
+    scored(project)
     for run_id in ("r1", "r2", "r3"):
         run_as(project, run_id)
     home = project.home
@@ -185,7 +162,7 @@ def test_reclassify_downgrades_and_cascades_to_every_run_that_cited_it(
 
 
 def test_reclassify_raises_a_tag_only_with_a_reproduction(project: BenchProject) -> None:
-    tagged_bench(project)
+    scored(project)
     run_as(project, "r1")
     run_as(project, "r2")
     home = project.home
@@ -206,14 +183,14 @@ def test_reclassify_raises_a_tag_only_with_a_reproduction(project: BenchProject)
 ])
 def test_reclassify_refusals_name_the_fix(project: BenchProject, tag: str, why: str,
                                           message: str) -> None:
-    tagged_bench(project)
+    scored(project)
     run_as(project, "r1")
     with pytest.raises(ReclassifyError, match=message):
         reclassify(project.home, project.home / "runs" / "r1", tag, why)
 
 
 def test_reclassify_cli_needs_a_reason(project: BenchProject) -> None:
-    tagged_bench(project)
+    scored(project)
     run_as(project, "r1")
     with pytest.raises(SystemExit) as exit_info:
         main(["--home", str(project.home), "reclassify", "r1", "UNRELIABLE"])
