@@ -33,8 +33,11 @@ def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequ
     not possible, the sentence the report shows instead."""
     try:
         from matplotlib.figure import Figure
-    except ImportError:
+    except ModuleNotFoundError:
         return [], NO_MATPLOTLIB
+    except ImportError as exc:  # installed but broken (or unloaded, then imported again)
+        return [], f"matplotlib could not be imported ({exc}), so this report has no plots; " \
+                   "every figure is in the tables, so the report is complete without them"
     files = []
     for metric in metrics:
         blocks: dict[tuple[Any, ...], dict[str, float]] = {}
