@@ -24,6 +24,9 @@ from .run import BenchRun
 
 JOURNAL = "trials.jsonl"
 SNAPSHOT_INTERVAL_S = 1.0
+#: A mid-run snapshot waits at least this many times its own last cost, so rewriting a growing
+#: results.yaml never takes more than ~5% of a run (the journal already holds every trial).
+SNAPSHOT_COST_FACTOR = 20
 TAG_ORDER = ("RELIABLE", "QUALIFIED", "UNRELIABLE", "EXPLORATORY")
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -43,7 +46,7 @@ class RecordWriter:
     def __init__(self, *, journal_only: bool = False) -> None:
         #: In an xdist worker only the journal is written; the controller writes the rest.
         self.journal_only = journal_only
-        self._last_snapshot: dict[str, float] = {}
+        self._next_snapshot: dict[str, float] = {}
 
     @pytest.hookimpl
     def pytest_bench_run_started(self, run: BenchRun) -> None:
@@ -55,8 +58,7 @@ class RecordWriter:
     @pytest.hookimpl
     def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
         append_line(run.dir / JOURNAL, json.dumps(trial, default=str))
-        since = time.monotonic() - self._last_snapshot.get(run.run_id, 0.0)
-        if not self.journal_only and since >= SNAPSHOT_INTERVAL_S:
+        if not self.journal_only and time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
             self._snapshot(run)
 
     @pytest.hookimpl(tryfirst=True)
@@ -72,8 +74,11 @@ class RecordWriter:
         regenerate_index(run.home)
 
     def _snapshot(self, run: BenchRun) -> None:
+        start = time.monotonic()
         atomic_write(run.dir / "results.yaml", dump_yaml(run.results()))
-        self._last_snapshot[run.run_id] = time.monotonic()
+        end = time.monotonic()
+        self._next_snapshot[run.run_id] = end + max(SNAPSHOT_INTERVAL_S,
+                                                    SNAPSHOT_COST_FACTOR * (end - start))
 
     def _write_config(self, run: BenchRun) -> None:
         plan = run.plan
