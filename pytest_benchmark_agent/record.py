@@ -5,8 +5,8 @@
 finished trial, appended at once, so a killed session keeps every sample it took) and
 ``index.json`` (the few fields ``results_index.md`` is regenerated from, so regenerating it
 never re-reads every record). ``results.yaml`` is rewritten atomically at the start, at most
-once a second while trials finish, and at the end; :func:`load_results` merges the journal in,
-so readers of a crashed run see every trial.
+once a second (less often as it grows) while trials finish, and at the end; readers use
+:func:`load_results`, which merges the journal in, so a crashed run shows every trial.
 """
 
 from __future__ import annotations
