@@ -26,7 +26,8 @@ PREPS = 3
 
 def bench_file(folder: Path, work: int) -> Path:
     stages = [{"name": f"build{i}", "kind": "prep",
-               "cmd": f"python -c 'sum(i*i for i in range({{work}}))'; echo {{variant}}{i} > {{a{i}}}",
+               "cmd": (f"python -c 'sum(i*i for i in range({{work}}))'; "
+                       f"echo {{variant}}{i} > {{a{i}}}"),
                "produces": [f"a{i}"]} for i in range(PREPS)]
     stages.append({"name": "measure", "kind": "measure", "needs": [s["name"] for s in stages],
                    "cmd": "cat " + " ".join(f"{{a{i}}}" for i in range(PREPS))
