@@ -89,6 +89,8 @@ class Gate2:
     by_host: dict[str, dict[str, dict[str, dict[str, Any]]]]
     caveats: list[str]
     refusals: list[str]
+    #: Trials that passed after the sequential stop (xdist workers still busy): not analysed.
+    late: int = 0
 
 
 def stop_text(blocks: int, max_blocks: int, reason: str) -> str:
@@ -239,18 +241,15 @@ def evaluate(run: BenchRun, sequential: SequentialOutcome | None) -> Gate2:
     elif hosts:
         per_host[hosts[0]] = combined
     verdicts, more_refusals, host_caveats = host_conflicts(combined.verdicts, per_host, specs)
-    late = [t for t in run.trials if upto is not None and t.get("status") == "passed"
-            and int(t.get("replicate") or 0) >= upto]
-    if late:
-        caveats.append(f"{len(late)} trial(s) finished after sequential replication stopped at "
-                       f"block {upto}: recorded, but not in the verdicts")
+    late = sum(1 for t in run.trials if upto is not None and t.get("status") == "passed"
+               and int(t.get("replicate") or 0) >= upto)
     return Gate2(
         verdicts={m: {t: v.as_record() for t, v in per.items()} for m, per in verdicts.items()},
         by_host={host: {m: {t: v.as_record() for t, v in per.items()}
                         for m, per in result.verdicts.items()}
                  for host, result in per_host.items()},
         caveats=caveats + combined.caveats + host_caveats,
-        refusals=combined.refusals + more_refusals)
+        refusals=combined.refusals + more_refusals, late=late)
 
 
 def host_conflicts(verdicts: dict[str, dict[str, analysis.Verdict]],
@@ -311,7 +310,8 @@ def judge_run(run: BenchRun, sequential: SequentialOutcome | None,
     gate2 = evaluate(run, sequential)
     run.verdicts, run.verdicts_by_host, run.refusals = gate2.verdicts, gate2.by_host, \
         gate2.refusals
-    run.sequential = sequential.as_record() if sequential else None
+    run.sequential = {**sequential.as_record(), "late_trials": gate2.late} if sequential \
+        else None
     run.caveats += [c for c in gate2.caveats if c not in run.caveats]
     this = RecordView.of_run(run)
     failures, limits = gate_failures(run)

@@ -97,7 +97,10 @@ def _design(run: BenchRun) -> list[str]:
         lines.append(f"Sequential replication ({seq['min']} to {seq['max']} blocks, alpha "
                      f"spent at the looks so stopping early keeps the error rate): looks at "
                      f"blocks {looks}; the verdicts use {seq['blocks_used']} blocks: "
-                     f"{seq['reason']}.")
+                     f"{seq['reason']}."
+                     + (f" {seq['late_trials']} trial(s) that were already running when it "
+                        "stopped are recorded but not analysed." if seq.get("late_trials")
+                        else ""))
     return [" ".join(lines), ""]
 
 

@@ -89,6 +89,22 @@ def test_sequential_replication_stops_once_every_primary_is_decided(project: Ben
     assert "looks at blocks 5 (stop)" in report
 
 
+def test_sequential_replication_stops_every_xdist_worker(project: BenchProject) -> None:
+    pytest.importorskip("xdist")
+    project.bench(two_way('sleep 0.05; if [ {mode} = a ]; then echo t=10; else echo t=20; fi',
+                          {"t": {"direction": "lower", "primary": True}}, ["t"],
+                          replicates={"min": 5, "max": 12}))
+    result = project.run("-n", "2", "-p", "no:benchmark", subprocess=True)
+    assert result.ret == 0, result.stdout.str()
+    record = project.results()
+    assert record["state"] == "complete" and record["sequential"]["blocks_used"] == 5
+    counts = record["counts"]
+    assert counts["passed"] >= 10 and counts["passed"] + counts["not_run"] == 24
+    assert counts["not_run"] >= 10  # at most a block per worker was already running
+    assert record["sequential"]["late_trials"] == counts["passed"] - 10
+    assert record["verdicts"]["t"]["b"]["n"] == [5, 5]
+
+
 # -- the baseline gate ----------------------------------------------------------------------------
 
 def test_a_baseline_may_differ_in_the_treatment_variable_only(project: BenchProject) -> None:
