@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import gate1
-from .config import load_config
 from .errors import BenchError
 from .execute import PrepOutcome, TrialNotPassed, interrupted_record, obtain_prep, run_trial
 from .plan import PrepNode, TrialSpec, build_plan
-from .recipe import expand
+from .recipe import load_benchmark
 
 if TYPE_CHECKING:
     from .run import BenchRun
@@ -31,7 +30,7 @@ class BenchFile(pytest.File):
 
     def collect(self):
         bench: BenchSession = self.config.stash[SESSION_KEY]
-        config = expand(load_config(self.path, bench.overrides), self.path)
+        config = load_benchmark(self.path, bench.overrides)
         points = bench.round_points if config.search_space is not None else None
         gate1.check(config, self.path, tuning=points is not None, home=bench.home)
         caveat = bench.preflight(config, self.path)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from .config import load_config
 from .plan import build_plan
+from .recipe import load_benchmark
 from .record import load_yaml, read_journal
 from .run import BenchRun
 from .session import BenchSession
@@ -107,7 +107,7 @@ class DistributedController:
         """Rebuild a run from its frozen config, the shared journal and the workers' parts."""
         frozen = load_yaml(folder / "config.yaml")
         source = Path(frozen["source"])
-        config = load_config(source, self.bench.overrides)
+        config = load_benchmark(source, self.bench.overrides)
         points = self.bench.round_points if config.search_space is not None else None
         run = BenchRun(plan=build_plan(config, source, points), home=self.bench.home,
                        run_id=folder.name)

@@ -43,12 +43,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import analysis
-from .config import BenchmarkConfig, TuneSettings, load_config
+from .config import BenchmarkConfig, TuneSettings
 from .errors import BenchError, ConfigError
 from .fsutil import atomic_write, utc_now
 from .nvml import cost_usd, gpu_hours
 from .placeholders import as_text
 from .plan import POINT, point_label
+from .recipe import load_benchmark
 from .record import dump_yaml, load_results, load_yaml, regenerate_index
 from .run import new_run_id
 from .search_space import Point, SearchSpace, load_space
@@ -1119,7 +1120,7 @@ def run_tune(path: Path, strategy: str | None, home: Path, *, resume: str | None
     """
     path = Path(path)
     try:
-        config = load_config(path, overrides)
+        config = load_benchmark(path, overrides)
         space = load_space(config, path)
         settings = config.tune
         previous = _previous_tune(home, resume, config, space, strategy, path) if resume else None

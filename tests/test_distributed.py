@@ -80,3 +80,24 @@ def test_two_hosts_run_every_treatment_and_get_per_host_rows(project: BenchProje
     assert len(blocks) == 4  # each block ran whole on one host
     report = (project.runs()[-1] / "report.md").read_text()
     assert "| host-a | `score` | `a` |" in report and "| host-b | `score` | `b` |" in report
+
+
+def test_a_python_domain_file_merges_with_its_metrics(project: BenchProject) -> None:
+    project.write("tiny.py", '''
+from pytest_benchmark_agent.domain import Domain, measure
+
+
+class Tiny(Domain):
+    manifest = {"mode": {"default": "a", "why": "the treatment"}}
+    metrics = {"score": {"direction": "higher", "primary": True}}
+
+    @measure(params=["mode"], metrics=["score"])
+    def run(self, call):
+        return {"score": float(len(call.params["mode"]))}
+''')
+    project.bench({"domain": "tiny.py:Tiny", "name": "tiny", "params": {"mode": "a"},
+                   "treatment_variable": "mode", "treatments": ["a", "bb"], "replicates": 2})
+    result = project.run("-n", "2", "-p", "no:benchmark", subprocess=True)
+    assert result.ret == 0, result.stdout.str()
+    summary = project.results()["summary"]
+    assert summary["score"]["bb"]["median"] == 2.0  # the domain's metrics survive the merge
