@@ -12,10 +12,11 @@ Three questions about runs A (the reference) and B, answered from their records
   against A's control when A did not run it, under the rule of :mod:`.analysis`. The sessions
   were not interleaved, so this is unpaired (Mann-Whitney U; paired by seed when seeds are
   used): drift between the sessions does not cancel, and the report says so.
-* **Does B reproduce A?** With the same frozen config: every primary verdict is the same and
-  every primary ratio is within the metric's ``reproduce_tolerance`` of A's. With different
-  treatments (a baseline): the medians of the treatments both ran agree within tolerance, an
-  *anchor*, weaker than a reproduction.
+* **Does B reproduce A?** With the same frozen config: every primary verdict is the same (else B
+  contradicts A) and every decided primary ratio is within the metric's ``reproduce_tolerance``
+  of A's (else B reproduced the verdict but not its size: a caveat). With different treatments
+  (a baseline): the treatments both ran, compared by median, an *anchor*, weaker than a
+  reproduction.
 """
 
 from __future__ import annotations
@@ -277,8 +278,10 @@ class Reproduction:
 
 def reproduction(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
                  benign: list[str]) -> Reproduction:
-    """Same frozen config: the same primary verdicts, ratios within ``reproduce_tolerance``."""
-    lines, problems = [], []
+    """Same frozen config: every primary verdict must be the same (a different one contradicts
+    the prior run); a decided effect whose ratio moved beyond ``reproduce_tolerance`` reproduced
+    the verdict but not its size, which is a caveat."""
+    lines, problems, caveats = [], [], _carried(prior)
     for metric in primary_metrics(specs):
         tolerance = specs[metric].reproduce_tolerance
         for label in this.treatments:
@@ -287,39 +290,47 @@ def reproduction(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
             mine = this.verdicts.get(metric, {}).get(label) or {}
             theirs = prior.verdicts.get(metric, {}).get(label) or {}
             same = mine.get("verdict") == theirs.get("verdict")
-            within = _within(mine.get("ratio"), theirs.get("ratio"), tolerance)
+            decided = mine.get("verdict") in ("improved", "regressed")
+            within = not decided or _within(mine.get("ratio"), theirs.get("ratio"), tolerance)
             line = (f"`{metric}` [{label}]: {mine.get('verdict')} x{_num(mine.get('ratio'))} "
                     f"here, {theirs.get('verdict')} x{_num(theirs.get('ratio'))} in "
-                    f"{prior.run_id} (tolerance {tolerance:.0%})")
-            lines.append(line + (": reproduced" if same and within else ": NOT reproduced"))
-            if not (same and within):
+                    f"{prior.run_id}")
+            if not same:
                 problems.append(line)
-    return Reproduction(prior.run_id, "reproduction", lines, problems, prior.tag,
-                        _carried(prior), benign)
+                lines.append(f"{line}: NOT reproduced")
+            elif not within:
+                caveats.append(f"reproduced the verdict of {prior.run_id}, not its size: {line} "
+                               f"(reproduce_tolerance {tolerance:.0%})")
+                lines.append(f"{line}: the verdict reproduced, the size moved beyond "
+                             f"{tolerance:.0%}")
+            else:
+                lines.append(f"{line}: reproduced (tolerance {tolerance:.0%})")
+    return Reproduction(prior.run_id, "reproduction", lines, problems, prior.tag, caveats,
+                        benign)
 
 
 def anchor(this: RecordView, baseline: RecordView, specs: Mapping[str, Any],
-           benign: list[str]) -> Reproduction:
-    """Other treatments: the treatments both runs measured agree in median within tolerance."""
+           benign: list[str]) -> Reproduction | None:
+    """Other treatments: the treatments both runs measured, compared by median (a median that
+    moved beyond ``reproduce_tolerance`` is a caveat). None when no treatment is shared."""
     shared = [label for label in this.treatments if label in baseline.treatments]
-    lines, problems = [], []
     if not shared:
-        problems.append(f"no treatment in common with {baseline.run_id}: nothing anchors this "
-                        "run to it")
-        lines += problems
+        return None
+    lines, caveats = [], _carried(baseline)
     for metric in primary_metrics(specs):
         tolerance = specs[metric].reproduce_tolerance
         for label in shared:
             mine = (this.summary.get(metric) or {}).get(label, {}).get("median")
             theirs = (baseline.summary.get(metric) or {}).get(label, {}).get("median")
-            within = mine is not None and _within(mine, theirs, tolerance)
             line = (f"`{metric}` [{label}]: median {_num(mine)} here, {_num(theirs)} in "
                     f"{baseline.run_id} (tolerance {tolerance:.0%})")
-            lines.append(line + (": agrees" if within else ": DIFFERS"))
-            if not within:
-                problems.append(line)
-    return Reproduction(baseline.run_id, "anchor", lines, problems, baseline.tag,
-                        _carried(baseline), benign)
+            if mine is not None and _within(mine, theirs, tolerance):
+                lines.append(f"{line}: agrees")
+            else:
+                lines.append(f"{line}: differs")
+                caveats.append(f"the treatments shared with baseline {baseline.run_id} moved: "
+                               f"{line}")
+    return Reproduction(baseline.run_id, "anchor", lines, [], baseline.tag, caveats, benign)
 
 
 def _carried(reference: RecordView) -> list[str]:

@@ -308,10 +308,11 @@ def judge_run(run: BenchRun, sequential: SequentialOutcome | None,
     """Fill the run's verdicts, refusals, caveats, baseline comparison, reproduction and tag."""
     specs = run.plan.config.metrics
     gate2 = evaluate(run, sequential)
-    run.verdicts, run.verdicts_by_host, run.refusals = gate2.verdicts, gate2.by_host, \
-        gate2.refusals
-    run.sequential = {**sequential.as_record(), "late_trials": gate2.late} if sequential \
-        else None
+    run.verdicts = gate2.verdicts
+    run.verdicts_by_host = gate2.by_host
+    run.refusals = gate2.refusals
+    if sequential is not None:
+        run.sequential = {**sequential.as_record(), "late_trials": gate2.late}
     run.caveats += [c for c in gate2.caveats if c not in run.caveats]
     this = RecordView.of_run(run)
     failures, limits = gate_failures(run)
@@ -356,7 +357,11 @@ def _compare_with_baseline(run: BenchRun, this: RecordView, baseline_id: str,
         return None
     if base.config_hash == run.config_hash:
         return reproduction(this, base, specs, diff.benign)
-    return anchor(this, base, specs, diff.benign)
+    anchored = anchor(this, base, specs, diff.benign)
+    if anchored is None:
+        run.baseline["notes"].append(f"no treatment in common with {base.run_id}: nothing "
+                                     "anchors this run to it")
+    return anchored
 
 
 def gate_failures(run: BenchRun) -> tuple[list[str], list[str]]:

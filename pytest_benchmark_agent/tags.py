@@ -7,15 +7,15 @@ The rules, the first that applies:
   effective params other than the declared ones (gate 1 after the run), gate 2 refused a primary
   metric (too few replicates, no samples, fingerprints differing from the baseline's), two
   measurements overlapped on a host that promised isolation, the baseline was no longer fit to
-  be one, or the run contradicts the earlier run it should reproduce (or the baseline it is
-  anchored to).
+  be one, or the run contradicts the earlier run of its config (a different primary verdict).
 * **EXPLORATORY**: too little data for a primary verdict (too few replicates or seeds), or no
   earlier run of the same frozen config to reproduce and no baseline: a first run. Its caveats
   are listed, but they do not lift it above EXPLORATORY.
 * **QUALIFIED**: it reproduced (or anchored to a baseline of other treatments) but carries a
   stated caveat: ``--bench-isolation none``, accepted preflight risk, an accepted deviation
   ("comparability limited"), failed trials, a budget that stopped it, a caveat of the analysis,
-  a QUALIFIED reference, a flag left by a reclassification, or the anchor itself.
+  an effect whose size moved beyond ``reproduce_tolerance``, a QUALIFIED reference, a flag left
+  by a reclassification, or the anchor itself.
 * **RELIABLE**: it reproduced an earlier run of the same frozen config within every primary
   metric's ``reproduce_tolerance``, with no caveat.
 
@@ -51,9 +51,8 @@ def compute_tag(failures: list[str], limits: list[str], caveats: list[str],
     a primary verdict), ``caveats`` what keeps a reproduced run from RELIABLE.
     """
     failures = list(failures)
-    if reference is not None and not reference.ok and not limits:
-        verb = "reproduce" if reference.kind == "reproduction" else "agree with baseline"
-        failures += [f"does not {verb} {reference.run_id}: {p}" for p in reference.problems]
+    if reference is not None and not limits:
+        failures += [f"contradicts {reference.run_id}: {p}" for p in reference.problems]
     if failures:
         return "UNRELIABLE", failures
     also = [f"caveat: {c}" for c in caveats]

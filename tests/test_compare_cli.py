@@ -28,7 +28,7 @@ def test_compare_two_runs_of_one_config_shows_b_against_a_and_the_reproduction(
             if line.startswith("  a ") or line.startswith("  b ")}
     assert rows["a"][1:4] == ["6", "6", "no_change"] and rows["b"][1:4] == ["9", "9", "no_change"]
     assert "Same frozen config: does B reproduce A's verdicts? yes" in out
-    assert "`score` [b]: improved x1.5 here, improved x1.5 in r1 (tolerance 10%): reproduced" in out
+    assert "`score` [b]: improved x1.5 here, improved x1.5 in r1: reproduced (tolerance 10%)" in out
 
 
 def test_compare_against_other_treatments_uses_a_s_control(

@@ -71,9 +71,10 @@ def test_an_anchor_to_a_baseline_is_qualified_not_reliable() -> None:
     assert tag == "QUALIFIED" and why[0].startswith("anchored to baseline prior")
 
 
-def test_a_failed_reproduction_is_unreliable() -> None:
-    tag, why = compute_tag([], [], [], reference(problems=("`score` [b]: x2 here, x1.5",)))
-    assert tag == "UNRELIABLE" and why == ["does not reproduce prior: `score` [b]: x2 here, x1.5"]
+def test_a_contradicted_reproduction_is_unreliable() -> None:
+    problem = "`score` [b]: no_change x1 here, improved x1.5 in prior"
+    tag, why = compute_tag([], [], [], reference(problems=(problem,)))
+    assert tag == "UNRELIABLE" and why == [f"contradicts prior: {problem}"]
 
 
 # -- real runs ------------------------------------------------------------------------------------
@@ -91,14 +92,20 @@ def test_tags_follow_reproduction_caveats_and_contradiction(project: BenchProjec
     assert third["tag_reasons"][0].startswith("isolation 'none'")
     project.write("data/b.txt", "4\n")  # the same config now measures x2 where it measured x1.5
     fourth = run_as(project, "r4")
-    assert fourth["tag"] == "UNRELIABLE"
-    assert fourth["tag_reasons"][0].startswith("does not reproduce r3: `score` [b]")
-    report = (project.home / "runs" / "r4" / "report.md").read_text()
-    assert "Gate failed (the run is UNRELIABLE): does not reproduce r3" in report
+    assert fourth["tag"] == "QUALIFIED" and fourth["reproduces"]["ok"]
+    assert "reproduced the verdict of r3, not its size: `score` [b]: improved x2 here, improved " \
+           "x1.5 in r3 (reproduce_tolerance 10%)" in fourth["tag_reasons"]
+    project.write("data/b.txt", "2\n")  # now b is no better than a: the verdict flips
+    fifth = run_as(project, "r5")
+    assert fifth["tag"] == "UNRELIABLE"
+    assert fifth["tag_reasons"] == ["contradicts r4: `score` [b]: no_change x1 here, improved "
+                                    "x2 in r4"]
+    report = (project.home / "runs" / "r5" / "report.md").read_text()
+    assert "Gate failed (the run is UNRELIABLE): contradicts r4" in report
     index = (project.home / "results_index.md").read_text()
     sections = {part.split("\n", 1)[0]: part for part in index.split("## ")[1:]}
-    assert "r2" in sections["RELIABLE (1)"] and "r3" in sections["QUALIFIED (1)"]
-    assert "r4" in sections["UNRELIABLE (1)"] and "r1" in sections["EXPLORATORY (1)"]
+    assert "r2" in sections["RELIABLE (1)"] and "r4" in sections["QUALIFIED (2)"]
+    assert "r5" in sections["UNRELIABLE (1)"] and "r1" in sections["EXPLORATORY (1)"]
     assert "score: b=1.5 improved" in sections["RELIABLE (1)"]
 
 
