@@ -32,7 +32,10 @@ class BenchProject:
         return runner("--bench", "-p", "no:cacheprovider", "-p", "no:randomly", *args)
 
     def runs(self) -> list[Path]:
-        return sorted((self.home / "runs").iterdir()) if (self.home / "runs").exists() else []
+        from pytest_benchmark_agent.cli_common import run_order
+
+        folder = self.home / "runs"
+        return sorted(folder.iterdir(), key=run_order) if folder.exists() else []
 
     def results(self, index: int = -1) -> dict:
         from pytest_benchmark_agent.record import load_results
