@@ -19,6 +19,8 @@ from typing import Any
 NO_MATPLOTLIB = ("matplotlib is not installed, so this report has no plots (install the extra: "
                  "pip install 'pytest-benchmark-agent[plots]'); every figure is in the tables, "
                  "so the report is complete without them")
+SINGLE_BLOCK = ("one block of trials passed, so this report has no plots (its tables show every "
+                "sample)")
 _JITTER = (0.0, -0.06, 0.06, -0.12, 0.12, -0.03, 0.03, -0.09, 0.09)
 
 
@@ -30,7 +32,15 @@ def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequ
                 treatments: Sequence[str], verdicts: Mapping[str, Mapping[str, Any]],
                 ) -> tuple[list[str], str | None]:
     """Write a plot per metric that has samples; returns the file names and, when plotting is
-    not possible, the sentence the report shows instead."""
+    not possible, the sentence the report shows instead.
+
+    A run with a single block has nothing a picture adds to its table, so it is not plotted and
+    matplotlib (about half a second to import) is not loaded for it.
+    """
+    blocks_run = {(t.get("host"), t.get("replicate"), t.get("seed")) for t in trials
+                  if t.get("status") == "passed"}
+    if len(blocks_run) < 2:
+        return [], SINGLE_BLOCK
     try:
         from matplotlib.figure import Figure
     except ModuleNotFoundError:
