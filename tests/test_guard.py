@@ -86,7 +86,9 @@ def test_forking_stage_is_caught_as_a_tree(tmp_path: Path) -> None:
     report, status = run_stage(tmp_path, 8, 0.02, 48, forks=3, hold=30, ceiling_mb=120)
     assert os.WIFSIGNALED(status)
     assert report.event is not None and report.event.reason == REASON_TREE
-    assert report.event.pids_killed >= 4  # sh, the allocator and its forks (one left the group)
+    # 120 MiB needs at least three of the 48 MiB processes: the breach may come before the
+    # fourth has forked on a loaded machine, but never from fewer than three
+    assert report.event.pids_killed >= 3
     assert report.event.peak_mb > 120
     assert max(p[1] for p in report.event.series) > 120
     assert _stage_processes_gone(tmp_path)
