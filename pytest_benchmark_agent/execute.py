@@ -70,8 +70,7 @@ def obtain_prep(run: BenchRun, ctx: StageContext, node: PrepNode,
     if failed:
         return PrepOutcome(node, error=f"needs '{failed.node.stage.name}', which failed: "
                                        f"{failed.error}")
-    artifacts = {name: path for dep in upstream for name, path in dep.artifacts.items()}
-    effective = {k: v for dep in upstream for k, v in dep.effective.items()}
+    artifacts, effective = _merged(upstream)
     lock = ctx.cache.lock(node.signature, wait=False)
     while lock is None:  # another worker is building it: build something else meanwhile
         if not _build_another(run, ctx, node):
@@ -101,13 +100,18 @@ def _build_another(run: BenchRun, ctx: StageContext, waiting_for: PrepNode) -> b
             if ctx.cache.verify(other)[0] is not None:
                 ctx.settled.add(other.signature)
                 continue
-            artifacts = {k: v for entry in upstream if entry for k, v in entry.artifacts.items()}
-            effective = {k: v for entry in upstream if entry for k, v in entry.effective.items()}
-            _reuse_or_build(run, ctx, other, artifacts, effective)
+            _reuse_or_build(run, ctx, other, *_merged(upstream))
             return True
         finally:
             release_lock(lock)
     return False
+
+
+def _merged(sources: list[Any]) -> tuple[dict[str, Path], dict[str, str]]:
+    """The artifacts and effective params of several prep outcomes or cache entries, merged."""
+    artifacts = {name: path for source in sources for name, path in source.artifacts.items()}
+    effective = {name: value for source in sources for name, value in source.effective.items()}
+    return artifacts, effective
 
 
 def _reuse_or_build(run: BenchRun, ctx: StageContext, node: PrepNode, artifacts: dict[str, Path],
@@ -179,7 +183,7 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
     scratch = folder / "out"
     if _uses_out(spec.stage.cmd or "", spec.stage.metrics_from and spec.stage.metrics_from.file):
         scratch.mkdir(parents=True, exist_ok=True)  # else run_stage makes only the log folder
-    artifacts = {name: path for prep in preps for name, path in prep.artifacts.items()}
+    artifacts, upstream_effective = _merged(preps)
     values = {**spec.params, "seed": spec.seed, "out": scratch, **artifacts}
     command = render(spec.stage.cmd or "", values)
     record.update(command=command, logs=str(folder))
@@ -210,8 +214,7 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
         cause = exc if isinstance(exc, StageFailed) else StageFailed(
             spec.stage.name, "reported bad metrics", detail=str(exc))
         raise _not_passed(record, cause) from None
-    effective = {k: v for prep in preps for k, v in prep.effective.items()}
-    effective.update(parse_effective(result.stdout(), scratch))
+    effective = {**upstream_effective, **parse_effective(result.stdout(), scratch)}
     if effective:
         record["effective"] = effective
     mismatches = effective_mismatches(spec.params, effective)

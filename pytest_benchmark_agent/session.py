@@ -166,13 +166,15 @@ class BenchSession:
 
     def _budget_spent(self, run: BenchRun) -> str | None:
         budget = run.plan.config.budget
-        ran = sum(1 for t in run.trials if t["status"] != "not_run")
+        ran = len(run.trials)  # while a run goes on it holds no not_run records (added at its end)
         if budget.trials is not None and ran >= budget.trials:
             return f"budget.trials spent ({ran} of {budget.trials})"
         elapsed = time.monotonic() - self._t0
         if budget.wall_clock_s is not None and elapsed >= budget.wall_clock_s:
             return f"budget.wall_clock_s spent ({elapsed:.0f}s of {budget.wall_clock_s:g}s)"
-        spent = run.spent()
+        if budget.gpu_hours is None and budget.cost_usd is None:
+            return None
+        spent = run.spent()  # sums every record: only for budgets that need it
         if budget.gpu_hours is not None and spent["gpu_hours"] >= budget.gpu_hours:
             return f"budget.gpu_hours spent ({spent['gpu_hours']:.4g} of {budget.gpu_hours:g})"
         if budget.cost_usd is not None and spent["cost_usd"] >= budget.cost_usd:
