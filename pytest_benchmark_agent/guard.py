@@ -20,9 +20,9 @@ when far from any limit and samples fast near one (at most about 20 MiB past a c
 2 GiB/s, 0.3% of a core far from limits, under 2% near one: see the benchmark). On breach it
 SIGKILLs the stage's process group and every tree member at once and records a ``GuardEvent``.
 
-Stages should be started with ``preexec_fn=child_preexec`` and ``start_new_session=True``: the
-stage then leads its own session, and its ``oom_score_adj`` of 1000 makes it the kernel's first
-choice if the kernel ever acts before the guard.
+Stages should lead their own session (``start_new_session=True``) with an ``oom_score_adj`` of
+1000 (``preexec_fn=child_preexec``, or the shell prefix ``stages.run_stage`` uses), which makes
+them the kernel's first choice if the kernel ever acts before the guard.
 """
 
 from __future__ import annotations
@@ -132,6 +132,8 @@ class _ProcessTree:
             self._session = self._group = None
         self._classified: set[int] = set()
         self.members: dict[int, int | None] = {}  # pid -> open statm descriptor (None: EMFILE)
+        self._classified.add(leader)
+        self._add(leader)
 
     def _candidates(self, full: bool) -> set[int]:
         if not full and self._procs is not None:
@@ -276,6 +278,11 @@ class _State:
     cpu_s: float = 0.0
     error: BaseException | None = None
     series: _Series = field(default_factory=_Series)
+    # Pacing of the samples, carried from one to the next.
+    last_discovery: float = 0.0
+    last_full_scan: float = 0.0
+    last_room: float | None = None
+    last_t: float = 0.0
 
 
 class MemoryGuard:
@@ -283,9 +290,14 @@ class MemoryGuard:
 
     ``ceiling_mb`` is the stage's own ceiling (None: only peak RSS is recorded and the cgroup
     watched); ``cgroup`` is the memory cgroup the stage runs in (``CgroupMemory.of_self()`` for
-    stages started by this process; None where there is no memory controller). Every limited
-    level of its lineage is watched against its limit minus ``cgroup_margin_mb`` (default: the
-    larger of 64 MiB and 2% of the limit).
+    stages started by this process; None where there is no memory controller, and then the
+    stage's own cgroup is looked up). Every limited level of its lineage is watched against its
+    limit minus ``cgroup_margin_mb`` (default: the larger of 64 MiB and 2% of the limit).
+
+    Two ways to drive it: a caller that already waits for the stage in a loop (``run_stage``)
+    calls ``begin()``, then ``sample()`` whenever the interval it returned has passed, then
+    ``finish()``; any other caller uses ``start()`` and ``stop()``, which run the same samples
+    in a daemon thread.
     """
 
     def __init__(
@@ -327,6 +339,8 @@ class MemoryGuard:
         self._stop = threading.Lock()
         self._stop.acquire()
         self._state = _State()
+        self._tree: _ProcessTree | None = None
+        self._watched: list[_CgroupLevel] = []
         self._thread: threading.Thread | None = None
         self._report: GuardReport | None = None
         self._t0 = 0.0
@@ -350,37 +364,65 @@ class MemoryGuard:
         """The tree's peak RSS seen so far (for progress lines while the stage still runs)."""
         return round(self._state.peak / MIB, 1)
 
-    def start(self) -> MemoryGuard:
-        """Start sampling in a daemon thread; returns self."""
-        if self._thread is not None:
-            raise RuntimeError(f"memory guard for stage {self.stage!r} was already started")
-        own = CgroupMemory.of_pid(self.pid)
-        tree = _ProcessTree(self.pid, None if own is None else own.path / "cgroup.procs")
-        levels = self._levels()
-        self._t0 = time.monotonic()
-        self._thread = threading.Thread(
-            target=self._run, args=(tree, levels), name=f"memory-guard-{self.stage}", daemon=True
-        )
-        self._thread.start()
-        return self
+    @property
+    def breached(self) -> bool:
+        """Whether the guard has killed the stage."""
+        return self._state.event is not None
 
-    def stop(self) -> GuardReport:
-        """Stop sampling and report what was seen."""
+    def begin(self) -> None:
+        """Open what the samples read; the first sample reads the leader alone.
+
+        The stage starts in ``cgroup`` (or, where none was given, the cgroup it is found in), so
+        listing that cgroup finds its later processes; the costly full scans of ``/proc`` wait a
+        full period, which short stages never reach.
+        """
+        if self._tree is not None:
+            raise RuntimeError(f"memory guard for stage {self.stage!r} was already started")
+        own = self.cgroup if self.cgroup is not None else CgroupMemory.of_pid(self.pid)
+        self._tree = _ProcessTree(self.pid, None if own is None else own.path / "cgroup.procs")
+        self._watched = self._levels()
+        self._state.last_discovery = -self._discover_every  # the second sample looks for more
+        if not self._tree.scoped:
+            self._state.last_full_scan = -self._full_scan_every
+        self._t0 = time.monotonic()
+
+    def sample(self) -> float | None:
+        """Take one sample: the seconds until the next is due, or None once the stage is killed.
+
+        An error while sampling is raised as a RuntimeError naming the stage: a guard must never
+        stop watching silently.
+        """
+        cpu0 = time.thread_time()
+        try:
+            return self._sample()
+        except Exception as error:
+            raise RuntimeError(
+                f"memory guard for stage {self.stage!r} stopped watching: {error!r}"
+            ) from error
+        finally:
+            self._state.cpu_s += time.thread_time() - cpu0
+
+    def finish(self) -> GuardReport:
+        """Stop watching: close the descriptors, count kernel OOM kills, report what was seen.
+
+        Safe to call whether or not ``begin()`` got through (a stage that failed to start).
+        """
         if self._report is not None:
             return self._report
-        if self._thread is None:
-            raise RuntimeError(f"memory guard for stage {self.stage!r} was never started")
-        self._stop.release()
-        self._thread.join()
         state = self._state
-        if state.error is not None:
-            raise RuntimeError(
-                f"memory guard for stage {self.stage!r} stopped watching: {state.error!r}"
-            ) from state.error
-        peak = state.peak
+        try:
+            for level in self._watched:
+                state.oom_kills = max(
+                    state.oom_kills, level.cgroup.oom_kills() - level.oom_kills_at_start
+                )
+        finally:
+            if self._tree is not None:
+                self._tree.close()
+            for level in self._watched:
+                os.close(level.fd)
         self._report = GuardReport(
             stage=self.stage,
-            peak_rss_mb=round(peak / MIB, 1),
+            peak_rss_mb=round(state.peak / MIB, 1),
             event=state.event,
             n_samples=state.samples,
             oom_kills=state.oom_kills,
@@ -389,64 +431,79 @@ class MemoryGuard:
         )
         return self._report
 
-    def _run(self, tree: _ProcessTree, levels: list[_CgroupLevel]) -> None:
+    def start(self) -> MemoryGuard:
+        """Sample in a daemon thread until ``stop()``; returns self."""
+        self.begin()
+        self._thread = threading.Thread(
+            target=self._run, name=f"memory-guard-{self.stage}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> GuardReport:
+        """Stop the sampling thread and report what was seen."""
+        if self._report is not None:
+            return self._report
+        if self._thread is None:
+            raise RuntimeError(f"memory guard for stage {self.stage!r} was never started")
+        self._stop.release()
+        self._thread.join()
+        error = self._state.error
+        report = self.finish()
+        if error is not None:
+            raise RuntimeError(
+                f"memory guard for stage {self.stage!r} stopped watching: {error!r}"
+            ) from error
+        return report
+
+    def _run(self) -> None:
         cpu0 = time.thread_time()
         try:
-            self._watch(tree, levels)
-            for level in levels:
-                self._state.oom_kills = max(
-                    self._state.oom_kills, level.cgroup.oom_kills() - level.oom_kills_at_start
-                )
+            while True:
+                interval = self._sample()
+                if interval is None or self._stop.acquire(timeout=interval):
+                    return
         except BaseException as error:  # surfaced by stop(): a guard must never fail silently
             self._state.error = error
         finally:
-            tree.close()
-            for level in levels:
-                os.close(level.fd)
             self._state.cpu_s = time.thread_time() - cpu0
 
-    def _watch(self, tree: _ProcessTree, levels: list[_CgroupLevel]) -> None:
-        state = self._state
-        # The stage starts in its own cgroup, so listing that one finds it; the costly first
-        # full scan of /proc waits a full period (short stages never pay for it).
-        last_discovery = -1.0
-        last_full_scan = 0.0 if tree.scoped else -1.0
-        last_room: float | None = None
-        last_t = 0.0
-        while True:
-            now = time.monotonic() - self._t0
-            if now - last_full_scan >= self._full_scan_every:
-                tree.discover(full=True)
-                last_discovery = last_full_scan = now
-            elif now - last_discovery >= self._discover_every:
-                tree.discover()
-                last_discovery = now
-            rss = tree.rss_bytes()
-            state.peak = max(state.peak, rss)
-            state.samples += 1
-            room = float("inf") if self._ceiling is None else float(self._ceiling - rss)
-            reason = REASON_TREE if room < 0 else None
-            binding: tuple[_CgroupLevel, int] | None = None
-            for level in levels:
-                usage = level.usage()
-                if binding is None or level.line - usage < binding[0].line - binding[1]:
-                    binding = (level, usage)
-                room = min(room, float(level.line - usage))
-                if reason is None and rss > 0 and level.over_line(usage):
-                    reason, binding = REASON_CGROUP, (level, usage)
-            point = [round(now, 3), round(rss / MIB, 1),
-                     None if binding is None else round(binding[1] / MIB, 1)]
-            if reason is not None:
-                self._breach(tree, reason, point, binding)
-                return
-            state.series.add(point)
-            rate = self._rate
-            if last_room is not None and now > last_t:
-                rate = max(rate, (last_room - room) / (now - last_t))
-            last_room, last_t = room, now
-            interval = min(self._max, max(self._min, room / rate))
-            if self._stop.acquire(timeout=interval):
-                return
+    def _sample(self) -> float | None:
+        state, tree = self._state, self._tree
+        assert tree is not None, "begin() opens the tree"
+        now = time.monotonic() - self._t0
+        if state.samples == 0:
+            pass  # the leader alone: nothing else of the stage exists yet
+        elif now - state.last_full_scan >= self._full_scan_every:
+            tree.discover(full=True)
+            state.last_discovery = state.last_full_scan = now
+        elif now - state.last_discovery >= self._discover_every:
+            tree.discover()
+            state.last_discovery = now
+        rss = tree.rss_bytes()
+        state.peak = max(state.peak, rss)
+        state.samples += 1
+        room = float("inf") if self._ceiling is None else float(self._ceiling - rss)
+        reason = REASON_TREE if room < 0 else None
+        binding: tuple[_CgroupLevel, int] | None = None
+        for level in self._watched:
+            usage = level.usage()
+            if binding is None or level.line - usage < binding[0].line - binding[1]:
+                binding = (level, usage)
+            room = min(room, float(level.line - usage))
+            if reason is None and rss > 0 and level.over_line(usage):
+                reason, binding = REASON_CGROUP, (level, usage)
+        point = [round(now, 3), round(rss / MIB, 1),
+                 None if binding is None else round(binding[1] / MIB, 1)]
+        if reason is not None:
+            self._breach(tree, reason, point, binding)
+            return None
+        state.series.add(point)
+        rate = self._rate
+        if state.last_room is not None and now > state.last_t:
+            rate = max(rate, (state.last_room - room) / (now - state.last_t))
+        state.last_room, state.last_t = room, now
+        return min(self._max, max(self._min, room / rate))
 
     def _breach(
         self, tree: _ProcessTree, reason: str, point: list[float | None],

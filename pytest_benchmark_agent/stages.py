@@ -2,10 +2,18 @@
 
 Each stage runs as ``sh -c CMD`` leading a new session (so its process group holds its whole
 tree and can be stopped at once: on a timeout, a guard breach, Ctrl-C or SIGTERM of pytest).
-stdout and stderr go to files in the run folder. ``os.wait4`` gives the CPU time (user+sys of
-the stage and every descendant it reaped). Peak RSS comes from the memory guard's samples of the
-whole tree: ``ru_maxrss`` cannot be used, because the kernel folds the forking parent's RSS
-(pytest's own, inherited until exec) into the child's maximum.
+``os.wait4`` gives the CPU time (user+sys of the stage and every descendant it reaped). Peak RSS
+comes from the memory guard's samples of the whole tree: ``ru_maxrss`` cannot be used, because
+the kernel folds the forking parent's RSS (pytest's own, inherited until exec) into the child's
+maximum.
+
+One loop in the calling thread waits for everything a stage needs: the leader's exit (a pidfd),
+its stdout and stderr (pipes), and the next memory-guard sample, timeout and progress line
+(the poll's timeout is the nearest of them). A thread per concern would cost a thread start and
+a scheduler handoff per stage, which dominates short trials (docs/benchmark/PERFORMANCE.md).
+Output is kept in memory and written to ``stdout.txt`` / ``stderr.txt`` in the stage's log
+folder only when non-empty (a stage that prints nothing leaves no files); past
+``SPILL_BYTES`` it goes to the file as it arrives, so a chatty stage never fills memory.
 
 The shell raises its own ``oom_score_adj`` to 1000 before running the command, so every process
 of the stage inherits it and the kernel, if it ever acts before the guard, picks the stage and
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -38,6 +47,56 @@ STOP_GRACE_S = 2.0
 STDERR_TAIL_LINES = 20
 #: A stage running longer than this says so (stage, elapsed, peak memory) at this interval.
 DEFAULT_PROGRESS_S = 60.0
+#: Output kept in memory up to this many bytes per stream; beyond, it streams to its file.
+SPILL_BYTES = 1 << 20
+_READ_BYTES = 1 << 16
+
+
+class _Output:
+    """One captured stream: in memory while small, streamed to ``path`` once past the spill size.
+
+    The file (and its folder) is created only when the stage wrote something.
+    """
+
+    def __init__(self, path: Path, spill_bytes: int = SPILL_BYTES):
+        self.path = path
+        self._spill = spill_bytes
+        self._buffer = bytearray()
+        self._file: Any = None
+
+    def write(self, chunk: bytes) -> None:
+        if self._file is None:
+            self._buffer += chunk
+            if len(self._buffer) > self._spill:
+                self._file = self._open()
+                self._file.write(self._buffer)
+                self._buffer = bytearray()
+        else:
+            self._file.write(chunk)
+
+    def close(self) -> None:
+        """Write what is in memory (if anything) and close the file."""
+        if self._file is None and self._buffer:
+            self._file = self._open()
+            self._file.write(self._buffer)
+        if self._file is not None:
+            self._file.close()
+
+    @property
+    def written(self) -> bool:
+        return self._file is not None
+
+    def text(self) -> str:
+        if self._file is None:
+            return self._buffer.decode(errors="replace")
+        return self.path.read_text(errors="replace") if self.path.exists() else ""
+
+    def _open(self) -> Any:
+        try:
+            return self.path.open("wb")
+        except FileNotFoundError:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return self.path.open("wb")
 
 
 @dataclass
@@ -60,22 +119,31 @@ class StageRun:
     guard_samples: int = 0
     gpus: list[int] = field(default_factory=list)
     peak_vram_mb: float | None = None
+    _out: _Output | None = field(default=None, repr=False)
+    _err: _Output | None = field(default=None, repr=False)
 
     def stdout(self) -> str:
-        return self.stdout_path.read_text(errors="replace")
+        return self._out.text() if self._out else _read(self.stdout_path)
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
-        text = self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+        text = self._err.text() if self._err else _read(self.stderr_path)
         tail = text.rstrip().splitlines()[-lines:]
         return "\n".join(tail) if tail else "(stderr was empty)"
 
     def as_record(self) -> dict[str, Any]:
+        """The run for a trial or prep record; ``stdout``/``stderr`` name only files written."""
+        logs = {key: str(output.path) for key, output in (("stdout", self._out),
+                                                           ("stderr", self._err))
+                if output is None or output.written}
         return {"exit_code": self.exit_code, "wall_s": round(self.wall_s, 6),
                 "cpu_s": round(self.cpu_s, 6), "peak_rss_mb": round(self.peak_rss_mb, 3),
-                "started": self.started, "ended": self.ended,
-                "stdout": str(self.stdout_path), "stderr": str(self.stderr_path),
+                "started": self.started, "ended": self.ended, **logs,
                 **({"guard_events": self.guard_events} if self.guard_events else {}),
                 **({"gpus": self.gpus, "peak_vram_mb": self.peak_vram_mb} if self.gpus else {})}
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], log_dir: Path,
@@ -87,26 +155,28 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
     """Run ``command`` to completion (or its timeout, or a guard kill) and report how it went.
 
     The memory guard watches the stage's tree against ``mem_ceiling_mb`` and the enclosing
-    ``cgroup`` against its limit; on ``gpus`` (NVML indices, already pinned in ``env``), the
-    VRAM guard watches the tree's VRAM against ``vram_ceiling_mb`` (0: record only).
-    ``progress(elapsed_s, peak_rss_mb)`` is called every
-    ``progress_every_s`` while the stage runs. Any exception while waiting (KeyboardInterrupt
-    included) stops the whole process group before it propagates, so no stage outlives its
-    session.
+    ``cgroup`` (the one this process runs in, so the stage starts there too) against its limit;
+    on ``gpus`` (NVML indices, already pinned in ``env``), the VRAM guard watches the tree's
+    VRAM against ``vram_ceiling_mb`` (0: record only). ``progress(elapsed_s, peak_rss_mb)`` is
+    called every ``progress_every_s`` while the stage runs. Any exception while waiting
+    (KeyboardInterrupt included) stops the whole process group before it propagates, so no
+    stage outlives its session.
     """
-    log_dir.mkdir(parents=True, exist_ok=True)
-    stdout_path, stderr_path = log_dir / "stdout.txt", log_dir / "stderr.txt"
-    with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-        started, t0 = utc_now(), time.perf_counter()
-        proc = subprocess.Popen(["/bin/sh", "-c", _OOM_FIRST + command], cwd=cwd,
-                                env=dict(env), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    guard = MemoryGuard(proc.pid, mem_ceiling_mb, stage, cgroup).start()
-    vram = VramGuard(process_tree(proc.pid), gpus, vram_ceiling_mb, stage,
-                     on_breach=lambda: _kill_leftovers(proc.pid)).start() if gpus else None
-    timer = _Deadline(proc.pid, timeout_s)
-    ticker = _Ticker(progress, progress_every_s, lambda: guard.peak_rss_mb, t0)
+    out, err = _Output(log_dir / "stdout.txt"), _Output(log_dir / "stderr.txt")
+    started, t0 = utc_now(), time.perf_counter()
+    proc = subprocess.Popen(["/bin/sh", "-c", _OOM_FIRST + command], cwd=cwd, env=dict(env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    assert proc.stdout is not None and proc.stderr is not None, "both streams are pipes"
+    pipes = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    guard = MemoryGuard(proc.pid, mem_ceiling_mb, stage, cgroup)
+    vram = None
     try:
+        guard.begin()
+        vram = VramGuard(process_tree(proc.pid), gpus, vram_ceiling_mb, stage,
+                         on_breach=lambda: _kill_leftovers(proc.pid)).start() if gpus else None
+        timed_out = _Waiter(proc, pipes).wait(guard, t0, timeout_s, progress, progress_every_s)
+        wall = time.perf_counter() - t0
         _, status, usage = _wait4(proc.pid)
     except BaseException:
         stop_group(proc.pid)
@@ -114,22 +184,109 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
             os.waitpid(proc.pid, 0)
         raise
     finally:
-        timer.cancel()
-        ticker.cancel()
-        report = guard.stop()
+        _kill_leftovers(proc.pid)
+        _drain_and_close(proc, out, err)
+        report = guard.finish()
         vram_report = vram.stop() if vram else None
-    wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    _kill_leftovers(proc.pid)
     events = [report.event.as_record()] if report.event else []
     if vram_report and vram_report.event:
         events.append(vram_report.event)
     return StageRun(stage=stage, command=command, cwd=str(cwd), exit_code=proc.returncode,
                     wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
                     peak_rss_mb=report.peak_rss_mb, started=started, ended=utc_now(),
-                    stdout_path=stdout_path, stderr_path=stderr_path, timed_out=timer.fired,
+                    stdout_path=out.path, stderr_path=err.path, timed_out=timed_out,
                     guard_events=events, guard_samples=report.n_samples, gpus=list(gpus),
-                    peak_vram_mb=vram_report.peak_vram_mb if vram_report else None)
+                    peak_vram_mb=vram_report.peak_vram_mb if vram_report else None,
+                    _out=out, _err=err)
+
+
+class _Waiter:
+    """Waits for a stage leader's exit while reading its output and keeping its schedule.
+
+    The leader's exit is a pidfd becoming readable (Linux 5.3+); where ``os.pidfd_open`` is
+    missing or refused, one thread blocks in ``waitid(WNOWAIT)`` and signals a pipe instead,
+    which leaves the zombie for ``os.wait4`` to reap with its resource usage.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], outputs: dict[int, _Output]):
+        self.proc = proc
+        self.outputs = dict(outputs)
+        self.poller = select.poll()
+        for fd in self.outputs:
+            self.poller.register(fd, select.POLLIN)
+        self.exit_fd, self._close_exit_fd = self._exit_signal(proc.pid)
+        self.poller.register(self.exit_fd, select.POLLIN)
+
+    @staticmethod
+    def _exit_signal(pid: int) -> tuple[int, Callable[[], None]]:
+        try:
+            fd = os.pidfd_open(pid)
+            return fd, lambda: os.close(fd)
+        except (AttributeError, OSError):
+            read, write = os.pipe()
+
+            def wait_exit() -> None:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+                os.close(write)
+
+            threading.Thread(target=wait_exit, name=f"stage-exit-{pid}", daemon=True).start()
+            return read, lambda: os.close(read)
+
+    def wait(self, guard: MemoryGuard, t0: float, timeout_s: float | None,
+             progress: Callable[[float, float], None] | None, progress_every_s: float) -> bool:
+        """Block until the leader exits; returns whether its timeout stopped it."""
+        next_sample = time.perf_counter()  # the first sample (of the leader alone) is due now
+        next_tick = deadline = float("inf")
+        if progress is not None:
+            next_tick = t0 + progress_every_s
+        if timeout_s:
+            deadline = t0 + timeout_s
+        timed_out = False
+        try:
+            while True:
+                now = time.perf_counter()
+                if now >= next_sample:
+                    interval = guard.sample()  # None: it has killed the stage, which exits soon
+                    next_sample = float("inf") if interval is None else now + interval
+                if now >= deadline:
+                    timed_out, deadline = True, float("inf")
+                    _kill_leftovers(self.proc.pid)
+                if now >= next_tick:
+                    progress(now - t0, guard.peak_rss_mb)  # type: ignore[misc]
+                    next_tick = now + progress_every_s
+                wake = min(next_sample, deadline, next_tick)
+                timeout_ms = None if wake == float("inf") else max(0, int((wake - now) * 1000) + 1)
+                for fd, _ in self.poller.poll(timeout_ms):
+                    if fd == self.exit_fd:
+                        return timed_out
+                    self._read(fd)
+        finally:
+            self._close_exit_fd()
+
+    def _read(self, fd: int) -> None:
+        chunk = os.read(fd, _READ_BYTES)
+        if chunk:
+            self.outputs[fd].write(chunk)
+        else:
+            self.poller.unregister(fd)
+            del self.outputs[fd]
+
+
+def _drain_and_close(proc: subprocess.Popen[bytes], *outputs: _Output) -> None:
+    """Read what the stage's pipes still hold, without waiting for writers that escaped its
+    process group (a daemon it started), then close them and write the non-empty outputs."""
+    for pipe, output in zip((proc.stdout, proc.stderr), outputs, strict=True):
+        if pipe is None:
+            continue
+        fd = pipe.fileno()
+        os.set_blocking(fd, False)
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(fd, _READ_BYTES):
+                output.write(chunk)
+        pipe.close()
+        output.close()
 
 
 def _wait4(pid: int) -> tuple[int, int, Any]:
@@ -162,44 +319,3 @@ def _kill_leftovers(pgid: int) -> None:
     """A stage's background children die with it: nothing of a stage outlives its trial."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-
-
-class _Ticker:
-    """Calls ``progress(elapsed_s, peak_rss_mb)`` every ``every_s`` while a stage runs, so a
-    long stage never goes silent."""
-
-    def __init__(self, progress: Callable[[float, float], None] | None, every_s: float,
-                 peak: Callable[[], float], t0: float):
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if progress is not None:
-            def tick() -> None:
-                while not self._stop.wait(every_s):
-                    progress(time.perf_counter() - t0, peak())
-
-            self._thread = threading.Thread(target=tick, name="stage-progress", daemon=True)
-            self._thread.start()
-
-    def cancel(self) -> None:
-        self._stop.set()
-
-
-class _Deadline:
-    """Stops a stage's process group when its ``timeout_s`` has passed."""
-
-    def __init__(self, pgid: int, timeout_s: float | None):
-        self.fired = False
-        self._timer: threading.Timer | None = None
-        if timeout_s:
-            self._timer = threading.Timer(timeout_s, self._fire, args=(pgid,))
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _fire(self, pgid: int) -> None:
-        self.fired = True
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
-
-    def cancel(self) -> None:
-        if self._timer:
-            self._timer.cancel()

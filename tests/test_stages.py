@@ -1,0 +1,134 @@
+"""run_stage's single wait loop: exit, output, timeout, progress and the memory guard, together.
+
+Real subprocesses throughout. No test bounds a duration; where a stage could hang the loop, the
+call runs in a thread and the test checks it came back at all (a hang, not a slowness, fails).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from pytest_benchmark_agent import stages
+from pytest_benchmark_agent.cgroup import CgroupMemory
+from pytest_benchmark_agent.stages import StageRun, _Output, run_stage
+
+
+def stage(tmp_path: Path, command: str, **options: object) -> StageRun:
+    return run_stage("measure", command, cwd=tmp_path, env=dict(os.environ),
+                     log_dir=tmp_path / "logs", **options)  # type: ignore[arg-type]
+
+
+def test_a_silent_stage_leaves_no_log_files(tmp_path: Path) -> None:
+    result = stage(tmp_path, "true")
+    assert result.exit_code == 0
+    assert not (tmp_path / "logs").exists()
+    record = result.as_record()
+    assert "stdout" not in record and "stderr" not in record
+    assert result.stdout() == ""
+    assert result.stderr_tail() == "(stderr was empty)"
+
+
+def test_output_is_kept_in_files_only_when_written(tmp_path: Path) -> None:
+    result = stage(tmp_path, "echo score=3; echo oops >&2; exit 4")
+    assert result.exit_code == 4
+    assert result.stdout() == "score=3\n"
+    assert result.stderr_tail() == "oops"
+    record = result.as_record()
+    assert Path(record["stdout"]).read_text() == "score=3\n"
+    assert Path(record["stderr"]).read_text() == "oops\n"
+
+
+def test_output_past_the_spill_size_streams_to_its_file(tmp_path: Path) -> None:
+    size = 3 * stages.SPILL_BYTES + 123  # more than a pipe holds, so the loop must keep reading
+    result = stage(tmp_path, f"{sys.executable} -c \"import sys; sys.stdout.write('x' * {size})\"")
+    assert result.exit_code == 0
+    assert (tmp_path / "logs" / "stdout.txt").stat().st_size == size
+    assert len(result.stdout()) == size
+
+
+def test_output_buffer_spills_once_and_keeps_order(tmp_path: Path) -> None:
+    output = _Output(tmp_path / "deep" / "out.txt", spill_bytes=4)
+    for chunk in (b"ab", b"cd", b"ef", b"g"):
+        output.write(chunk)
+    assert output.written  # past 4 bytes it went to the file (its folder made on the way)
+    output.close()
+    assert output.text() == "abcdefg"
+
+
+def test_a_daemon_holding_the_pipes_does_not_hold_the_stage(tmp_path: Path) -> None:
+    """A process that left the stage's group keeps its stdout open: the stage still ends."""
+    pidfile = tmp_path / "daemon.pid"
+    results: list[StageRun] = []
+    worker = threading.Thread(target=lambda: results.append(
+        stage(tmp_path, f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
+                        f"while [ ! -s {pidfile} ]; do sleep 0.01; done; echo done")))
+    worker.start()
+    worker.join(120)
+    try:
+        assert results, "run_stage waited for a writer outside the stage's process group"
+        assert results[0].stdout() == "done\n"
+    finally:
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def test_timeout_stops_the_whole_group(tmp_path: Path) -> None:
+    result = stage(tmp_path, "sleep 300 & sleep 300", timeout_s=0.2)
+    assert result.timed_out
+    assert result.exit_code == -signal.SIGKILL
+
+
+def test_progress_is_reported_while_a_stage_runs(tmp_path: Path) -> None:
+    calls: list[tuple[float, float]] = []
+    result = stage(tmp_path, "sleep 0.5", progress=lambda *args: calls.append(args),
+                   progress_every_s=0.05)
+    assert result.exit_code == 0
+    assert calls, "no progress call during a stage ten periods long"
+    assert [elapsed for elapsed, _ in calls] == sorted(elapsed for elapsed, _ in calls)
+
+
+def test_the_guard_samples_in_the_loop_and_kills_a_breach(tmp_path: Path) -> None:
+    grow = (f"{sys.executable} -c \"import time\nblocks = []\nfor _ in range(64):\n"
+            f"    blocks.append(b'x' * (8 << 20))\n    time.sleep(0.02)\ntime.sleep(60)\"")
+    result = stage(tmp_path, grow, mem_ceiling_mb=96, cgroup=CgroupMemory.of_self())
+    assert result.exit_code == -signal.SIGKILL
+    assert [event["reason"] for event in result.guard_events] == ["stage tree over its ceiling"]
+    assert result.guard_samples > 1
+    assert result.peak_rss_mb > 96
+
+
+def test_a_short_stage_gets_a_sample_of_its_leader(tmp_path: Path) -> None:
+    result = stage(tmp_path, "true")
+    assert result.guard_samples >= 1
+
+
+def test_without_pidfd_a_waiting_thread_reports_the_exit(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(pid: int) -> int:
+        raise OSError("pidfd_open refused")
+
+    monkeypatch.setattr(stages.os, "pidfd_open", refused)
+    result = stage(tmp_path, "echo out; sleep 0.1; exit 3")
+    assert (result.exit_code, result.stdout()) == (3, "out\n")
+    assert result.cpu_s >= 0
+
+
+def test_interrupt_while_waiting_stops_the_stage(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    pidfile = tmp_path / "stage.pid"
+
+    def interrupt(self: object, *args: object) -> bool:
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            pass
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stages._Waiter, "wait", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        stage(tmp_path, f"echo $$ > {pidfile}; sleep 300")
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pidfile.read_text()), 0)
