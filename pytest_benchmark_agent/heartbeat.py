@@ -5,8 +5,11 @@ ETA, peak memory) and which process writes it; ``benchmark-agent status`` reads 
 detached run can be followed from anywhere, and a run whose process vanished is told apart from
 one that is still working. It is rewritten (temp file + rename, so readers never see a torn
 file; no fsync: a heartbeat lost in a power cut is worth less than the time fsync would cost
-every trial) at run start and end, after every trial, on every progress call, and when a stage
-starts at most once every ``BEAT_INTERVAL_S`` (a long stage is covered by its progress calls).
+every trial) at run start and end and on every progress call; a trial's end or a stage's start
+rewrites it at most once every ``BEAT_INTERVAL_S``, and a change held back that way is written
+by a flusher thread (one per session, waking once a second while a run is live) so the file is
+never more than about a second behind. A rewrite per trial cost more than a short trial itself
+(docs/benchmark/PERFORMANCE.md).
 
 A stage that runs long gets a progress line (stage, elapsed, peak memory) each time the engine
 calls ``pytest_bench_stage_progress`` (at least once a minute): in the terminal and appended to
@@ -16,8 +19,10 @@ caveat of the run (see ``planning.py``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -90,6 +95,7 @@ class _Live:
         self.total = len(run.planned)
         self.done = 0
         self.last_write = 0.0
+        self.pending = False  # a change not written yet (the flusher writes it)
 
     def see_peak(self, value: float | None) -> None:
         if value is not None and (self.peak_rss_mb is None or value > self.peak_rss_mb):
@@ -103,7 +109,12 @@ class HeartbeatWriter:
         self._config = config
         # In an xdist worker the controller follows the run; workers would clobber its file.
         self._enabled = not hasattr(config, "workerinput")
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, tuple[BenchRun, _Live]] = {}
+        # Held while a beat is built and renamed into place: the flusher never writes a stale
+        # beat over a newer one.
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_bench_run_started(self, run: BenchRun) -> None:
@@ -112,12 +123,17 @@ class HeartbeatWriter:
         caveat = deviation_caveat(run.home, run.name, run.plan.config)
         if caveat and caveat not in run.caveats:
             run.caveats.append(caveat)
-        self._live[run.run_id] = _Live(run)
+        self._live[run.run_id] = (run, _Live(run))
         self._write(run)
+        if self._flusher is None:
+            self._stop.clear()
+            self._flusher = threading.Thread(target=self._flush_pending, daemon=True,
+                                             name="heartbeat-flusher")
+            self._flusher.start()
 
     @pytest.hookimpl
     def pytest_bench_stage_started(self, run: BenchRun, stage: str, trial_id: str | None) -> None:
-        live = self._live.get(run.run_id)
+        live = self._get(run)
         if live is None:
             return
         live.stage, live.trial_id, live.stage_t0 = stage, trial_id, time.monotonic()
@@ -126,7 +142,7 @@ class HeartbeatWriter:
     @pytest.hookimpl
     def pytest_bench_stage_progress(self, run: BenchRun, stage: str, trial_id: str | None,
                                     elapsed_s: float, peak_rss_mb: float) -> None:
-        live = self._live.get(run.run_id)
+        live = self._get(run)
         if live is None:
             return
         live.stage, live.trial_id = stage, trial_id
@@ -143,26 +159,52 @@ class HeartbeatWriter:
 
     @pytest.hookimpl
     def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
-        live = self._live.get(run.run_id)
+        live = self._get(run)
         if live is None:
             return
         live.see_peak(trial.get("peak_rss_mb"))
         live.stage = live.trial_id = live.stage_t0 = None
         live.done += trial["status"] != "not_run"
-        self._write(run)
+        self._write(run, throttled=True)
 
     @pytest.hookimpl
     def pytest_bench_run_finished(self, run: BenchRun) -> None:
-        if run.run_id in self._live:
-            self._write(run)
+        if run.run_id not in self._live:
+            return
+        self._write(run)
+        with self._lock:
             del self._live[run.run_id]
+        if not self._live and self._flusher is not None:
+            self._stop.set()
+            self._flusher.join()
+            self._flusher = None
+
+    def _get(self, run: BenchRun) -> _Live | None:
+        entry = self._live.get(run.run_id)
+        return None if entry is None else entry[1]
 
     def _write(self, run: BenchRun, *, throttled: bool = False) -> None:
-        live = self._live[run.run_id]
+        with self._lock:
+            live = self._live[run.run_id][1]
+            if throttled and time.monotonic() - live.last_write < BEAT_INTERVAL_S:
+                live.pending = True
+                return
+            self._beat(run, live)
+
+    def _flush_pending(self) -> None:
+        """The flusher: writes held-back changes once a second until the last run ends."""
+        while not self._stop.wait(BEAT_INTERVAL_S):
+            with self._lock:
+                for run, live in list(self._live.values()):
+                    if live.pending:
+                        with contextlib.suppress(OSError):  # advisory: the next beat retries
+                            self._beat(run, live)
+
+    @staticmethod
+    def _beat(run: BenchRun, live: _Live) -> None:
+        """Write the run's heartbeat now (the caller holds the lock)."""
         now = time.monotonic()
-        if throttled and now - live.last_write < BEAT_INTERVAL_S:
-            return
-        live.last_write = now
+        live.last_write, live.pending = now, False
         done, elapsed = live.done, now - live.t0
         remaining = max(live.total - done, 0)
         eta = elapsed / done * remaining if done and run.state == "running" else None

@@ -134,7 +134,9 @@ def test_killed_stage_ends_failed_with_the_samples_kept(project: BenchProject, r
     stage = int(stage_pid_file.read_text())
     reaper.append(stage)
     run_dir = only_run(project)
-    assert status(project)[1].startswith(f"{run_dir.name}: running (1 of 4 trials done)")
+    # The heartbeat may lag a trial's end by up to a second (heartbeat.BEAT_INTERVAL_S).
+    wait_for(lambda: status(project)[1].startswith(f"{run_dir.name}: running (1 of 4 trials "
+                                                   "done)"))
 
     os.kill(stage, signal.SIGKILL)
     wait_for(lambda: (run_dir / FAILED).is_file())
@@ -226,3 +228,27 @@ def test_stage_progress_reaches_the_terminal_and_progress_log(project: BenchProj
     assert [line.split(" ", 1)[1] for line in logged] == lines
     beat = json.loads((project.runs()[0] / HEARTBEAT).read_text())
     assert beat["state"] == "complete" and beat["peak_rss_mb"] >= 12.5
+
+
+#: Treatment b's trial waits (up to WAIT_S) until the heartbeat counts trial a as done, then
+#: prints what it saw: with beats held back after a short trial, only the flusher writes it.
+WATCH_HEARTBEAT = (
+    "if [ {mode} = b ]; then python -c \"import json, sys, time\n"
+    "path = sys.argv[1]\nend = time.monotonic() + " + str(WAIT_S) + "\n"
+    "while json.load(open(path))['trials_done'] < 1 and time.monotonic() < end:\n"
+    "    time.sleep(0.05)\nprint('seen=' + str(json.load(open(path))['trials_done']))\" "
+    "{out}/../../../heartbeat.json; else echo seen=0; fi")
+
+
+def test_a_held_back_heartbeat_is_written_while_the_next_stage_runs(
+        project: BenchProject) -> None:
+    document = simple_bench(replicates=1, stages=[
+        {"name": "measure", "kind": "measure", "cmd": WATCH_HEARTBEAT,
+         "metrics_from": {"stdout": True, "fields": ["seen"]}}],
+        metrics={"seen": {"direction": "higher", "primary": True}})
+    project.bench(document)
+    assert project.run().ret == 0
+    trials = {trial["treatment"]: trial for trial in project.results()["trials"]}
+    assert trials["b"]["metrics"]["seen"] == 1
+    beat = json.loads((project.runs()[0] / HEARTBEAT).read_text())
+    assert (beat["state"], beat["trials_done"]) == ("complete", 2)
