@@ -41,6 +41,9 @@ class StageContext:
     progress_every_s: float = DEFAULT_PROGRESS_S
     #: Signatures this process has already verified or built (skipped when helping others).
     settled: set[str] = field(default_factory=set)
+    #: The environment every stage starts from: this process's, as the session began (copying
+    #: ``os.environ`` decodes every variable, a cost per stage worth avoiding).
+    base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
     def announce(self, run: BenchRun, stage: str,
                  trial_id: str | None) -> Callable[[float, float], None]:
@@ -138,7 +141,7 @@ def _reuse_or_build(run: BenchRun, ctx: StageContext, node: PrepNode, artifacts:
     log_dir = run.dir / "preps" / f"{node.stage.name}-{node.signature[:12]}"
     t0 = time.perf_counter()
     try:
-        devices, env, vram_mb = _pin_gpus(run, node.stage, _stage_env(node.stage.env, values))
+        devices, env, vram_mb = _pin_gpus(run, node.stage, _stage_env(ctx, node.stage.env, values))
         with ctx.isolation.stage("prep"):
             progress = ctx.announce(run, node.stage.name, None)
             result = run_stage(node.stage.name, command, cwd=node.cwd, env=env, log_dir=log_dir,
@@ -188,7 +191,7 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
     command = render(spec.stage.cmd or "", values)
     record.update(command=command, logs=str(folder))
     try:
-        devices, env, vram_mb = _pin_gpus(run, spec.stage, _stage_env(spec.stage.env, values))
+        devices, env, vram_mb = _pin_gpus(run, spec.stage, _stage_env(ctx, spec.stage.env, values))
     except GpuUnavailable as exc:
         raise _not_passed(record, StageFailed(spec.stage.name, "could not get its GPUs",
                                               detail=str(exc))) from None
@@ -314,7 +317,7 @@ def _read_metrics(spec: TrialSpec, result: StageRun, values: dict[str, Any]) -> 
     return parse_metrics(result.stdout(), fields, "stdout")
 
 
-def _stage_env(extra: dict[str, str], values: dict[str, Any]) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({key: render(text, values, quote=False) for key, text in extra.items()})
-    return env
+def _stage_env(ctx: StageContext, extra: dict[str, str],
+               values: dict[str, Any]) -> dict[str, str]:
+    return {**ctx.base_env,
+            **{key: render(text, values, quote=False) for key, text in extra.items()}}

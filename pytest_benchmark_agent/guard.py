@@ -269,6 +269,24 @@ class _Series:
         return out
 
 
+#: How long the limits of a cgroup lineage are reused between stages (reading them for every
+#: stage of a short trial cost about 0.1 ms); a limit changed meanwhile is seen this late.
+LIMITS_TTL_S = 1.0
+_limits_seen: dict[Path, tuple[float, list[tuple[CgroupMemory, int]]]] = {}
+
+
+def _limited_lineage(cgroup: CgroupMemory) -> list[tuple[CgroupMemory, int]]:
+    """The levels of ``cgroup``'s lineage that have a limit, with it (read at most once per
+    ``LIMITS_TTL_S``)."""
+    now = time.monotonic()
+    seen = _limits_seen.get(cgroup.path)
+    if seen is None or now - seen[0] > LIMITS_TTL_S:
+        limited = [(node, limit) for node in cgroup.lineage()
+                   if (limit := node.limit_bytes()) is not None]
+        seen = _limits_seen[cgroup.path] = (now, limited)
+    return seen[1]
+
+
 @dataclass
 class _State:
     peak: int = 0
@@ -349,10 +367,7 @@ class MemoryGuard:
         if self.cgroup is None:
             return []
         levels = []
-        for node in self.cgroup.lineage():
-            limit = node.limit_bytes()
-            if limit is None:
-                continue
+        for node, limit in _limited_lineage(self.cgroup):
             margin_mb = self._margin_mb if self._margin_mb is not None else max(
                 64.0, 0.02 * limit / MIB
             )

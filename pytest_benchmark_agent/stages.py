@@ -164,7 +164,7 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
     """
     out, err = _Output(log_dir / "stdout.txt"), _Output(log_dir / "stderr.txt")
     started, t0 = utc_now(), time.perf_counter()
-    proc = subprocess.Popen(["/bin/sh", "-c", _OOM_FIRST + command], cwd=cwd, env=dict(env),
+    proc = subprocess.Popen(["/bin/sh", "-c", _OOM_FIRST + command], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     assert proc.stdout is not None and proc.stderr is not None, "both streams are pipes"
