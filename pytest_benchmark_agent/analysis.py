@@ -546,8 +546,14 @@ def _unpaired(
 
 
 def _relative(x: float, log_scale: bool) -> float:
-    """A test-scale effect as a relative change."""
-    return math.expm1(x) if log_scale else x
+    """A test-scale effect as a relative change (inf past a float's range: an MDE at a tiny
+    sequential level can be thousands of standard errors)."""
+    if not log_scale:
+        return x
+    try:
+        return math.expm1(x)
+    except OverflowError:
+        return math.inf
 
 
 def _holm(

@@ -370,6 +370,13 @@ def test_sequential_with_min_equal_max_is_the_fixed_design():
     assert decision.stop and decision.analysis.as_record() == fixed
 
 
+def test_a_noisy_first_look_has_an_unbounded_mde_instead_of_an_overflow():
+    # the first of looks up to 40 blocks has a level near 1e-8: its t quantile at 2 df is in the
+    # thousands, thousands of standard errors beyond what expm1 can take
+    decision = sequential(blocks(5, 1.0, cv=0.5, seed=4), 5, hi=40)
+    assert not decision.stop and decision.analysis.verdicts["t"]["new"].mde == float("inf")
+
+
 def test_sequential_refuses_bad_bounds():
     with pytest.raises(ValueError, match="blocks_done=3 is below min_blocks=5"):
         sequential(blocks(5, 1.0), 3)
@@ -407,3 +414,4 @@ def test_tied_discrete_values_still_get_a_finite_interval():
     rec = v["recall"]["new"]
     assert rec["verdict"] == "regressed"
     assert all(np.isfinite(rec["ci"])) and rec["ci"][0] <= rec["ratio"] <= rec["ci"][1] < 1
+
