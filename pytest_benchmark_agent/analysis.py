@@ -20,20 +20,27 @@ ratio excludes 1, and (3) the effect exceeds the metric's ``noise_threshold``.
 * Sequential replication (:func:`sequential_decision`): group-sequential boundaries from the
   Lan-DeMets O'Brien-Fleming-like spending function at geometrically spaced looks, combined
   with Holm as in Maurer & Bretz (2013), so stopping on a verdict keeps the error rate at alpha.
+
+numpy is imported where arrays are made (a test, a bootstrap, the boundary simulation) and the
+t and normal distributions are :mod:`.distributions`' pure-Python ones, so importing this
+module costs milliseconds: scipy.special alone took ~220 ms, paid by every judged session.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-from scipy import special
+from .distributions import ndtr, ndtri, stdtr, stdtrit
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BOOTSTRAP_RESAMPLES = 4000
 TRIM = 0.2
@@ -295,10 +302,8 @@ def _analyze(
         groups = _group(metric, observations.get(metric, ()), treatments, caveats)
         per: dict[str, _Comparison] = {}
         for treatment in others:
-            rng = np.random.default_rng(
-                [seed, zlib.crc32(metric.encode()), zlib.crc32(treatment.encode())]
-            )
-            per[treatment] = _compare(spec, groups[control], groups[treatment], rng)
+            entropy = (seed, zlib.crc32(metric.encode()), zlib.crc32(treatment.encode()))
+            per[treatment] = _compare(spec, groups[control], groups[treatment], entropy)
             if per[treatment].note:
                 caveats.append(f"{metric} [{treatment}]: {per[treatment].note}")
         comparisons[metric] = per
@@ -383,15 +388,18 @@ def _compare(
     spec: MetricRule,
     control: dict[Key, float],
     treated: dict[Key, float],
-    rng: np.random.Generator,
+    entropy: tuple[int, int, int],
 ) -> _Comparison:
-    """Pick the design (paired blocks, paired seeds, unpaired) and run its test."""
+    """Pick the design (paired blocks, paired seeds, unpaired) and run its test.
+
+    ``entropy`` seeds the bootstrap's generator, made only once a test is run.
+    """
     n = (len(control), len(treated))
     if not control or not treated:
         side = "control" if not control else "treatment"
         return _Comparison(n, refusal=f"no samples for the {side}")
-    c_med = float(np.median(list(control.values())))
-    t_med = float(np.median(list(treated.values())))
+    c_med = statistics.median(control.values())
+    t_med = statistics.median(treated.values())
     median_ratio = t_med / c_med if c_med != 0 else None
     if spec.direction == "equal":
         return _identity(n, control, treated)
@@ -409,6 +417,9 @@ def _compare(
     if not log_scale and c_med == 0:
         return _Comparison(n, refusal="relative effect undefined: the control median is 0")
     scale = 1.0 if log_scale else abs(c_med)
+    import numpy as np
+
+    rng = np.random.default_rng(entropy)
 
     def tf(x: np.ndarray) -> np.ndarray:
         return np.log(x) if log_scale else x / scale
@@ -444,7 +455,7 @@ def _per_seed(samples: dict[Key, float]) -> dict[int | None, float]:
     by_seed: dict[int | None, list[float]] = {}
     for (_, s), v in samples.items():
         by_seed.setdefault(s, []).append(v)
-    return {s: float(np.median(v)) for s, v in by_seed.items()}
+    return {s: statistics.median(v) for s, v in by_seed.items()}
 
 
 def _identity(
@@ -465,6 +476,8 @@ def _identity(
 
 def _yuen(d: np.ndarray) -> tuple[float, float, int]:
     """Yuen's one-sample trimmed-mean t pieces: (trimmed mean, standard error, df)."""
+    import numpy as np
+
     size = len(d)
     g = int(TRIM * size)
     h = size - 2 * g
@@ -484,12 +497,14 @@ def _paired(
     note: str | None,
 ) -> _Comparison:
     """Yuen's trimmed-mean t-test and a percentile bootstrap CI over the units of ``d``."""
+    import numpy as np
+
     size = len(d)
     if size < 2:
         return _Comparison(n, refusal=f"a paired test needs at least 2 {design.split()[1]}")
     mean, se, df = _yuen(d)
     if se > 0:
-        p = float(2 * special.stdtr(df, -abs(mean) / se))
+        p = 2 * stdtr(df, -abs(mean) / se)
     else:
         p = 1.0 if mean == 0 else 0.0
     draws = np.sort(d[rng.integers(0, size, (BOOTSTRAP_RESAMPLES, size))], axis=1)
@@ -522,6 +537,7 @@ def _unpaired(
     note: str,
 ) -> _Comparison:
     """Fallback without blocks: Mann-Whitney U and an independent bootstrap of median ratio."""
+    import numpy as np
     from scipy import stats  # only this fallback needs scipy.stats, the slowest import here
 
     p = float(stats.mannwhitneyu(t, c, alternative="two-sided").pvalue)
@@ -614,10 +630,10 @@ def _mde(c: _Comparison, level: float, threshold: float) -> float:
     if c.se == 0:
         return threshold
     if math.isinf(c.df):
-        k = special.ndtri(1 - level / 2) + special.ndtri(MDE_POWER)
+        k = ndtri(1 - level / 2) + ndtri(MDE_POWER)
     else:
-        k = special.stdtrit(c.df, 1 - level / 2) + special.stdtrit(c.df, MDE_POWER)
-    return max(threshold, _relative(float(k * c.se), c.log_scale))
+        k = stdtrit(c.df, 1 - level / 2) + stdtrit(c.df, MDE_POWER)
+    return max(threshold, _relative(k * c.se, c.log_scale))
 
 
 def _apply_guards(
@@ -682,7 +698,7 @@ def _guard_failures(
     if not values:
         return [f"guard {metric} has no samples"]
     failures = []
-    median = float(np.median(values))
+    median = statistics.median(values)
     if spec.floor is not None and median < spec.floor:
         failures.append(f"guard {metric} median {median:g} is below its floor {spec.floor:g}")
     if spec.ceiling is not None and median > spec.ceiling:
@@ -708,8 +724,10 @@ def _nominal_levels(alpha: float, looks: tuple[int, ...], max_blocks: int) -> tu
     statistics (Brownian motion, one increment per block): each boundary is the one at which
     the fraction of paths first crossing there equals that look's share of alpha.
     """
+    import numpy as np
+
     rng = np.random.default_rng(_BOUNDARY_SEED)
-    z_final = -special.ndtri(alpha / 2)  # the normal's inverse survival
+    z_final = -ndtri(alpha / 2)  # the normal's inverse survival
     total = np.zeros(_BOUNDARY_PATHS)
     alive = np.ones(_BOUNDARY_PATHS, dtype=bool)
     levels: list[float] = []
@@ -718,7 +736,7 @@ def _nominal_levels(alpha: float, looks: tuple[int, ...], max_blocks: int) -> tu
         if k not in looks:
             continue
         t = k / max_blocks
-        spent = alpha if t >= 1 else 2 * special.ndtr(-z_final / math.sqrt(t))
+        spent = alpha if t >= 1 else 2 * ndtr(-z_final / math.sqrt(t))
         z = np.abs(total) / math.sqrt(k)
         if levels:
             need = int(round(spent * _BOUNDARY_PATHS)) - int(np.count_nonzero(~alive))
@@ -726,10 +744,10 @@ def _nominal_levels(alpha: float, looks: tuple[int, ...], max_blocks: int) -> tu
             level = 0.0
             if need > 0:
                 bound = float(ranked[need - 1] + ranked[min(need, len(ranked) - 1)]) / 2
-                level = float(2 * special.ndtr(-bound))
+                level = 2 * ndtr(-bound)
         else:
-            level = float(spent)
+            level = spent
         levels.append(level)
         if level > 0:
-            alive &= z <= -special.ndtri(level / 2)
+            alive &= z <= -ndtri(level / 2)
     return tuple(levels)
