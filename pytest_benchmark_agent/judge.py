@@ -18,11 +18,17 @@ run. The statistics are :mod:`.analysis`'s; this module decides what goes in:
   that stops gives the verdicts. A run that ends between looks (a budget) is analysed as a final
   look at its complete blocks; one that ends before ``min`` as a fixed design (no look taken,
   no alpha spent).
+* **Nothing to compare** (a cached session measuring one treatment, a smoke run of 1 replicate):
+  when every comparison would be refused before a test runs (a side without samples, or fewer
+  than ``min_replicates``), :func:`evaluate` writes those refusals itself, in
+  :mod:`.analysis`' words, without importing it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -106,15 +112,24 @@ def observations(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
 
     ``upto`` keeps the first ``upto`` blocks only (a sequential look).
     """
-    from . import analysis  # scipy: imported only when a run is judged
+    from . import analysis  # only a run with something to compare needs it
 
+    table, caveats = _samples(trials, metrics, labels, upto)
+    return {metric: [analysis.Observation(*key, value) for key, value in per.items()]
+            for metric, per in table.items()}, caveats
+
+
+def _samples(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
+             labels: Sequence[str], upto: int | None,
+             ) -> tuple[dict[str, dict[tuple[str, int, Any], float]], list[str]]:
+    """:func:`observations` as values keyed by (treatment, block, seed)."""
     passed = [t for t in trials if t.get("status") == "passed"
               and str(t.get("treatment")) in labels
               and (upto is None or int(t.get("replicate") or 0) < upto)]
     hosts = sorted({t.get("host") or "" for t in passed})
     stride = 1 + max((int(t.get("replicate") or 0) for t in passed), default=0)
     rank = {host: i for i, host in enumerate(hosts)}
-    table: dict[str, dict[tuple[str, int, Any], analysis.Observation]] = {m: {} for m in metrics}
+    table: dict[str, dict[tuple[str, int, Any], float]] = {m: {} for m in metrics}
     seen: set[tuple[str, int, Any]] = set()
     duplicates = 0
     for trial in passed:
@@ -125,10 +140,10 @@ def observations(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
         for metric in metrics:
             value = (trial.get("metrics") or {}).get(metric)
             if value is not None:
-                table[metric][key] = analysis.Observation(key[0], block, key[2], float(value))
+                table[metric][key] = float(value)
     caveats = [f"{duplicates} trial(s) were recorded twice; the last record of each was "
                "analysed"] if duplicates else []
-    return {metric: list(per.values()) for metric, per in table.items()}, caveats
+    return table, caveats
 
 
 def _hosts(trials: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -156,7 +171,7 @@ def blocks_done(trials: Sequence[Mapping[str, Any]], blocks: Mapping[int, set[st
 
 def _decide(run: BenchRun, trials: Sequence[Mapping[str, Any]], blocks: int,
             replicates: ReplicateRange) -> analysis.SequentialDecision:
-    from . import analysis  # scipy: imported only when a run is judged
+    from . import analysis  # only a sequential run needs it
 
     specs = run.plan.config.metrics
     obs, _ = observations(trials, list(specs), run.treatment_labels, upto=blocks)
@@ -171,7 +186,7 @@ def sequential_stop(run: BenchRun, trials: Sequence[Mapping[str, Any]],
     replicates = run.plan.config.replicates
     if not isinstance(replicates, ReplicateRange):
         return None
-    from . import analysis  # scipy: imported only when a run is judged
+    from . import analysis  # only a sequential run needs it
 
     done = blocks_done(trials, planned_blocks(run))
     for look in analysis.look_schedule(replicates.min, replicates.max):
@@ -191,7 +206,7 @@ def sequential_outcome(run: BenchRun) -> SequentialOutcome | None:
     replicates = run.plan.config.replicates
     if not isinstance(replicates, ReplicateRange):
         return None
-    from . import analysis  # scipy: imported only when a run is judged
+    from . import analysis  # only a sequential run needs it
 
     trials = run.trials
     done = blocks_done(trials, planned_blocks(run))
@@ -221,11 +236,20 @@ def sequential_outcome(run: BenchRun) -> SequentialOutcome | None:
 
 def evaluate(run: BenchRun, sequential: SequentialOutcome | None) -> Gate2:
     """Verdicts of the run (stratified by host), per-host verdicts, caveats and refusals."""
-    from . import analysis  # scipy: imported only when a run is judged
+    upto = sequential.blocks if sequential and sequential.decision else None
+    if upto is None:
+        refused = _nothing_to_compare(run)
+        if refused is not None:
+            return refused
+    return _analysed(run, sequential, upto)
+
+
+def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | None) -> Gate2:
+    """:func:`evaluate` by :mod:`.analysis`."""
+    from . import analysis  # only a run with something to compare needs it
 
     specs = run.plan.config.metrics
     labels, control = run.treatment_labels, run.control
-    upto = sequential.blocks if sequential and sequential.decision else None
     obs, caveats = observations(run.trials, list(specs), labels, upto)
     combined = (sequential.decision.analysis if sequential and sequential.decision
                 else analysis.analyze_run(obs, specs, labels, control, seed=SEED))
@@ -250,6 +274,88 @@ def evaluate(run: BenchRun, sequential: SequentialOutcome | None) -> Gate2:
                  for host, result in per_host.items()},
         caveats=caveats + combined.caveats + host_caveats,
         refusals=combined.refusals + more_refusals, late=late)
+
+
+def _nothing_to_compare(run: BenchRun) -> Gate2 | None:
+    """:func:`evaluate` of a fixed-design run whose every comparison is refused before any test;
+    None when some comparison would run."""
+    combined = _refusals(run.trials, run)
+    if combined is None:
+        return None
+    verdicts, caveats, refusals = combined
+    by_host: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for host in _hosts(run.trials):
+        alone = _refusals([t for t in run.trials if (t.get("host") or "") == host], run)
+        assert alone is not None  # a host's samples are a subset of the run's
+        by_host[host] = alone[0]
+    return Gate2(verdicts=verdicts, by_host=by_host, caveats=caveats, refusals=refusals)
+
+
+def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
+              ) -> tuple[dict[str, dict[str, dict[str, Any]]], list[str], list[str]] | None:
+    """Verdict records, caveats and refusals of :func:`.analysis.analyze_run` when each
+    comparison lacks samples on a side or has fewer than ``min_replicates`` (``equal`` metrics
+    compare from one sample); None when one would run. Its words, kept equal by test_judge."""
+    specs = run.plan.config.metrics
+    labels, control = run.treatment_labels, run.control
+    others = [label for label in labels if label != control]
+    table, caveats = _samples(trials, list(specs), labels, None)
+    finite: dict[str, dict[str, list[float]]] = {}
+    verdicts: dict[str, dict[str, dict[str, Any]]] = {}
+    refusals: list[str] = []
+    for metric, spec in specs.items():
+        values: dict[str, list[float]] = {label: [] for label in labels}
+        for (label, _, _), value in table[metric].items():
+            values[label].append(value)
+        finite[metric] = {label: [v for v in vs if math.isfinite(v)]
+                          for label, vs in values.items()}
+        dropped = sum(len(values[label]) - len(finite[metric][label]) for label in labels)
+        if dropped:
+            caveats.append(f"{metric}: {dropped} non-finite value(s) ignored")
+        verdicts[metric] = {}
+        for label in others:
+            n = (len(finite[metric][control]), len(finite[metric][label]))
+            if not min(n):
+                reason = f"no samples for the {'treatment' if n[0] else 'control'}"
+            elif spec.direction != "equal" and min(n) < spec.min_replicates:
+                reason = f"too few replicates (n={min(n)}, needed {spec.min_replicates})"
+            else:
+                return None
+            verdicts[metric][label] = _refused(reason, n)
+            refusals.append(f"{metric} [{label}]: not comparable: {reason}")
+        if spec.direction == "equal" and len(set(finite[metric][control])) > 1:
+            caveats.append(f"{metric}: the control's own values are not all identical")
+    guards = [metric for metric, spec in specs.items()
+              if spec.guard or spec.floor is not None or spec.ceiling is not None]
+    for label in [control, *others]:
+        who = f"control {label}" if label == control else label
+        for metric in guards:
+            caveats += [f"{who}: {failure}" for failure in _guard_failures(
+                metric, specs[metric], finite[metric][label], verdicts[metric].get(label))]
+    return verdicts, caveats, refusals
+
+
+def _guard_failures(metric: str, spec: Any, values: list[float],
+                    refused: dict[str, Any] | None) -> list[str]:
+    """:func:`.analysis._guard_failures` of a treatment whose comparisons were all refused."""
+    if not values:
+        return [f"guard {metric} has no samples"]
+    failures = []
+    median = statistics.median(values)
+    if spec.floor is not None and median < spec.floor:
+        failures.append(f"guard {metric} median {median:g} is below its floor {spec.floor:g}")
+    if spec.ceiling is not None and median > spec.ceiling:
+        failures.append(f"guard {metric} median {median:g} is above its ceiling {spec.ceiling:g}")
+    if refused is not None and spec.guard:
+        failures.append(f"guard {metric} could not be checked ({refused['reason']})")
+    return failures
+
+
+def _refused(reason: str, n: tuple[int, int]) -> dict[str, Any]:
+    """:meth:`.analysis.Verdict.as_record` of a comparison refused before its test."""
+    return {"verdict": "not_comparable", "ratio": None, "ci": None, "p": None, "p_holm": None,
+            "reason": reason, "n": list(n), "mde": None, "test": None, "design": None,
+            "units": 0, "level": None, "median_ratio": None}
 
 
 def host_conflicts(verdicts: dict[str, dict[str, analysis.Verdict]],

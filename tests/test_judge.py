@@ -4,6 +4,9 @@ hosts, sequential looks, gate failures against limits and caveats, regressions."
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,12 +22,15 @@ from pytest_benchmark_agent.run import BenchRun
 Value = Callable[[str, int], float]  # (treatment, replicate) -> the metric's value
 
 
-def make_run(tmp_path: Path, replicates: int | dict = 10, **metric: object) -> BenchRun:
+def make_run(tmp_path: Path, replicates: int | dict = 10, metrics: dict | None = None,
+             **metric: object) -> BenchRun:
+    """A run of treatments a (the control) and b; metric ``t`` unless ``metrics`` are given."""
+    metrics = metrics or {"t": {"direction": "lower", "primary": True, **metric}}
     document = {"name": "judged", "params": {"mode": "a"}, "treatment_variable": "mode",
                 "treatments": ["a", "b"], "replicates": replicates,
                 "stages": [{"name": "m", "kind": "measure", "cmd": "echo {mode}",
-                            "metrics_from": {"stdout": True, "fields": ["t"]}}],
-                "metrics": {"t": {"direction": "lower", "primary": True, **metric}}}
+                            "metrics_from": {"stdout": True, "fields": list(metrics)}}],
+                "metrics": metrics}
     path = tmp_path / "bench.yaml"
     tmp_path.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(document))
@@ -38,12 +44,14 @@ def make_run(tmp_path: Path, replicates: int | dict = 10, **metric: object) -> B
 def record(run: BenchRun, value: Value, host: Callable[[int], str] = lambda r: "h",
            blocks: range | None = None, status: Callable[[str, int], str] = lambda t, r: "passed",
            ) -> None:
-    """Append a trial record per planned trial (of the given blocks only)."""
+    """Append a trial record per planned trial (of the given blocks only); every declared
+    metric gets ``value``."""
     for spec in run.planned:
         if blocks is not None and spec.replicate not in blocks:
             continue
         trial = run.blank_trial(spec, status(spec.treatment_label, spec.replicate))
-        trial["metrics"] = {"t": value(spec.treatment_label, spec.replicate)}
+        trial["metrics"] = {m: value(spec.treatment_label, spec.replicate)
+                            for m in run.plan.config.metrics}
         trial["host"] = host(spec.replicate)
         run.trials.append(trial)
 
@@ -130,6 +138,95 @@ def test_one_host_gets_its_row_too(tmp_path: Path) -> None:
     record(run, twice_as_slow)
     gate2 = judge.evaluate(run, None)
     assert gate2.by_host == {"h": gate2.verdicts}
+
+
+# -- nothing to compare ---------------------------------------------------------------------------
+
+GUARDED = {"t": {"direction": "lower", "primary": True},
+           "recall": {"direction": "higher", "guard": True, "floor": 10.5},
+           "hash": {"direction": "equal", "guard": True},
+           "lat": {"direction": "lower", "ceiling": 10.5, "min_replicates": 2}}
+
+
+def only(treatment: str) -> Callable[[str, int], str]:
+    """Trial status: only ``treatment``'s trials passed (the others were deselected)."""
+    return lambda t, r: "passed" if t == treatment else "not_run"
+
+
+@pytest.mark.parametrize(("case", "replicates", "metrics", "status", "value", "host"), [
+    ("cached session: the treatment deselected", 1, None, only("a"), twice_as_slow, None),
+    ("no control", 3, None, only("b"), twice_as_slow, None),
+    ("too few replicates", 3, None, None, twice_as_slow, None),
+    ("too few, two hosts", 4, None, None, twice_as_slow, lambda r: "h1" if r < 2 else "h2"),
+    ("guards, floors, ceilings", 3, GUARDED, only("a"), lambda t, r: 10.0 + r, None),
+    ("guards with values on both sides", 1, {**GUARDED, "hash": {"direction": "higher"}},
+     None, lambda t, r: 11.0, None),
+    ("non-finite values", 3, GUARDED, only("a"), lambda t, r: float("nan") if r else 1.0, None),
+])
+def test_a_run_with_nothing_to_compare_is_refused_as_the_analysis_would(
+        tmp_path: Path, case: str, replicates: int, metrics: dict | None,
+        status: Callable[[str, int], str] | None, value: Value,
+        host: Callable[[int], str] | None) -> None:
+    run = make_run(tmp_path, replicates=replicates, metrics=metrics)
+    record(run, value, status=status or (lambda t, r: "passed"), host=host or (lambda r: "h"))
+    run.trials.append(dict(run.trials[0]))  # recorded twice: a caveat of both paths
+    refused = judge._nothing_to_compare(run)
+    assert refused is not None, case
+    assert refused == judge._analysed(run, None, None), case
+    assert judge.evaluate(run, None) == refused
+
+
+def test_the_cached_session_gets_its_refusal_and_tag_as_before(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates=1)
+    record(run, twice_as_slow, status=only("a"))
+    judge.judge_run(run, None)
+    assert run.verdicts["t"]["b"]["reason"] == "no samples for the treatment"
+    assert run.refusals == ["t [b]: not comparable: no samples for the treatment"]
+    assert run.verdicts_by_host == {"h": run.verdicts}
+    assert run.tag == "UNRELIABLE"  # as before: a refusal for want of the treatment's samples
+    assert run.tag_reasons == ["gate 2 refused `t` [b]: no samples for the treatment"]
+
+
+@pytest.mark.parametrize(("replicates", "metrics"), [
+    (5, None),  # enough replicates for the paired test
+    (1, {"hash": {"direction": "equal", "primary": True}}),  # identity compares from one sample
+])
+def test_a_run_with_a_comparison_is_analysed(tmp_path: Path, replicates: int,
+                                             metrics: dict | None) -> None:
+    run = make_run(tmp_path, replicates=replicates, metrics=metrics)
+    record(run, twice_as_slow)
+    assert judge._nothing_to_compare(run) is None
+    assert judge.evaluate(run, None).verdicts[next(iter(run.plan.config.metrics))]["b"][
+        "verdict"] == "regressed"
+
+
+JUDGE_IN_A_FRESH_PROCESS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from test_judge import make_run, only, record, twice_as_slow
+from pytest_benchmark_agent import judge
+run = make_run(Path(sys.argv[2]), replicates=int(sys.argv[3]))
+record(run, twice_as_slow, status=only("a") if sys.argv[4] == "one" else lambda t, r: "passed")
+judge.judge_run(run, judge.sequential_outcome(run))
+heavy = ("pytest_benchmark_agent.analysis", "numpy", "scipy")
+print(json.dumps({"tag": run.tag, "loaded": [m for m in heavy if m in sys.modules]}))
+"""
+
+
+@pytest.mark.parametrize(("replicates", "treatments", "tag", "loaded"), [
+    (1, "one", "UNRELIABLE", []),  # the cached session: one trial of one treatment
+    (2, "both", "EXPLORATORY", []),  # too few replicates
+    (5, "both", "EXPLORATORY", ["pytest_benchmark_agent.analysis", "numpy"]),
+])
+def test_judging_a_run_without_comparisons_imports_no_analysis(
+        tmp_path: Path, replicates: int, treatments: str, tag: str, loaded: list[str]) -> None:
+    """In a fresh process (this one has scipy loaded): only a real comparison imports analysis,
+    and numpy with it; scipy.stats only for Mann-Whitney."""
+    tests = str(Path(__file__).parent)
+    out = subprocess.run([sys.executable, "-c", JUDGE_IN_A_FRESH_PROCESS, tests, str(tmp_path),
+                          str(replicates), treatments], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == {"tag": tag, "loaded": loaded}
 
 
 # -- sequential replication -----------------------------------------------------------------------
