@@ -184,8 +184,10 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
                                               detail=failed.error or ""))
     folder = run.trial_dir(spec)
     scratch = folder / "out"
-    if _uses_out(spec.stage.cmd or "", spec.stage.metrics_from and spec.stage.metrics_from.file):
-        scratch.mkdir(parents=True, exist_ok=True)  # else run_stage makes only the log folder
+    uses_out = _uses_out(spec.stage.cmd or "",
+                         spec.stage.metrics_from and spec.stage.metrics_from.file)
+    if uses_out:
+        scratch.mkdir(parents=True, exist_ok=True)  # else nothing is made unless output comes
     artifacts, upstream_effective = _merged(preps)
     values = {**spec.params, "seed": spec.seed, "out": scratch, **artifacts}
     command = render(spec.stage.cmd or "", values)
@@ -217,7 +219,8 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
         cause = exc if isinstance(exc, StageFailed) else StageFailed(
             spec.stage.name, "reported bad metrics", detail=str(exc))
         raise _not_passed(record, cause) from None
-    effective = {**upstream_effective, **parse_effective(result.stdout(), scratch)}
+    effective = {**upstream_effective,
+                 **parse_effective(result.stdout(), scratch if uses_out else None)}
     if effective:
         record["effective"] = effective
     mismatches = effective_mismatches(spec.params, effective)

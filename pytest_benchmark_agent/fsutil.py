@@ -78,4 +78,4 @@ def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
 
 def utc_now() -> str:
     """An ISO-8601 UTC timestamp with milliseconds, as the records use (``...T14:05:11.120Z``)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"

@@ -25,8 +25,8 @@ from .run import BenchRun
 JOURNAL = "trials.jsonl"
 SNAPSHOT_INTERVAL_S = 1.0
 #: A mid-run snapshot waits at least this many times its own last cost, so rewriting a growing
-#: results.yaml never takes more than ~5% of a run (the journal already holds every trial).
-SNAPSHOT_COST_FACTOR = 20
+#: results.yaml never takes more than ~1% of a run (the journal already holds every trial).
+SNAPSHOT_COST_FACTOR = 100
 TAG_ORDER = ("RELIABLE", "QUALIFIED", "UNRELIABLE", "EXPLORATORY")
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -7,6 +7,7 @@ A run is one benchmark file executed in one pytest session. It is created at col
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -76,9 +77,13 @@ class BenchRun:
     def name(self) -> str:
         return self.plan.config.name
 
-    @property
+    @functools.cached_property
     def dir(self) -> Path:
         return self.home / "runs" / self.run_id
+
+    @functools.cached_property
+    def _trials_dir(self) -> Path:
+        return self.dir / "trials"
 
     @property
     def config_hash(self) -> str:
@@ -110,7 +115,7 @@ class BenchRun:
         trial_id = self.trial_id(spec)
         safe = re.sub(r"[^A-Za-z0-9_.=@-]+", "_", trial_id)[:100]
         digest = hashlib.sha256(trial_id.encode()).hexdigest()[:8]
-        return self.dir / "trials" / f"{safe}-{digest}"
+        return self._trials_dir / f"{safe}-{digest}"
 
     def blank_trial(self, spec: TrialSpec, status: str, reason: str | None = None,
                     ) -> dict[str, Any]:
