@@ -21,26 +21,25 @@ ratio excludes 1, and (3) the effect exceeds the metric's ``noise_threshold``.
   Lan-DeMets O'Brien-Fleming-like spending function at geometrically spaced looks, combined
   with Holm as in Maurer & Bretz (2013), so stopping on a verdict keeps the error rate at alpha.
 
-numpy is imported where arrays are made (a test, a bootstrap, the boundary simulation) and the
-t and normal distributions are :mod:`.distributions`' pure-Python ones, so importing this
-module costs milliseconds: scipy.special alone took ~220 ms, paid by every judged session.
+The t and normal distributions are :mod:`.distributions`' pure-Python ones: scipy.special cost
+~220 ms to import, paid by every judged session. numpy stays a module-level import: pytester's
+in-process runs unload the modules first imported inside them, and numpy cannot be imported
+twice in a process, so the test suites count on importing this module to load it.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
+
+import numpy as np
 
 from .distributions import ndtr, ndtri, stdtr, stdtrit
-
-if TYPE_CHECKING:
-    import numpy as np
 
 BOOTSTRAP_RESAMPLES = 4000
 TRIM = 0.2
@@ -302,8 +301,10 @@ def _analyze(
         groups = _group(metric, observations.get(metric, ()), treatments, caveats)
         per: dict[str, _Comparison] = {}
         for treatment in others:
-            entropy = (seed, zlib.crc32(metric.encode()), zlib.crc32(treatment.encode()))
-            per[treatment] = _compare(spec, groups[control], groups[treatment], entropy)
+            rng = np.random.default_rng(
+                [seed, zlib.crc32(metric.encode()), zlib.crc32(treatment.encode())]
+            )
+            per[treatment] = _compare(spec, groups[control], groups[treatment], rng)
             if per[treatment].note:
                 caveats.append(f"{metric} [{treatment}]: {per[treatment].note}")
         comparisons[metric] = per
@@ -388,18 +389,15 @@ def _compare(
     spec: MetricRule,
     control: dict[Key, float],
     treated: dict[Key, float],
-    entropy: tuple[int, int, int],
+    rng: np.random.Generator,
 ) -> _Comparison:
-    """Pick the design (paired blocks, paired seeds, unpaired) and run its test.
-
-    ``entropy`` seeds the bootstrap's generator, made only once a test is run.
-    """
+    """Pick the design (paired blocks, paired seeds, unpaired) and run its test."""
     n = (len(control), len(treated))
     if not control or not treated:
         side = "control" if not control else "treatment"
         return _Comparison(n, refusal=f"no samples for the {side}")
-    c_med = statistics.median(control.values())
-    t_med = statistics.median(treated.values())
+    c_med = float(np.median(list(control.values())))
+    t_med = float(np.median(list(treated.values())))
     median_ratio = t_med / c_med if c_med != 0 else None
     if spec.direction == "equal":
         return _identity(n, control, treated)
@@ -417,9 +415,6 @@ def _compare(
     if not log_scale and c_med == 0:
         return _Comparison(n, refusal="relative effect undefined: the control median is 0")
     scale = 1.0 if log_scale else abs(c_med)
-    import numpy as np
-
-    rng = np.random.default_rng(entropy)
 
     def tf(x: np.ndarray) -> np.ndarray:
         return np.log(x) if log_scale else x / scale
@@ -455,7 +450,7 @@ def _per_seed(samples: dict[Key, float]) -> dict[int | None, float]:
     by_seed: dict[int | None, list[float]] = {}
     for (_, s), v in samples.items():
         by_seed.setdefault(s, []).append(v)
-    return {s: statistics.median(v) for s, v in by_seed.items()}
+    return {s: float(np.median(v)) for s, v in by_seed.items()}
 
 
 def _identity(
@@ -476,8 +471,6 @@ def _identity(
 
 def _yuen(d: np.ndarray) -> tuple[float, float, int]:
     """Yuen's one-sample trimmed-mean t pieces: (trimmed mean, standard error, df)."""
-    import numpy as np
-
     size = len(d)
     g = int(TRIM * size)
     h = size - 2 * g
@@ -497,8 +490,6 @@ def _paired(
     note: str | None,
 ) -> _Comparison:
     """Yuen's trimmed-mean t-test and a percentile bootstrap CI over the units of ``d``."""
-    import numpy as np
-
     size = len(d)
     if size < 2:
         return _Comparison(n, refusal=f"a paired test needs at least 2 {design.split()[1]}")
@@ -537,7 +528,6 @@ def _unpaired(
     note: str,
 ) -> _Comparison:
     """Fallback without blocks: Mann-Whitney U and an independent bootstrap of median ratio."""
-    import numpy as np
     from scipy import stats  # only this fallback needs scipy.stats, the slowest import here
 
     p = float(stats.mannwhitneyu(t, c, alternative="two-sided").pvalue)
@@ -698,7 +688,7 @@ def _guard_failures(
     if not values:
         return [f"guard {metric} has no samples"]
     failures = []
-    median = statistics.median(values)
+    median = float(np.median(values))
     if spec.floor is not None and median < spec.floor:
         failures.append(f"guard {metric} median {median:g} is below its floor {spec.floor:g}")
     if spec.ceiling is not None and median > spec.ceiling:
@@ -724,8 +714,6 @@ def _nominal_levels(alpha: float, looks: tuple[int, ...], max_blocks: int) -> tu
     statistics (Brownian motion, one increment per block): each boundary is the one at which
     the fraction of paths first crossing there equals that look's share of alpha.
     """
-    import numpy as np
-
     rng = np.random.default_rng(_BOUNDARY_SEED)
     z_final = -ndtri(alpha / 2)  # the normal's inverse survival
     total = np.zeros(_BOUNDARY_PATHS)
