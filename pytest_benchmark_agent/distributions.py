@@ -18,6 +18,7 @@ df alike.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from statistics import NormalDist
 
 _EPS = 1e-16
@@ -49,8 +50,12 @@ def stdtr(df: float, t: float) -> float:
     return tail if t < 0 else 1.0 - tail
 
 
+@lru_cache(maxsize=256)
 def stdtrit(df: float, p: float) -> float:
-    """The quantile of Student's t with ``df`` degrees: the ``t`` with ``stdtr(df, t) == p``."""
+    """The quantile of Student's t with ``df`` degrees: the ``t`` with ``stdtr(df, t) == p``.
+
+    Cached: each of a run's MDEs asks for the same few (df, level) quantiles, ~0.1 ms apiece.
+    """
     if not df > 0:
         raise ValueError(f"stdtrit: df={df} must be > 0")
     if math.isinf(df):
