@@ -46,7 +46,7 @@ from .baseline import (
     reproduction,
     resolve_run,
 )
-from .config import ReplicateRange
+from .config import MetricSpec, ReplicateRange
 from .isolation import CAVEAT_NONE
 from .run import BenchRun
 from .tags import compute_tag
@@ -335,7 +335,7 @@ def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
     return verdicts, caveats, refusals
 
 
-def _guard_failures(metric: str, spec: Any, values: list[float],
+def _guard_failures(metric: str, spec: MetricSpec, values: list[float],
                     refused: dict[str, Any] | None) -> list[str]:
     """:func:`.analysis._guard_failures` of a treatment whose comparisons were all refused."""
     if not values:
