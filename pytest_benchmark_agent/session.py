@@ -15,6 +15,7 @@ code 1.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -68,6 +69,10 @@ class BenchSession:
         self._interrupted = False
         #: Sequential looks already taken, per run id (each look is taken once).
         self._looked: dict[str, set[int]] = {}
+        self._froze = False
+        # Made at configure time, so before pytest's unraisable-exception cleanup, and cleanups
+        # run last in, first out: the objects stay frozen through its five gc.collect() calls.
+        config.add_cleanup(self._unfreeze)
 
     @property
     def hook(self):
@@ -113,6 +118,22 @@ class BenchSession:
         """What runs is what survived selection (``-k``, ``-m``, ``--deselect``)."""
         for run in self.runs:
             run.planned = [i.spec for i in items if isinstance(i, BenchItem) and i.run is run]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Freeze what exists now (imported modules, plans, items: all live to the session's
+        end) out of the garbage collector's scans: later collections, pytest's five at exit
+        among them, then walk only what the run itself creates."""
+        if gc.get_freeze_count() == 0:  # a host process's own freeze is left as it is
+            gc.freeze()
+            self._froze = True
+
+    def _unfreeze(self) -> None:
+        """Give the frozen objects back to the collector (an in-process pytester run leaves
+        its host as it found it)."""
+        if self._froze:
+            self._froze = False
+            gc.unfreeze()
 
     # -- running --------------------------------------------------------------------------
 

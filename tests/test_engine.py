@@ -3,6 +3,7 @@ effective params, interruption and the hooks."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -370,3 +371,29 @@ def test_stage_start_and_progress_are_published(project: BenchProject) -> None:
     assert ["start", "build", None] in seen
     assert ["start", "measure", "measure[mode=a-rep0]"] in seen
     assert ["progress", "measure", "measure[mode=b-rep0]"] in seen
+
+
+def test_collected_objects_stay_frozen_until_pytests_exit_collections_are_done(
+        project: BenchProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What collection made is out of the collector's scans through the run and pytest's
+    ``gc.collect()`` calls at exit (~20 ms each otherwise); the host process is left unfrozen."""
+    import _pytest.unraisableexception as unraisable
+
+    frozen_at_exit: list[int] = []
+    collect_harder = unraisable.gc_collect_harder
+
+    def spy(iterations: int) -> None:
+        frozen_at_exit.append(gc.get_freeze_count())
+        collect_harder(iterations)
+
+    monkeypatch.setattr(unraisable, "gc_collect_harder", spy)
+    project.bench(simple_bench())
+    project.write("conftest.py", """
+        import gc
+        def pytest_bench_run_finished(run):
+            open("frozen.txt", "w").write(str(gc.get_freeze_count()))
+    """)
+    assert project.run().ret == 0
+    assert int((project.path / "frozen.txt").read_text()) > 0
+    assert frozen_at_exit and frozen_at_exit[0] > 0
+    assert gc.get_freeze_count() == 0
