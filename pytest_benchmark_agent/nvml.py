@@ -1,7 +1,8 @@
 """The GPU layer: NVML inventory, device pinning, a VRAM guard, CUDA OOM recognition, GPU-hours.
 
 Every NVML call goes through one seam, the module attribute ``_nvml``: ``None`` means "import
-``pynvml`` on first use" (it costs ~20 ms, so machines without GPUs never pay it), and
+``pynvml`` on first use" (it costs ~10-20 ms, and a Linux machine without the NVIDIA driver's
+device node never pays it: :func:`gpu_probe` answers from the node's absence), and
 :func:`use_backend` swaps in anything with pynvml's function names. Tests swap in the NVML test
 double of ``tests/nvml_double.py`` and so run this module's real code.
 
@@ -13,7 +14,9 @@ first" unless told otherwise, so :func:`pin_devices` sets ``CUDA_DEVICE_ORDER=PC
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -21,14 +24,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import psutil
-
 from .errors import BenchError
 
 _nvml: Any = None
 """The NVML backend (``pynvml`` or a stand-in with its names); see :func:`_backend`."""
 
 _MB = 1024 * 1024
+
+#: The NVIDIA driver's control node, and WSL 2's GPU node (NVML answers there without the first).
+_DEVICE_NODES = ("/dev/nvidiactl", "/dev/dxg")
 
 
 class GpuUnavailable(BenchError):
@@ -100,8 +104,21 @@ def _cuda_version(encoded: int) -> str:
     return f"{encoded // 1000}.{encoded % 1000 // 10}"
 
 
+def _no_device_node() -> str | None:
+    """Why NVML cannot answer, known without importing pynvml: on Linux, no NVIDIA device node
+    (the driver creates ``/dev/nvidiactl``). None where NVML must be asked (a swapped-in backend
+    is always asked)."""
+    if _nvml is not None or not sys.platform.startswith("linux"):
+        return None
+    if any(os.path.exists(node) for node in _DEVICE_NODES):
+        return None
+    return f"no NVIDIA device node ({_DEVICE_NODES[0]} is absent): no NVIDIA driver on this machine"
+
+
 def gpu_probe() -> GpuProbe:
     """Ask NVML for every device; never raises: a machine without NVML gets the reason."""
+    if why := _no_device_node():
+        return GpuProbe(devices=None, reason=why)
     nv = _backend()
     try:
         with _session():
@@ -201,6 +218,8 @@ def process_tree(root_pid: int) -> Callable[[], set[int]]:
     """A ``pids_provider`` for :class:`VramGuard`: ``root_pid`` and its live descendants."""
 
     def pids() -> set[int]:
+        import psutil  # ~9 ms, only for GPU stages
+
         try:
             root = psutil.Process(root_pid)
             return {root_pid} | {child.pid for child in root.children(recursive=True)}
@@ -325,6 +344,8 @@ class VramGuard:
 
     def sample(self) -> float:
         """One reading of the stage's VRAM in MB; updates the peak and fires on a breach."""
+        import psutil  # ~9 ms, only for GPU stages
+
         nv = self._nv
         try:
             pids = set(self.pids_provider())

@@ -310,6 +310,25 @@ def test_real_nvml_absence_is_explained():
         nvml.pin_devices(1, dict(os.environ))
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="device nodes are Linux's")
+def test_no_device_node_answers_without_importing_pynvml(monkeypatch, tmp_path):
+    """No NVIDIA device node: absent, with the reason, and pynvml (~10-20 ms) never imported;
+    with the node NVML is asked as before."""
+    node = tmp_path / "nvidiactl"
+    monkeypatch.setattr(nvml, "_DEVICE_NODES", (str(node),))
+    monkeypatch.setattr(nvml, "_nvml", None)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # importing it now raises ImportError
+    probe = nvml.gpu_probe()
+    assert probe.devices is None
+    assert probe.reason == (f"no NVIDIA device node ({node} is absent): "
+                            "no NVIDIA driver on this machine")
+    with pytest.raises(GpuUnavailable, match=r"NVML is not available here \(no NVIDIA device"):
+        nvml.pin_devices(1, dict(os.environ))
+    node.touch()
+    with pytest.raises(ImportError):
+        nvml.gpu_probe()
+
+
 @pytest.mark.gpu
 def test_real_nvml_inventory_pinning_and_sampling(sleeper):
     reason = nvml.nvml_unavailable_reason()
