@@ -123,20 +123,34 @@ def _memory_total_mb() -> float | None:
 
 
 def _version(name: str) -> str | None:
+    """``importlib.metadata.version(name)``, or None where it is not installed."""
     try:
-        return metadata.version(name)
+        dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
         return None
+    return next(iter(_header(dist, "Version")), None) or dist.version
 
 
 def _tool_packages() -> list[str]:
     try:
-        requires = metadata.requires(_TOOL) or []
+        dist = metadata.distribution(_TOOL)
     except metadata.PackageNotFoundError:
         return []
+    requires = _header(dist, "Requires-Dist") or dist.requires or []  # else egg-info's requires
     names = [re.match(r"[A-Za-z0-9._\-]+", req).group(0) for req in requires
              if "extra ==" not in req]
     return [_TOOL, *names]
+
+
+def _header(dist: metadata.Distribution, name: str) -> list[str]:
+    """The values of one field of a distribution's core metadata (the file ``dist.metadata``
+    reads), from its header lines: the email parser ``dist.metadata`` runs costs ~0.7 ms a
+    package, most of it on the long description below the header (scipy, pydantic)."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    head = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
+    field = re.compile(rf"^{re.escape(name)}:[ \t]*(.*(?:\r?\n[ \t].*)*)",
+                       re.MULTILINE | re.IGNORECASE)
+    return [re.sub(r"\r?\n[ \t]+", " ", value).strip() for value in field.findall(head)]
 
 
 # -- code --------------------------------------------------------------------------------------

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.metadata as metadata
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 
@@ -16,6 +18,9 @@ from nvml_double import FakeDevice, FakeNvml
 from pytest_benchmark_agent import nvml
 from pytest_benchmark_agent.fingerprint import (
     FingerprintError,
+    _header,
+    _tool_packages,
+    _version,
     collect_fingerprint,
     compare_fingerprints,
 )
@@ -68,6 +73,35 @@ def test_env_section_describes_this_machine(no_gpu):
     assert env["packages"] == {"pyyaml": yaml.__version__, "no-such-package-xyz": None}
     assert env["tool_packages"]["pytest-benchmark-agent"]
     assert env["tool_packages"]["scipy"]
+
+
+def test_package_versions_read_from_metadata_headers_match_importlib_metadata():
+    installed = {dist.metadata["Name"] for dist in metadata.distributions()}
+    assert {name: _version(name) for name in installed} == {
+        name: metadata.version(name) for name in installed}
+    required = [req for req in metadata.requires("pytest-benchmark-agent") if "extra" not in req]
+    assert _tool_packages() == [
+        "pytest-benchmark-agent", *(re.split(r"[^A-Za-z0-9._\-]", req)[0] for req in required)]
+
+
+def test_metadata_header_fields_ignore_the_body_and_unfold_lines(tmp_path):
+    info = tmp_path / "demo-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\nLicense: a long\n        licence\n"
+        "Requires-Dist: alpha>=1\nRequires-Dist: beta; extra == 'x'\n\n"
+        "Version: 9.9 (in the description)\nRequires-Dist: not-a-field\n")
+    dist = metadata.PathDistribution(info)
+    assert _header(dist, "Version") == ["1.0"] == [dist.version]
+    assert _header(dist, "License") == ["a long licence"]
+    assert _header(dist, "Requires-Dist") == dist.requires == ["alpha>=1", "beta; extra == 'x'"]
+    egg = tmp_path / "demo.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: demo\nVersion: 2.0\n")
+    (egg / "requires.txt").write_text("gamma>=2\n")
+    old = metadata.PathDistribution(egg)
+    assert _header(old, "Version") == ["2.0"] and _header(old, "Requires-Dist") == []
+    assert old.requires == ["gamma>=2"]  # what _tool_packages falls back to for an egg-info
 
 
 def test_clean_checkout_has_commit_and_tree_but_no_change_hash(repo, no_gpu):
