@@ -9,7 +9,9 @@ no heavy imports (pynvml loads only through :mod:`.nvml`, ~20 ms). Its sections:
   of the packages the benchmark named; ``tool_packages``: this plugin and its dependencies.
 - ``code``: per code path (as the config wrote it): in git, the commit, the tree hash of the
   path at that commit, whether it is dirty and a hash of its uncommitted changes (the diff
-  against HEAD plus the untracked files' content); outside git, a hash of its content.
+  against HEAD plus the untracked files' content); outside git, a hash of its content. Excluded
+  files and folders inside a code path (the data directory, the benchmark file) count nowhere:
+  where one is committed, ``tree`` is a hash of the path's listing at HEAD without them.
 - ``accelerator``: NVML's driver and CUDA versions and each device, or the reason it is absent.
 - ``vars``: the declared environment variables (None when unset), secrets redacted.
 
@@ -56,9 +58,10 @@ def collect_fingerprint(code_paths: list[Path], env_vars: list[str],
                         exclude: Iterable[Path] | None = None) -> dict[str, Any]:
     """The fingerprint of this machine and of the code under test (no code paths: ``.``).
 
-    ``exclude`` lists folders that are not code even inside a code path; by default the data
-    directory (``$BENCHMARK_HOME``, else ``./benchmark_data``), whose cache and runs change
-    on every run and would otherwise make every run's code look different.
+    ``exclude`` lists folders and files that are not code even inside a code path; by default
+    the data directory (``$BENCHMARK_HOME``, else ``./benchmark_data``), whose cache and runs
+    change on every run and would otherwise make every run's code look different. A code path
+    named itself is never excluded.
     """
     paths = list(code_paths) or [Path(".")]
     if exclude is None:
@@ -178,8 +181,9 @@ def _code(path: Path, skipped: list[Path]) -> dict[str, Any]:
         return {"vcs": None, "content_hash": _hash_files(path, _walk(path, skipped))}
     root = Path(top.decode().strip())
     rel = path.relative_to(root).as_posix() if path != root else "."
-    pathspec = [rel, *(f":(exclude){s.relative_to(root).as_posix()}"
-                       for s in skipped if s.is_relative_to(root) and s != root)]
+    inside = [s.relative_to(root).as_posix() for s in skipped
+              if s.is_relative_to(path) and s != path]
+    pathspec = [rel, *(f":(exclude){s}" for s in inside)]
     commit = _git(root, "rev-parse", "--verify", "-q", "HEAD")
     listed = _git(root, "ls-files", "-z", "--others", "--exclude-standard", "--", *pathspec)
     untracked = sorted(root / name for name in (listed or b"").decode().split("\0") if name)
@@ -190,6 +194,8 @@ def _code(path: Path, skipped: list[Path]) -> dict[str, Any]:
                 "diff_hash": _hash_files(root, iter(files))}
     spec = "HEAD:" if rel == "." else f"HEAD:{rel}"
     tree = _git(root, "rev-parse", "--verify", "-q", spec)
+    if tree and inside:
+        tree = _tree_without(root, rel, inside) or tree
     diff = _git(root, "diff", "HEAD", "--binary", "--no-ext-diff", "--", *pathspec) or b""
     dirty = bool(diff or untracked)
     entry = {
@@ -205,8 +211,25 @@ def _code(path: Path, skipped: list[Path]) -> dict[str, Any]:
     return entry
 
 
+def _tree_without(root: Path, rel: str, inside: list[str]) -> bytes | None:
+    """``ls-tree:`` and a hash of the path's listing at HEAD less the excluded paths, where one
+    of them is committed (else None: the tree itself is the identity). ls-tree takes no
+    ``:(exclude)`` pathspec, so the listing is filtered here."""
+    listing = _git(root, "ls-tree", "-r", "-z", "--full-tree", "HEAD", "--", rel) or b""
+    entries = [entry for entry in listing.split(b"\0") if entry]
+
+    def excluded(entry: bytes) -> bool:
+        name = os.fsdecode(entry.split(b"\t", 1)[-1])
+        return any(name == s or name.startswith(s + "/") for s in inside)
+
+    kept = [entry for entry in entries if not excluded(entry)]
+    if len(kept) == len(entries):
+        return None
+    return b"ls-tree:" + hashlib.sha256(b"\0".join(kept)).hexdigest().encode()
+
+
 def _walk(path: Path, skipped: list[Path]) -> Iterator[Path]:
-    """Files under ``path`` in a stable order, without caches, bytecode and skipped folders."""
+    """Files under ``path`` in a stable order, without caches, bytecode and skipped paths."""
     if path.is_file():
         yield path
         return
@@ -214,7 +237,7 @@ def _walk(path: Path, skipped: list[Path]) -> Iterator[Path]:
         dirs[:] = sorted(d for d in dirs
                          if d not in _SKIP_DIRS and Path(folder, d) not in skipped)
         for name in sorted(files):
-            if not name.endswith(".pyc"):
+            if not name.endswith(".pyc") and Path(folder, name) not in skipped:
                 yield Path(folder, name)
 
 

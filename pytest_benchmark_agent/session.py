@@ -151,11 +151,15 @@ class BenchSession:
                 self.hook.pytest_bench_run_started(run=run)
 
     def _fingerprint(self, run: BenchRun) -> dict[str, Any]:
-        """Environment, code (``code:`` paths, default the benchmark's folder) and accelerator."""
+        """Environment, code (``code:`` paths, default the benchmark's folder) and accelerator.
+
+        The benchmark file is not code: its content is the frozen config, compared on its own,
+        so editing it (a param, the hypothesis) does not change the code's fingerprint."""
         config = run.plan.config
         folder = run.plan.path.parent
         code = [(folder / path).resolve() for path in config.code] or [folder.resolve()]
-        return collect_fingerprint(code, config.env_vars, exclude=[self.home])
+        return collect_fingerprint(code, config.env_vars,
+                                   exclude=[self.home, run.plan.path.resolve()])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

@@ -397,3 +397,22 @@ def test_collected_objects_stay_frozen_until_pytests_exit_collections_are_done(
     assert int((project.path / "frozen.txt").read_text()) > 0
     assert frozen_at_exit and frozen_at_exit[0] > 0
     assert gc.get_freeze_count() == 0
+
+
+def test_editing_the_benchmark_file_leaves_the_code_fingerprint_alone(
+        project: BenchProject) -> None:
+    """With no ``code:`` the benchmark's folder is the code, the benchmark file excepted: its
+    content is the frozen config, compared on its own."""
+    document = simple_bench(replicates=1)
+    document["stages"][0]["cmd"] = "echo {size} > {data}"  # nothing written beside the code
+    project.write("helper.sh", "true\n")
+    project.bench(document)
+    assert project.run().ret == 0
+    project.bench({**document, "hypothesis": "reworded"})
+    assert project.run().ret == 0
+    project.write("helper.sh", "false\n")
+    assert project.run().ret == 0
+    first, second, third = (
+        yaml.safe_load((run / "config.yaml").read_text())["fingerprint"]["code"]
+        for run in project.runs())
+    assert first == second != third

@@ -166,6 +166,43 @@ def test_the_data_directory_is_not_code(repo, monkeypatch, no_gpu):
     assert collect_fingerprint([Path(".")], [], exclude=[])["code"]["."]["dirty"] is True
 
 
+def test_an_excluded_file_is_not_code_in_git_or_outside(repo, tmp_path, no_gpu):
+    """The benchmark file beside the code: its edits, committed or not, do not count."""
+    bench = repo / "engine" / "bench.yaml"
+    bench.write_text("params: {n: 1}\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "bench")
+
+    def code() -> dict:
+        fp = collect_fingerprint([repo / "engine"], [], exclude=[bench])
+        return fp["code"][str(repo / "engine")]
+
+    first = code()
+    assert first["tree"].startswith("ls-tree:") and first["dirty"] is False
+    bench.write_text("params: {n: 2}\n")
+    assert code() == first
+    git(repo, "commit", "-q", "-am", "edit the bench")
+    assert {**code(), "commit": None} == {**first, "commit": None}
+    (repo / "engine" / "core.py").write_text("def f():\n    return 7\n")
+    git(repo, "commit", "-q", "-am", "edit the code")
+    assert code()["tree"] != first["tree"]
+    assert code_of(repo / "engine")["tree"] == git(repo, "rev-parse", "HEAD:engine")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "run.sh").write_text("true\n")
+    (plain / "bench.yaml").write_text("params: {n: 1}\n")
+
+    def content() -> str:
+        return collect_fingerprint([plain], [], exclude=[plain / "bench.yaml"])["code"][
+            str(plain)]["content_hash"]
+
+    before = content()
+    (plain / "bench.yaml").write_text("params: {n: 2}\n")
+    assert content() == before
+    (plain / "run.sh").write_text("false\n")
+    assert content() != before
+
+
 def test_git_ignored_code_is_hashed_by_content(repo, no_gpu):
     build = repo / "build"
     build.mkdir()
