@@ -6,6 +6,9 @@ import argparse
 import os
 from pathlib import Path
 
+#: The data directory's folder of accepted plan-time deviations (one YAML per benchmark name).
+DEVIATIONS = "deviations"
+
 
 def home_of(args: argparse.Namespace) -> Path:
     """``--home``, else ``$BENCHMARK_HOME``, else ``./benchmark_data`` (as the plugin does)."""

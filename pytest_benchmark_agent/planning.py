@@ -23,14 +23,13 @@ from typing import Any
 
 import yaml
 
-from .cli_common import runs_in
+from .cli_common import DEVIATIONS, runs_in
 from .config import BenchmarkConfig
 from .fsutil import atomic_write, utc_now
 from .lessons import Note, notes_for
 from .placeholders import as_text
 from .record import dump_yaml, load_yaml
 
-DEVIATIONS = "deviations"
 _MISSING = "(not declared)"
 _CELL = 36
 

@@ -416,3 +416,20 @@ def test_editing_the_benchmark_file_leaves_the_code_fingerprint_alone(
         yaml.safe_load((run / "config.yaml").read_text())["fingerprint"]["code"]
         for run in project.runs())
     assert first == second != third
+
+
+def test_a_plain_session_loads_no_module_it_does_not_use(project: BenchProject) -> None:
+    """A fresh ``pytest --bench`` process with no GPU, no accepted deviation and no baseline
+    imports neither pynvml (no NVIDIA device node) nor planning (no deviations folder)."""
+    project.bench(simple_bench(replicates=1))
+    project.write("conftest.py", """
+        import json, sys
+        def pytest_bench_run_finished(run):
+            heavy = ("pynvml", "pytest_benchmark_agent.planning")
+            open("loaded.json", "w").write(json.dumps([m for m in heavy if m in sys.modules]))
+    """)
+    assert project.run(subprocess=True).ret == 0
+    loaded = json.loads((project.path / "loaded.json").read_text())
+    no_node = sys.platform.startswith("linux") and not any(
+        os.path.exists(node) for node in ("/dev/nvidiactl", "/dev/dxg"))
+    assert loaded == ([] if no_node else ["pynvml"])
