@@ -255,6 +255,7 @@ class Comparisons:
         add("loop", "marginal", f'python subprocess.run(["true"]) loop of {s.runs}, per run')
         add("plain", "marginal", f"plain pytest, per item running true (({big} - {n}) / {n})")
         add("cached", "cached", "pytest --bench, prep cached + 1 trial, whole process")
+        add("one", "cached", "plain pytest, one test, whole process")
         add("dvc", "cached", "dvc repro, everything cached (no-op), whole process",
             dvc.missing)
         add("plan", "planning", f"pytest --bench --collect-only, {s.planned} trials")
@@ -277,6 +278,7 @@ class Comparisons:
             "plain/test_small.py": parametrized(n, "subprocess.run(['true'], check=True)"),
             "plain/test_large.py": parametrized(big, "subprocess.run(['true'], check=True)"),
             "cached/bench.yaml": CACHED_BENCH,
+            "one/test_one.py": "def test_one():\n    pass\n",
             "planning/bench.yaml": measure_bench("overhead-planning", s.planned),
             "collecting/test_cases.py": parametrized(s.planned, "pass"),
         }
@@ -353,6 +355,10 @@ class Comparisons:
                                 "figure would include a build")
         self.lines["cached"].samples.append(wall)
 
+    def one_test(self) -> None:
+        wall, _ = self.ws.run(self.ws.pytest("one/test_one.py"), expect=r"\b1 passed")
+        self.lines["one"].samples.append(wall)
+
     def build_cache(self) -> None:
         """The run that builds the prep every measured cached session then reuses."""
         home = self.home("cached")
@@ -393,7 +399,7 @@ class Comparisons:
 
     def probes(self) -> list[Callable[[], None]]:
         return [self.marginal, self.hyperfine_run, self.loop, self.plain, self.cached,
-                self.dvc_run, self.planning, self.inert]
+                self.one_test, self.dvc_run, self.planning, self.inert]
 
     def warm_up(self) -> None:
         """One unmeasured run of each contender: bytecode caches, page cache, dvc's imports."""
@@ -421,6 +427,17 @@ TARGETS = (
     Target("planning", "pytest --bench --collect-only / plain pytest", "plan", "collect", 1.5),
     Target("inert", "plugin installed minus -p no:benchmark_agent", "inert", None, 0.010,
            absolute=True),
+)
+
+#: Ratios printed for context, not judged: where pytest itself stands against the references
+#: (a floor no plugin running each trial as a pytest item can go below), and the plugin
+#: against pytest.
+CONTEXT = (
+    Target("marginal", "plain pytest per item / hyperfine per run (pytest's floor)", "plain",
+           "hyperfine", 0),
+    Target("marginal", "pytest --bench per trial / plain pytest per item", "bench", "plain", 0),
+    Target("cached", "plain pytest one test / dvc no-op repro (pytest's floor)", "one", "dvc", 0),
+    Target("cached", "pytest --bench cached session / plain pytest one test", "cached", "one", 0),
 )
 
 
@@ -452,6 +469,11 @@ def render(lines: dict[str, Line], header: list[str]) -> str:
             met = value < target.limit if target.absolute else value <= target.limit
             result = "met" if met else "MISSED"
         out.append(f"{target.row:<10} {target.what:<64} {shown:>12} {limit:>12}  {result}")
+    out += ["", f"{'context':<10} {'ratio':<64} {'value':>12}"]
+    for context in CONTEXT:
+        value = context.value(lines)
+        out.append(f"{context.row:<10} {context.what:<64} "
+                   f"{'-' if value is None else f'{value:.2f}x':>12}")
     return "\n".join(out)
 
 
@@ -509,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({
             "mode": "quick" if args.quick else "full", "sizes": asdict(sizes),
             "lines": {key: asdict(line) for key, line in lines.items()},
-            "targets": {t.row: t.value(lines) for t in TARGETS}}, indent=1))
+            "targets": {t.row: t.value(lines) for t in TARGETS},
+            "context": {t.what: t.value(lines) for t in CONTEXT}}, indent=1))
     return 0
 
 

@@ -36,22 +36,23 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
     return proc.stdout, json.loads(samples.read_text())
 
 
-def tables(output: str) -> tuple[list[str], list[str]]:
-    """The measurement lines and the target lines (the two blocks after the header)."""
+def tables(output: str) -> tuple[list[str], list[str], list[str]]:
+    """The measurement, target and context lines (the three blocks after the header)."""
     blocks = [block.splitlines() for block in output.strip().split("\n\n")]
-    assert len(blocks) == 3, output
-    measurements, targets = blocks[1], blocks[2]
+    assert len(blocks) == 4, output
+    measurements, targets, context = blocks[1], blocks[2], blocks[3]
     assert measurements[0].split() == ["row", "measurement", "median", "min", "n"]
     assert targets[0].split() == ["target", "ratio", "value", "limit", "result"]
-    return measurements[1:], targets[1:]
+    assert context[0].split() == ["context", "ratio", "value"]
+    return measurements[1:], targets[1:], context[1:]
 
 
 def test_quick_mode_prints_every_measurement_line(quick):
     output, _ = quick
     assert output.startswith("harness overhead, quick mode")
-    measurements, _ = tables(output)
+    measurements, _, _ = tables(output)
     rows = [line.split()[0] for line in measurements]
-    assert rows == ["marginal"] * 5 + ["cached"] * 2 + ["planning"] * 2 + ["inert"] * 3
+    assert rows == ["marginal"] * 5 + ["cached"] * 3 + ["planning"] * 2 + ["inert"] * 3
     for line in measurements:
         assert MEASURED.match(line) or SKIPPED.match(line), line
     dvc = next(line for line in measurements if "dvc repro" in line)
@@ -62,7 +63,7 @@ def test_quick_mode_prints_every_measurement_line(quick):
 
 def test_quick_mode_prints_the_four_targets(quick):
     output, _ = quick
-    _, targets = tables(output)
+    _, targets, _ = tables(output)
     parsed = [TARGET.match(line) for line in targets]
     assert all(parsed), targets
     assert [m.group("row") for m in parsed] == ["marginal", "cached", "planning", "inert"]
@@ -71,6 +72,18 @@ def test_quick_mode_prints_the_four_targets(quick):
     assert cached.group("value") == "-" and cached.group("result") == "skipped (--dvc none)"
     planning = parsed[2]
     assert planning.group("result") in ("met", "MISSED")
+
+
+def test_quick_mode_prints_the_context_ratios(quick):
+    """pytest's own floor against the references, and the plugin against pytest."""
+    output, saved = quick
+    _, _, context = tables(output)
+    assert [line.split()[0] for line in context] == ["marginal", "marginal", "cached", "cached"]
+    assert context[2].endswith(" -")  # against DVC, left out here
+    ours = context[3].split()[-1]  # whole processes: a positive ratio even in a smoke run
+    assert ours.endswith("x") and float(ours[:-1]) > 0
+    float(context[1].split()[-1].removesuffix("x"))  # a difference of walls: any sign here
+    assert saved["context"]["plain pytest one test / dvc no-op repro (pytest's floor)"] is None
 
 
 def test_samples_file_holds_every_sample(quick):
