@@ -399,6 +399,18 @@ def test_collected_objects_stay_frozen_until_pytests_exit_collections_are_done(
     assert gc.get_freeze_count() == 0
 
 
+def test_the_interpreters_exit_skips_collecting_what_is_left(project: BenchProject) -> None:
+    """At exit everything left is frozen (the interpreter's own collections then walk nothing;
+    an atexit hook registered before the session's runs after its one)."""
+    project.bench(simple_bench(replicates=1))
+    project.write("conftest.py", """
+        import atexit, gc
+        atexit.register(lambda: open("at_exit.txt", "w").write(str(gc.get_freeze_count())))
+    """)
+    assert project.run(subprocess=True).ret == 0
+    assert int((project.path / "at_exit.txt").read_text()) > 0
+
+
 def test_editing_the_benchmark_file_leaves_the_code_fingerprint_alone(
         project: BenchProject) -> None:
     """With no ``code:`` the benchmark's folder is the code, the benchmark file excepted: its
