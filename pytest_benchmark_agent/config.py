@@ -1,4 +1,4 @@
-"""The benchmark file: pydantic models for every field, and loading with readable errors.
+"""The benchmark file: a model for every field (``model.py``), and loading with readable errors.
 
 Unknown keys are errors everywhere (a typo is never silently ignored), and every validation
 problem is reported as ``file: field: what is wrong. Fix: what is accepted``.
@@ -11,27 +11,22 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .model import Field, Model, Problem, ValidationError
 
 #: Metrics every stage reports without being asked: they can be used as fields and as primaries.
 BUILTIN_METRICS = ("wall_s", "cpu_s", "peak_rss_mb")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
-
-
-class MetricsFrom(_Strict):
+class MetricsFrom(Model):
     """Where a measure stage's metrics come from: its stdout, a file it writes, or the engine."""
 
     stdout: bool = False
     file: str | None = None
     fields: list[str] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _one_source(self) -> MetricsFrom:
+    def _check(self) -> None:
         if self.stdout and self.file:
             raise ValueError("give either stdout: true or file: PATH, not both")
         needs_source = [f for f in self.fields if f not in BUILTIN_METRICS]
@@ -40,10 +35,9 @@ class MetricsFrom(_Strict):
                 f"fields {needs_source} need a source: add stdout: true or file: PATH "
                 f"(only the built-in metrics {list(BUILTIN_METRICS)} need none)"
             )
-        return self
 
 
-class Stage(_Strict):
+class Stage(Model):
     """One step of the pipeline: a prep (cached by signature) or a measure (always re-run)."""
 
     name: str
@@ -61,7 +55,7 @@ class Stage(_Strict):
     timeout_s: float | None = Field(default=None, gt=0)
 
 
-class MetricSpec(_Strict):
+class MetricSpec(Model):
     """How a metric is judged: its better direction, its role, and its noise and floor bounds."""
 
     direction: Literal["lower", "higher", "equal"] = "lower"
@@ -74,7 +68,7 @@ class MetricSpec(_Strict):
     min_replicates: int = Field(default=5, ge=1)
 
 
-class Resources(_Strict):
+class Resources(Model):
     """What the whole benchmark may use; preflight and the guards hold the stages to it."""
 
     mem_mb: float | None = Field(default=None, gt=0)
@@ -85,7 +79,7 @@ class Resources(_Strict):
     price_per_gpu_hour: float = Field(default=0, ge=0)
 
 
-class Budget(_Strict):
+class Budget(Model):
     """Session limits: the session stops cleanly when one is spent."""
 
     trials: int | None = Field(default=None, ge=1)
@@ -94,20 +88,18 @@ class Budget(_Strict):
     cost_usd: float | None = Field(default=None, ge=0)
 
 
-class ReplicateRange(_Strict):
+class ReplicateRange(Model):
     """Sequential replication: add blocks from ``min`` until every primary verdict is decided."""
 
     min: int = Field(ge=1)
     max: int = Field(ge=1)
 
-    @model_validator(mode="after")
-    def _ordered(self) -> ReplicateRange:
+    def _check(self) -> None:
         if self.max < self.min:
             raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
-        return self
 
 
-class Range(_Strict):
+class Range(Model):
     """A numeric search range of a tuning file."""
 
     min: float
@@ -116,18 +108,18 @@ class Range(_Strict):
     scale: Literal["linear", "log"] = "linear"
 
 
-class TuneSettings(_Strict):
+class TuneSettings(Model):
     """How a tune guards its own loop (the ``tune:`` block of a tuning file)."""
 
     max_noncomparable_streak: int = Field(default=3, ge=1)
 
 
-class Objective(_Strict):
+class Objective(Model):
     metric: str
     direction: Literal["lower", "higher"]
 
 
-class ManifestEntry(_Strict):
+class ManifestEntry(Model):
     """A parameter a comparison depends on (a recipe's or domain's provenance manifest).
 
     Gate 1 requires it declared, even at its ``default``; ``why`` is shown when it is missing.
@@ -140,7 +132,7 @@ class ManifestEntry(_Strict):
     must_match: bool = False
 
 
-class BenchmarkConfig(_Strict):
+class BenchmarkConfig(Model):
     """A whole benchmark file (CONTRACT.md section 2)."""
 
     domain: str = "command"
@@ -150,7 +142,7 @@ class BenchmarkConfig(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     treatment_variable: str | list[str] | None = None
     treatments: list[Any] | None = None
-    replicates: int | ReplicateRange = 5
+    replicates: int | ReplicateRange = Field(5, ge=1)
     seeds: list[int] | None = None
     stages: list[Stage] = Field(default_factory=list)
     metrics: dict[str, MetricSpec] = Field(default_factory=dict)
@@ -163,13 +155,6 @@ class BenchmarkConfig(_Strict):
     constraints: list[str] = Field(default_factory=list)
     tune: TuneSettings = Field(default_factory=TuneSettings)
     manifest: dict[str, ManifestEntry] = Field(default_factory=dict)
-
-    @field_validator("replicates")
-    @classmethod
-    def _positive(cls, value: int | ReplicateRange) -> int | ReplicateRange:
-        if isinstance(value, int) and value < 1:
-            raise ValueError("must be at least 1")
-        return value
 
     @property
     def min_replicates(self) -> int:
@@ -211,42 +196,29 @@ def load_config(path: Path | str, overrides: dict[str, Any] | None = None) -> Be
     try:
         return BenchmarkConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(path, _explain(exc, raw)) from None
+        raise ConfigError(path, _explain(exc.problems, raw)) from None
 
 
-def _explain(exc: ValidationError, raw: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """Turn pydantic's errors into (field, message, fix) triples a user can act on."""
-    problems = []
-    for error in exc.errors():
-        loc = [part for part in error["loc"] if not _is_union_branch(part)]
-        field = _field_path(loc, raw)
-        kind = error["type"]
-        if kind == "extra_forbidden":
-            model = _model_at(loc[:-1])
-            accepted = sorted(model.model_fields) if model else []
-            close = difflib.get_close_matches(str(loc[-1]), accepted, n=1)
+def _explain(problems: list[Problem], raw: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Turn validation problems into (field, message, fix) triples a user can act on."""
+    explained = []
+    for problem in problems:
+        field = _field_path(problem.loc, raw)
+        if problem.kind == "extra_forbidden":
+            accepted = sorted(problem.accepted)
+            close = difflib.get_close_matches(str(problem.loc[-1]), accepted, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
-            problems.append((field, "is not a known key.",
-                             f"{hint}accepted keys here: {', '.join(accepted)}."))
-        elif kind == "missing":
-            problems.append((field, "is required.", "add it."))
+            explained.append((field, "is not a known key.",
+                              f"{hint}accepted keys here: {', '.join(accepted)}."))
+        elif problem.kind == "missing":
+            explained.append((field, "is required.", "add it."))
         else:
-            message = error["msg"].removeprefix("Value error, ")
-            problems.append((field, f"{message} (got {error.get('input')!r}).",
-                             "see CONTRACT.md section 2 for accepted values."))
-    return _dedupe(problems)
+            explained.append((field, f"{problem.message} (got {problem.input!r}).",
+                              "see CONTRACT.md section 2 for accepted values."))
+    return explained
 
 
-_UNION_BRANCHES = {"int", "str", "float", "bool", "list[any]", "list[str]", "ReplicateRange",
-                   "Range"}
-
-
-def _is_union_branch(part: Any) -> bool:
-    # pydantic inserts the tried union member ("int", "ReplicateRange", ...) into locations.
-    return isinstance(part, str) and (part in _UNION_BRANCHES or part.startswith("function-"))
-
-
-def _field_path(loc: list[Any], raw: dict[str, Any]) -> str:
+def _field_path(loc: tuple[str | int, ...], raw: dict[str, Any]) -> str:
     """``stages[1] (merge).kind`` style paths, naming list entries by their ``name`` when known."""
     text, node = "", raw
     for part in loc:
@@ -260,27 +232,3 @@ def _field_path(loc: list[Any], raw: dict[str, Any]) -> str:
             node = node.get(part) if isinstance(node, dict) else None
     return text
 
-
-def _model_at(loc: list[Any]) -> type[BaseModel] | None:
-    """The model whose fields apply at ``loc`` (for listing accepted keys)."""
-    model: type[BaseModel] | None = BenchmarkConfig
-    nested = {"stages": Stage, "metrics_from": MetricsFrom, "metrics": MetricSpec,
-              "resources": Resources, "budget": Budget, "objective": Objective,
-              "replicates": ReplicateRange, "tune": TuneSettings,
-              "manifest": ManifestEntry}
-    for part in loc:
-        if isinstance(part, str) and part in nested:
-            model = nested[part]
-    return model
-
-
-def _dedupe(problems: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
-    """One problem per field; a union's shallow "wrong type" loses to a deeper, precise problem."""
-    fields = [problem[0] for problem in problems]
-    seen, unique = set(), []
-    for problem in problems:
-        deeper = any(other.startswith(problem[0] + ".") for other in fields)
-        if problem[0] not in seen and not deeper:
-            seen.add(problem[0])
-            unique.append(problem)
-    return unique

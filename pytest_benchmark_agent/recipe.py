@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .config import (
     BenchmarkConfig,
@@ -37,14 +36,13 @@ from .config import (
 )
 from .domain import expand_domain, merge_metrics, merge_resources
 from .errors import ConfigError
+from .model import Field, Model, ValidationError
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 
 
-class Recipe(BaseModel):
+class Recipe(Model):
     """One recipe file."""
-
-    model_config = ConfigDict(extra="forbid")
 
     description: str
     #: Training recipes replicate over seeds by default (their manifest requires ``seeds``).

@@ -4,6 +4,8 @@ pydantic-like surface (dump, copy, fields set) the rest of the package uses."""
 from __future__ import annotations
 
 import datetime
+import subprocess
+import sys
 from typing import Any, Literal
 
 import pytest
@@ -209,3 +211,8 @@ def test_instances_pass_through_and_equality_is_by_value() -> None:
     assert Later() != Span(lo=1, hi=1)
     assert repr(span) == "Span(lo=1, hi=2)"
 
+
+def test_config_imports_without_pydantic() -> None:
+    code = ("import sys, pytest_benchmark_agent.recipe; "
+            "assert 'pydantic' not in sys.modules, 'pydantic was imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
