@@ -21,7 +21,6 @@ Three questions about runs A (the reference) and B, answered from their records
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from .errors import ConfigError
 from .fingerprint import FingerprintDiff, compare_fingerprints
 from .gate1 import treatment_variable
 from .placeholders import as_text
-from .record import load_results, load_yaml
+from .record import index_entries, load_results, load_yaml
 
 if TYPE_CHECKING:
     from . import analysis
@@ -362,16 +361,12 @@ def find_reproduction_target(home: Path, this: RecordView, config_hash: str
     """
     skipped: list[str] = []
     candidates = []
-    for index in (home / "runs").glob("*/index.json"):
-        try:
-            entry = json.loads(index.read_text())
-        except ValueError:
-            continue
-        if (index.parent.name != this.run_id and entry.get("name") == this.name
+    for run_dir, entry in index_entries(home):
+        if (run_dir.name != this.run_id and entry.get("name") == this.name
                 and entry.get("config_hash") == config_hash and entry.get("state") == "complete"
                 and entry.get("tag") in REPRODUCIBLE_TAGS
                 and (entry.get("ended") or "") < (this.started or "~")):
-            candidates.append((entry.get("ended") or "", index.parent))
+            candidates.append((entry.get("ended") or "", run_dir))
     for _, run_dir in sorted(candidates, reverse=True):
         prior = RecordView.load(run_dir)
         diff = fingerprint_diff(prior, this)

@@ -12,6 +12,7 @@ once a second (less often as it grows) while trials finish, and at the end; read
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -138,14 +139,46 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     return results
 
 
+#: The index entries this process read, per data directory: run folder name -> (file identity,
+#: entry).
+_index_cache: dict[Path, dict[str, tuple[tuple[int, int, int], dict[str, Any]]]] = {}
+
+
+def index_entries(home: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """(run folder, its ``index.json`` entry) for every run in ``home``, by folder name.
+
+    A session's end reads them all twice (the reproduction search, then the results index);
+    a file this process already read is parsed again only when it changed (its inode, mtime or
+    size: every write is an atomic replace, so a new inode). The entries are shared: read only.
+    The folder is listed with ``os.listdir`` and each file opened once: ``Path.glob`` (an lstat
+    per run) and ``read_text`` made a scan about twice as slow.
+    """
+    runs = home / "runs"
+    try:
+        names = sorted(name for name in os.listdir(runs) if not name.startswith("."))
+    except OSError:
+        names = []
+    known = _index_cache.get(home, {})
+    seen: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+    for name in names:
+        path = os.path.join(runs, name, "index.json")
+        try:
+            info = os.stat(path)
+            identity = (info.st_ino, info.st_mtime_ns, info.st_size)
+            cached = known.get(name)
+            if cached is None or cached[0] != identity:
+                with open(path, "rb") as handle:
+                    cached = (identity, json.loads(handle.read()))
+        except (OSError, ValueError):
+            continue
+        seen[name] = cached
+    _index_cache[home] = seen
+    return [(runs / name, entry) for name, (_, entry) in seen.items()]
+
+
 def regenerate_index(home: Path) -> None:
     """Rewrite ``results_index.md`` from every run's ``index.json``, grouped by tag."""
-    entries = []
-    for path in sorted((home / "runs").glob("*/index.json")):
-        try:
-            entries.append(json.loads(path.read_text()))
-        except ValueError:
-            continue
+    entries = [entry for _, entry in index_entries(home)]
     lines = ["# Benchmark results", "",
              "Regenerated from the run records after every run; do not edit by hand.", ""]
     for tag in TAG_ORDER:

@@ -1,0 +1,39 @@
+"""The run index entries a session's end reads twice: parsed once, re-read when rewritten."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_benchmark_agent.fsutil import atomic_write
+from pytest_benchmark_agent.record import index_entries, regenerate_index
+
+
+def write_entry(home: Path, run_id: str, tag: str) -> Path:
+    path = home / "runs" / run_id / "index.json"
+    atomic_write(path, json.dumps({"run_id": run_id, "name": "demo", "state": "complete",
+                                   "tag": tag, "counts": {"passed": 1}}))
+    return path
+
+
+def test_entries_are_parsed_once_and_again_only_when_rewritten(tmp_path: Path) -> None:
+    write_entry(tmp_path, "2026-01-01T00-00-00-demo-a", "RELIABLE")
+    write_entry(tmp_path, "2026-01-02T00-00-00-demo-b", "QUALIFIED")
+    (tmp_path / "runs" / "2026-01-03T00-00-00-demo-c").mkdir()
+    (tmp_path / "runs" / "2026-01-03T00-00-00-demo-c" / "index.json").write_text("{torn")
+    before = index_entries(tmp_path)
+    assert [(d.name[-1], e["tag"]) for d, e in before] == [("a", "RELIABLE"), ("b", "QUALIFIED")]
+    again = index_entries(tmp_path)
+    assert all(a[1] is b[1] for a, b in zip(before, again, strict=True))  # not parsed again
+    write_entry(tmp_path, "2026-01-01T00-00-00-demo-a", "FLAGGED!")  # same size, new file
+    (tmp_path / "runs" / "2026-01-02T00-00-00-demo-b" / "index.json").unlink()
+    assert [e["tag"] for _, e in index_entries(tmp_path)] == ["FLAGGED!"]
+
+
+def test_the_results_index_shows_a_rewritten_entry(tmp_path: Path) -> None:
+    write_entry(tmp_path, "2026-01-01T00-00-00-demo-a", "RELIABLE")
+    regenerate_index(tmp_path)
+    write_entry(tmp_path, "2026-01-01T00-00-00-demo-a", "QUALIFIED")
+    regenerate_index(tmp_path)
+    text = (tmp_path / "results_index.md").read_text()
+    assert "## QUALIFIED (1)" in text and "## RELIABLE (0)" in text
