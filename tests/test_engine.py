@@ -431,13 +431,14 @@ def test_editing_the_benchmark_file_leaves_the_code_fingerprint_alone(
 
 
 def test_a_plain_session_loads_no_module_it_does_not_use(project: BenchProject) -> None:
-    """A fresh ``pytest --bench`` process with no GPU, no accepted deviation and no baseline
-    imports neither pynvml (no NVIDIA device node) nor planning (no deviations folder)."""
+    """A fresh ``pytest --bench`` process with no GPU, no accepted deviation and no recipe
+    imports neither pynvml (no NVIDIA device node), planning (no deviations folder) nor the
+    domain layer (a command benchmark)."""
     project.bench(simple_bench(replicates=1))
     project.write("conftest.py", """
         import json, sys
         def pytest_bench_run_finished(run):
-            heavy = ("pynvml", "pytest_benchmark_agent.planning")
+            heavy = ("pynvml", "pytest_benchmark_agent.planning", "pytest_benchmark_agent.domain")
             open("loaded.json", "w").write(json.dumps([m for m in heavy if m in sys.modules]))
     """)
     assert project.run(subprocess=True).ret == 0
