@@ -33,6 +33,7 @@ from .config import (
     Resources,
     Stage,
     load_config,
+    parse_yaml,
 )
 from .errors import ConfigError
 from .model import Field, Model, ValidationError
@@ -76,7 +77,7 @@ def load_recipe(name: str, path: Path) -> Recipe:
         raise ConfigError(path, [("recipe", f"'{name}' is not a recipe (no {file}).",
                                   f"use one of: {known}, or a path to a recipe .yaml file.")])
     try:
-        return Recipe.model_validate(yaml.safe_load(file.read_text()))
+        return Recipe.model_validate(parse_yaml(file.read_text()))
     except (yaml.YAMLError, ValidationError) as exc:
         raise ConfigError(path, [("recipe", f"the recipe file {file} is not valid ({exc}).",
                                   "fix the recipe file.")]) from None

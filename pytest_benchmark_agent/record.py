@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from .config import parse_yaml
 from .fsutil import append_line, atomic_write, file_lock
 from .run import BenchRun
 
@@ -30,7 +31,6 @@ SNAPSHOT_INTERVAL_S = 1.0
 SNAPSHOT_COST_FACTOR = 100
 TAG_ORDER = ("RELIABLE", "QUALIFIED", "UNRELIABLE", "EXPLORATORY")
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def dump_yaml(data: Any) -> str:
@@ -38,7 +38,7 @@ def dump_yaml(data: Any) -> str:
 
 
 def load_yaml(path: Path) -> Any:
-    return yaml.load(path.read_text(), Loader=_Loader)
+    return parse_yaml(path.read_text())
 
 
 class RecordWriter:
