@@ -157,7 +157,7 @@ def _tool_packages() -> list[str]:
 def _header(dist: metadata.Distribution, name: str) -> list[str]:
     """The values of one field of a distribution's core metadata (the file ``dist.metadata``
     reads), from its header lines: the email parser ``dist.metadata`` runs costs ~0.7 ms a
-    package, most of it on the long description below the header (scipy, pydantic)."""
+    package, most of it on the long description below the header (scipy, numpy)."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     head = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
     field = re.compile(rf"^{re.escape(name)}:[ \t]*(.*(?:\r?\n[ \t].*)*)",

@@ -1,5 +1,5 @@
 """Every code block of docs/benchmark/README.md and DOMAIN_API.md runs, and the YAML reference
-lists exactly the fields of the pydantic models.
+lists exactly the fields of the config models.
 
 A fenced block preceded by ``<!-- file: NAME -->`` is written to NAME (appended when NAME was
 written before) in the document's scratch folder; Python files are compiled, TOML and YAML
