@@ -21,11 +21,13 @@ import pytest
 import yaml
 
 from .config import parse_yaml
-from .fsutil import append_line, atomic_write, file_lock
+from .fsutil import atomic_write, file_lock, open_creating
 from .run import BenchRun
 
 JOURNAL = "trials.jsonl"
-SNAPSHOT_INTERVAL_S = 1.0
+#: Mid-run snapshots of results.yaml are for a reader that opens the file without the journal;
+#: every reader in this package merges trials.jsonl in, so they can be this far apart.
+SNAPSHOT_INTERVAL_S = 10.0
 #: A mid-run snapshot waits at least this many times its own last cost, so rewriting a growing
 #: results.yaml never takes more than ~1% of a run (the journal already holds every trial).
 SNAPSHOT_COST_FACTOR = 100
@@ -48,6 +50,8 @@ class RecordWriter:
         #: In an xdist worker only the journal is written; the controller writes the rest.
         self.journal_only = journal_only
         self._next_snapshot: dict[str, float] = {}
+        #: Each run's trials.jsonl, open for appending from its first trial to the run's end.
+        self._journals: dict[str, int] = {}
 
     @pytest.hookimpl
     def pytest_bench_run_started(self, run: BenchRun) -> None:
@@ -58,12 +62,21 @@ class RecordWriter:
 
     @pytest.hookimpl
     def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
-        append_line(run.dir / JOURNAL, json.dumps(trial, default=str))
+        fd = self._journals.get(run.run_id)
+        if fd is None:
+            fd = self._journals[run.run_id] = open_creating(
+                run.dir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        # One write of one whole line (O_APPEND): on disk before the next trial starts, and
+        # never interleaved with another process appending to the same journal.
+        os.write(fd, (json.dumps(trial, default=str) + "\n").encode())
         if not self.journal_only and time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
             self._snapshot(run)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_bench_run_finished(self, run: BenchRun) -> None:
+        fd = self._journals.pop(run.run_id, None)
+        if fd is not None:
+            os.close(fd)
         self._write_config(run)
         self._snapshot(run)
         entry = {"run_id": run.run_id, "name": run.name, "state": run.state, "tag": run.tag,
