@@ -36,11 +36,22 @@ def open_creating(path: Path, flags: int) -> int:
         return os.open(path, flags, 0o644)
 
 
+def open_appending(path: Path) -> int:
+    """A descriptor of ``path`` opened for appending (O_APPEND), created if missing."""
+    return open_creating(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+
+def write_line(fd: int, line: str) -> None:
+    """Append one line in a single write, so appenders to the same O_APPEND file never
+    interleave (and a crash after it returns leaves the whole line in the file)."""
+    os.write(fd, (line.rstrip("\n") + "\n").encode())
+
+
 def append_line(path: Path, line: str) -> None:
-    """Append one line in a single write (O_APPEND), so concurrent appenders never interleave."""
-    fd = open_creating(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    """Append one line to ``path`` (see :func:`write_line`), opening it for this line only."""
+    fd = open_appending(path)
     try:
-        os.write(fd, (line.rstrip("\n") + "\n").encode())
+        write_line(fd, line)
     finally:
         os.close(fd)
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from .config import parse_yaml
-from .fsutil import atomic_write, file_lock, open_creating
+from .fsutil import atomic_write, file_lock, open_appending, write_line
 from .run import BenchRun
 
 JOURNAL = "trials.jsonl"
@@ -64,11 +64,8 @@ class RecordWriter:
     def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
         fd = self._journals.get(run.run_id)
         if fd is None:
-            fd = self._journals[run.run_id] = open_creating(
-                run.dir / JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        # One write of one whole line (O_APPEND): on disk before the next trial starts, and
-        # never interleaved with another process appending to the same journal.
-        os.write(fd, (json.dumps(trial, default=str) + "\n").encode())
+            fd = self._journals[run.run_id] = open_appending(run.dir / JOURNAL)
+        write_line(fd, json.dumps(trial, default=str))  # in the file before the next trial
         if not self.journal_only and time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
             self._snapshot(run)
 

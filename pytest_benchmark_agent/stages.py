@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .cgroup import CgroupMemory
-from .fsutil import utc_now
+from .fsutil import open_creating, utc_now
 from .guard import MemoryGuard
 from .nvml import VramGuard, process_tree
 
@@ -52,7 +52,7 @@ SPILL_BYTES = 1 << 20
 _READ_BYTES = 1 << 16
 
 
-class _Output:
+class StageOutput:
     """One captured stream: in memory while small, streamed to ``path`` once past the spill size.
 
     The file (and its folder) is created only when the stage wrote something.
@@ -89,14 +89,10 @@ class _Output:
     def text(self) -> str:
         if self._file is None:
             return self._buffer.decode(errors="replace")
-        return self.path.read_text(errors="replace") if self.path.exists() else ""
+        return self.path.read_text(errors="replace")
 
     def _open(self) -> Any:
-        try:
-            return self.path.open("wb")
-        except FileNotFoundError:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            return self.path.open("wb")
+        return open(open_creating(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
 
 
 @dataclass
@@ -112,38 +108,31 @@ class StageRun:
     peak_rss_mb: float
     started: str
     ended: str
-    stdout_path: Path
-    stderr_path: Path
+    stdout_log: StageOutput = field(repr=False)
+    stderr_log: StageOutput = field(repr=False)
     timed_out: bool = False
     guard_events: list[dict[str, Any]] = field(default_factory=list)
     guard_samples: int = 0
     gpus: list[int] = field(default_factory=list)
     peak_vram_mb: float | None = None
-    _out: _Output | None = field(default=None, repr=False)
-    _err: _Output | None = field(default=None, repr=False)
 
     def stdout(self) -> str:
-        return self._out.text() if self._out else _read(self.stdout_path)
+        return self.stdout_log.text()
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
-        text = self._err.text() if self._err else _read(self.stderr_path)
+        text = self.stderr_log.text()
         tail = text.rstrip().splitlines()[-lines:]
         return "\n".join(tail) if tail else "(stderr was empty)"
 
     def as_record(self) -> dict[str, Any]:
         """The run for a trial or prep record; ``stdout``/``stderr`` name only files written."""
-        logs = {key: str(output.path) for key, output in (("stdout", self._out),
-                                                           ("stderr", self._err))
-                if output is None or output.written}
+        logs = {key: str(log.path) for key, log in (("stdout", self.stdout_log),
+                                                     ("stderr", self.stderr_log)) if log.written}
         return {"exit_code": self.exit_code, "wall_s": round(self.wall_s, 6),
                 "cpu_s": round(self.cpu_s, 6), "peak_rss_mb": round(self.peak_rss_mb, 3),
                 "started": self.started, "ended": self.ended, **logs,
                 **({"guard_events": self.guard_events} if self.guard_events else {}),
                 **({"gpus": self.gpus, "peak_vram_mb": self.peak_vram_mb} if self.gpus else {})}
-
-
-def _read(path: Path) -> str:
-    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], log_dir: Path,
@@ -162,7 +151,7 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
     (KeyboardInterrupt included) stops the whole process group before it propagates, so no
     stage outlives its session.
     """
-    out, err = _Output(log_dir / "stdout.txt"), _Output(log_dir / "stderr.txt")
+    out, err = StageOutput(log_dir / "stdout.txt"), StageOutput(log_dir / "stderr.txt")
     started, t0 = utc_now(), time.perf_counter()
     proc = subprocess.Popen(["/bin/sh", "-c", _OOM_FIRST + command], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -195,10 +184,9 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
     return StageRun(stage=stage, command=command, cwd=str(cwd), exit_code=proc.returncode,
                     wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
                     peak_rss_mb=report.peak_rss_mb, started=started, ended=utc_now(),
-                    stdout_path=out.path, stderr_path=err.path, timed_out=timed_out,
+                    stdout_log=out, stderr_log=err, timed_out=timed_out,
                     guard_events=events, guard_samples=report.n_samples, gpus=list(gpus),
-                    peak_vram_mb=vram_report.peak_vram_mb if vram_report else None,
-                    _out=out, _err=err)
+                    peak_vram_mb=vram_report.peak_vram_mb if vram_report else None)
 
 
 class _Waiter:
@@ -209,7 +197,7 @@ class _Waiter:
     which leaves the zombie for ``os.wait4`` to reap with its resource usage.
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], outputs: dict[int, _Output]):
+    def __init__(self, proc: subprocess.Popen[bytes], outputs: dict[int, StageOutput]):
         self.proc = proc
         self.outputs = dict(outputs)
         self.poller = select.poll()
@@ -274,7 +262,7 @@ class _Waiter:
             del self.outputs[fd]
 
 
-def _drain_and_close(proc: subprocess.Popen[bytes], *outputs: _Output) -> None:
+def _drain_and_close(proc: subprocess.Popen[bytes], *outputs: StageOutput) -> None:
     """Read what the stage's pipes still hold, without waiting for writers that escaped its
     process group (a daemon it started), then close them and write the non-empty outputs."""
     for pipe, output in zip((proc.stdout, proc.stderr), outputs, strict=True):

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_benchmark_agent import stages
 from pytest_benchmark_agent.cgroup import CgroupMemory
-from pytest_benchmark_agent.stages import StageRun, _Output, run_stage
+from pytest_benchmark_agent.stages import StageOutput, StageRun, run_stage
 
 
 def stage(tmp_path: Path, command: str, **options: object) -> StageRun:
@@ -53,7 +53,7 @@ def test_output_past_the_spill_size_streams_to_its_file(tmp_path: Path) -> None:
 
 
 def test_output_buffer_spills_once_and_keeps_order(tmp_path: Path) -> None:
-    output = _Output(tmp_path / "deep" / "out.txt", spill_bytes=4)
+    output = StageOutput(tmp_path / "deep" / "out.txt", spill_bytes=4)
     for chunk in (b"ab", b"cd", b"ef", b"g"):
         output.write(chunk)
     assert output.written  # past 4 bytes it went to the file (its folder made on the way)
