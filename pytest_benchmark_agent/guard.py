@@ -379,11 +379,6 @@ class MemoryGuard:
         """The tree's peak RSS seen so far (for progress lines while the stage still runs)."""
         return round(self._state.peak / MIB, 1)
 
-    @property
-    def breached(self) -> bool:
-        """Whether the guard has killed the stage."""
-        return self._state.event is not None
-
     def begin(self) -> None:
         """Open what the samples read; the first sample reads the leader alone.
 
@@ -411,9 +406,7 @@ class MemoryGuard:
         try:
             return self._sample()
         except Exception as error:
-            raise RuntimeError(
-                f"memory guard for stage {self.stage!r} stopped watching: {error!r}"
-            ) from error
+            raise self._stopped_watching(error) from error
         finally:
             self._state.cpu_s += time.thread_time() - cpu0
 
@@ -466,10 +459,11 @@ class MemoryGuard:
         error = self._state.error
         report = self.finish()
         if error is not None:
-            raise RuntimeError(
-                f"memory guard for stage {self.stage!r} stopped watching: {error!r}"
-            ) from error
+            raise self._stopped_watching(error) from error
         return report
+
+    def _stopped_watching(self, error: BaseException) -> RuntimeError:
+        return RuntimeError(f"memory guard for stage {self.stage!r} stopped watching: {error!r}")
 
     def _run(self) -> None:
         cpu0 = time.thread_time()
