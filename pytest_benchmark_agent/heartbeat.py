@@ -86,6 +86,7 @@ class _Live:
     """What the plugin tracks of one run between hook calls."""
 
     def __init__(self, run: BenchRun):
+        self.run = run
         self.t0 = time.monotonic()
         self.started_unix = time.time()
         self.stage: str | None = None
@@ -119,7 +120,7 @@ class HeartbeatWriter:
         self._config = config
         # In an xdist worker the controller follows the run; workers would clobber its file.
         self._enabled = not hasattr(config, "workerinput")
-        self._live: dict[str, tuple[BenchRun, _Live]] = {}
+        self._live: dict[str, _Live] = {}
         # Held while a beat is built and renamed into place: the flusher never writes a stale
         # beat over a newer one.
         self._lock = threading.Lock()
@@ -133,7 +134,7 @@ class HeartbeatWriter:
         caveat = _deviation_caveat(run)
         if caveat and caveat not in run.caveats:
             run.caveats.append(caveat)
-        self._live[run.run_id] = (run, _Live(run))
+        self._live[run.run_id] = _Live(run)
         self._write(run)
         if self._flusher is None:
             self._stop.clear()
@@ -143,7 +144,7 @@ class HeartbeatWriter:
 
     @pytest.hookimpl
     def pytest_bench_stage_started(self, run: BenchRun, stage: str, trial_id: str | None) -> None:
-        live = self._get(run)
+        live = self._live.get(run.run_id)
         if live is None:
             return
         live.stage, live.trial_id, live.stage_t0 = stage, trial_id, time.monotonic()
@@ -152,7 +153,7 @@ class HeartbeatWriter:
     @pytest.hookimpl
     def pytest_bench_stage_progress(self, run: BenchRun, stage: str, trial_id: str | None,
                                     elapsed_s: float, peak_rss_mb: float) -> None:
-        live = self._get(run)
+        live = self._live.get(run.run_id)
         if live is None:
             return
         live.stage, live.trial_id = stage, trial_id
@@ -169,7 +170,7 @@ class HeartbeatWriter:
 
     @pytest.hookimpl
     def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
-        live = self._get(run)
+        live = self._live.get(run.run_id)
         if live is None:
             return
         live.see_peak(trial.get("peak_rss_mb"))
@@ -189,30 +190,27 @@ class HeartbeatWriter:
             self._flusher.join()
             self._flusher = None
 
-    def _get(self, run: BenchRun) -> _Live | None:
-        entry = self._live.get(run.run_id)
-        return None if entry is None else entry[1]
-
     def _write(self, run: BenchRun, *, throttled: bool = False) -> None:
         with self._lock:
-            live = self._live[run.run_id][1]
+            live = self._live[run.run_id]
             if throttled and time.monotonic() - live.last_write < BEAT_INTERVAL_S:
                 live.pending = True
                 return
-            self._beat(run, live)
+            self._beat(live)
 
     def _flush_pending(self) -> None:
         """The flusher: writes held-back changes once a second until the last run ends."""
         while not self._stop.wait(BEAT_INTERVAL_S):
             with self._lock:
-                for run, live in list(self._live.values()):
+                for live in list(self._live.values()):
                     if live.pending:
                         with contextlib.suppress(OSError):  # advisory: the next beat retries
-                            self._beat(run, live)
+                            self._beat(live)
 
     @staticmethod
-    def _beat(run: BenchRun, live: _Live) -> None:
+    def _beat(live: _Live) -> None:
         """Write the run's heartbeat now (the caller holds the lock)."""
+        run = live.run
         now = time.monotonic()
         live.last_write, live.pending = now, False
         done, elapsed = live.done, now - live.t0
