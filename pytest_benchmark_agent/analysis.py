@@ -35,33 +35,20 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Protocol
 
 import numpy as np
 
+from .comparability import DIRECTIONS, MetricRule, Verdict, guard_failures, refusal
 from .distributions import ndtr, ndtri, stdtr, stdtrit
 
 BOOTSTRAP_RESAMPLES = 4000
 TRIM = 0.2
 CI_LEVEL = 0.95
 MDE_POWER = 0.8
-DIRECTIONS = ("lower", "higher", "equal")
 _BOUNDARY_PATHS = 100_000
 _BOUNDARY_SEED = 20240917
 
 Key = tuple[int, "int | None"]  # (replicate, seed): the block a sample belongs to
-
-
-class MetricRule(Protocol):
-    """The attributes of a metric's config that the analysis reads."""
-
-    direction: str
-    primary: bool
-    guard: bool
-    floor: float | None
-    ceiling: float | None
-    noise_threshold: float
-    min_replicates: int
 
 
 @dataclass(frozen=True)
@@ -85,43 +72,6 @@ class Observation:
     replicate: int
     seed: int | None
     value: float
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The verdict on one metric for one treatment against the control."""
-
-    verdict: str
-    ratio: float | None = None
-    ci: tuple[float, float] | None = None
-    p: float | None = None
-    p_holm: float | None = None
-    reason: str | None = None
-    n: tuple[int, int] = (0, 0)
-    mde: float | None = None
-    test: str | None = None
-    design: str | None = None
-    units: int = 0
-    level: float | None = None
-    median_ratio: float | None = None
-
-    def as_record(self) -> dict:
-        """Plain-Python mapping for results.yaml (lists, floats, no numpy scalars)."""
-        return {
-            "verdict": self.verdict,
-            "ratio": self.ratio,
-            "ci": list(self.ci) if self.ci is not None else None,
-            "p": self.p,
-            "p_holm": self.p_holm,
-            "reason": self.reason,
-            "n": list(self.n),
-            "mde": self.mde,
-            "test": self.test,
-            "design": self.design,
-            "units": self.units,
-            "level": self.level,
-            "median_ratio": self.median_ratio,
-        }
 
 
 @dataclass
@@ -393,18 +343,14 @@ def _compare(
 ) -> _Comparison:
     """Pick the design (paired blocks, paired seeds, unpaired) and run its test."""
     n = (len(control), len(treated))
-    if not control or not treated:
-        side = "control" if not control else "treatment"
-        return _Comparison(n, refusal=f"no samples for the {side}")
+    refused = refusal(spec, n)
+    if refused is not None:
+        return _Comparison(n, refusal=refused)
+    if spec.direction == "equal":
+        return _identity(n, control, treated)
     c_med = float(np.median(list(control.values())))
     t_med = float(np.median(list(treated.values())))
     median_ratio = t_med / c_med if c_med != 0 else None
-    if spec.direction == "equal":
-        return _identity(n, control, treated)
-    if min(n) < spec.min_replicates:
-        return _Comparison(
-            n, refusal=f"too few replicates (n={min(n)}, needed {spec.min_replicates})"
-        )
     values = [*control.values(), *treated.values()]
     if min(values) == max(values):
         return _Comparison(
@@ -679,29 +625,14 @@ def _guard_failures(
     observations: Mapping[str, Sequence[Observation]],
     verdicts: dict[str, dict[str, Verdict]],
 ) -> list[str]:
-    """Why ``treatment`` fails guard ``metric``: a regression, a floor or ceiling, no samples."""
+    """Why ``treatment`` fails guard ``metric`` (:func:`.comparability.guard_failures`)."""
     values = [
         o.value
         for o in observations.get(metric, ())
         if o.treatment == treatment and math.isfinite(o.value)
     ]
-    if not values:
-        return [f"guard {metric} has no samples"]
-    failures = []
-    median = float(np.median(values))
-    if spec.floor is not None and median < spec.floor:
-        failures.append(f"guard {metric} median {median:g} is below its floor {spec.floor:g}")
-    if spec.ceiling is not None and median > spec.ceiling:
-        failures.append(f"guard {metric} median {median:g} is above its ceiling {spec.ceiling:g}")
-    if treatment == control or not spec.guard:
-        return failures
-    verdict = verdicts[metric][treatment]
-    if verdict.verdict == "regressed":
-        detail = verdict.reason or f"ratio {verdict.ratio:.4g}"
-        failures.append(f"guard {metric} regressed ({detail})")
-    elif verdict.verdict == "not_comparable":
-        failures.append(f"guard {metric} could not be checked ({verdict.reason})")
-    return failures
+    compared = None if treatment == control else verdicts[metric][treatment]
+    return guard_failures(metric, spec, values, compared)
 
 
 @lru_cache(maxsize=256)

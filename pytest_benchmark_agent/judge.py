@@ -20,15 +20,14 @@ run. The statistics are :mod:`.analysis`'s; this module decides what goes in:
   no alpha spent).
 * **Nothing to compare** (a cached session measuring one treatment, a smoke run of 1 replicate):
   when every comparison would be refused before a test runs (a side without samples, or fewer
-  than ``min_replicates``), :func:`evaluate` writes those refusals itself, in
-  :mod:`.analysis`' words, without importing it.
+  than ``min_replicates``), :func:`evaluate` writes those refusals itself, by the rules of
+  :mod:`.comparability` that the analysis applies too, without importing it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -46,7 +45,8 @@ from .baseline import (
     reproduction,
     resolve_run,
 )
-from .config import MetricSpec, ReplicateRange
+from .comparability import Verdict, guard_failures, refusal
+from .config import ReplicateRange
 from .isolation import CAVEAT_NONE
 from .run import BenchRun
 from .tags import compute_tag
@@ -295,13 +295,14 @@ def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
               ) -> tuple[dict[str, dict[str, dict[str, Any]]], list[str], list[str]] | None:
     """Verdict records, caveats and refusals of :func:`.analysis.analyze_run` when each
     comparison lacks samples on a side or has fewer than ``min_replicates`` (``equal`` metrics
-    compare from one sample); None when one would run. Its words, kept equal by test_judge."""
+    compare from one sample); None when one would run. The rules are :mod:`.comparability`'s,
+    the ones the analysis applies."""
     specs = run.plan.config.metrics
     labels, control = run.treatment_labels, run.control
     others = [label for label in labels if label != control]
     table, caveats = _samples(trials, list(specs), labels, None)
     finite: dict[str, dict[str, list[float]]] = {}
-    verdicts: dict[str, dict[str, dict[str, Any]]] = {}
+    verdicts: dict[str, dict[str, Verdict]] = {}
     refusals: list[str] = []
     for metric, spec in specs.items():
         values: dict[str, list[float]] = {label: [] for label in labels}
@@ -315,13 +316,10 @@ def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
         verdicts[metric] = {}
         for label in others:
             n = (len(finite[metric][control]), len(finite[metric][label]))
-            if not min(n):
-                reason = f"no samples for the {'treatment' if n[0] else 'control'}"
-            elif spec.direction != "equal" and min(n) < spec.min_replicates:
-                reason = f"too few replicates (n={min(n)}, needed {spec.min_replicates})"
-            else:
+            reason = refusal(spec, n)
+            if reason is None:
                 return None
-            verdicts[metric][label] = _refused(reason, n)
+            verdicts[metric][label] = Verdict("not_comparable", reason=reason, n=n)
             refusals.append(f"{metric} [{label}]: not comparable: {reason}")
         if spec.direction == "equal" and len(set(finite[metric][control])) > 1:
             caveats.append(f"{metric}: the control's own values are not all identical")
@@ -330,37 +328,15 @@ def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
     for label in [control, *others]:
         who = f"control {label}" if label == control else label
         for metric in guards:
-            caveats += [f"{who}: {failure}" for failure in _guard_failures(
+            caveats += [f"{who}: {failure}" for failure in guard_failures(
                 metric, specs[metric], finite[metric][label], verdicts[metric].get(label))]
-    return verdicts, caveats, refusals
+    return ({metric: {label: verdict.as_record() for label, verdict in per.items()}
+             for metric, per in verdicts.items()}, caveats, refusals)
 
 
-def _guard_failures(metric: str, spec: MetricSpec, values: list[float],
-                    refused: dict[str, Any] | None) -> list[str]:
-    """:func:`.analysis._guard_failures` of a treatment whose comparisons were all refused."""
-    if not values:
-        return [f"guard {metric} has no samples"]
-    failures = []
-    median = statistics.median(values)
-    if spec.floor is not None and median < spec.floor:
-        failures.append(f"guard {metric} median {median:g} is below its floor {spec.floor:g}")
-    if spec.ceiling is not None and median > spec.ceiling:
-        failures.append(f"guard {metric} median {median:g} is above its ceiling {spec.ceiling:g}")
-    if refused is not None and spec.guard:
-        failures.append(f"guard {metric} could not be checked ({refused['reason']})")
-    return failures
-
-
-def _refused(reason: str, n: tuple[int, int]) -> dict[str, Any]:
-    """:meth:`.analysis.Verdict.as_record` of a comparison refused before its test."""
-    return {"verdict": "not_comparable", "ratio": None, "ci": None, "p": None, "p_holm": None,
-            "reason": reason, "n": list(n), "mde": None, "test": None, "design": None,
-            "units": 0, "level": None, "median_ratio": None}
-
-
-def host_conflicts(verdicts: dict[str, dict[str, analysis.Verdict]],
+def host_conflicts(verdicts: dict[str, dict[str, Verdict]],
                    per_host: Mapping[str, analysis.RunAnalysis], specs: Mapping[str, Any],
-                   ) -> tuple[dict[str, dict[str, analysis.Verdict]], list[str], list[str]]:
+                   ) -> tuple[dict[str, dict[str, Verdict]], list[str], list[str]]:
     """Refuse a combined verdict whose direction differs between hosts; caveat weaker splits.
 
     A treatment whose guard metric splits by host cannot be called improved either.
