@@ -23,6 +23,7 @@ import yaml
 from .config import parse_yaml
 from .fsutil import atomic_write, file_lock, open_appending, write_line
 from .run import BenchRun
+from .yamlwrite import to_yaml
 
 JOURNAL = "trials.jsonl"
 #: Mid-run snapshots of results.yaml are for a reader that opens the file without the journal;
@@ -36,7 +37,11 @@ _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def dump_yaml(data: Any) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    """A record as YAML: the fast writer for JSON-like data, PyYAML for anything else."""
+    text = to_yaml(data)
+    if text is None:
+        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return text
 
 
 def load_yaml(path: Path) -> Any:
