@@ -164,6 +164,9 @@ class HeartbeatWriter:
                 f"peak {peak_rss_mb:.1f} MB, trials {live.done}/{live.total}")
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
+            reporter.ensure_newline()  # ends a "file.yaml ..." line; -q's row of dots is not
+            if self._config.get_terminal_writer().width_of_current_line:  # one it knows of
+                reporter.write("\n")
             reporter.write_line(line)
         append_line(run.dir / PROGRESS_LOG, f"{utc_now()} {line}")
         self._write(run)

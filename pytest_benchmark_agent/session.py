@@ -40,6 +40,7 @@ from .isolation import CAVEAT_NONE, HostIsolation, host_id
 from .nvml import nvml_unavailable_reason
 from .plan import BenchPlan
 from .preflight import check_resources
+from .protocol import TrialProtocol
 from .record import read_journal
 from .report import terminal_lines, what_went_wrong
 from .run import BenchRun, new_run_id, new_session_token
@@ -65,6 +66,7 @@ class BenchSession:
                                           isolation, config.hook,
                                           config.getoption("bench_progress_every"))
         self.runs: list[BenchRun] = []
+        self.protocol = TrialProtocol(config)
         self._t0 = time.monotonic()
         self._previous_sigterm: Any = None
         self._interrupted = False
@@ -167,6 +169,14 @@ class BenchSession:
         code = [(folder / path).resolve() for path in config.code] or [folder.resolve()]
         return collect_fingerprint(code, config.env_vars,
                                    exclude=[self.home, run.plan.path.resolve()])
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        """Trials run pytest's protocol without per-phase output capture (:mod:`.protocol`)."""
+        if not isinstance(item, BenchItem):
+            return None
+        self.protocol.run(item, nextitem)
+        return True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
