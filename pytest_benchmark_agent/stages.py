@@ -17,17 +17,17 @@ folder only when non-empty (a stage that prints nothing leaves no files); past
 
 The shell raises its own ``oom_score_adj`` to 1000 before running the command, so every process
 of the stage inherits it and the kernel, if it ever acts before the guard, picks the stage and
-never a neighbour. Doing it in the shell rather than in a ``preexec_fn`` keeps CPython's fast
-vfork path for spawning (see benchmarks/overhead.py).
+never a neighbour. Doing it in the shell rather than in a ``preexec_fn`` lets the stage start
+with ``os.posix_spawn`` (see :func:`_spawn` and benchmarks/overhead.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import select
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -153,40 +153,116 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
     """
     out, err = StageOutput(log_dir / "stdout.txt"), StageOutput(log_dir / "stderr.txt")
     started, t0 = utc_now(), time.perf_counter()
-    proc = subprocess.Popen(["/bin/sh", "-c", _OOM_FIRST + command], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    assert proc.stdout is not None and proc.stderr is not None, "both streams are pipes"
-    pipes = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-    guard = MemoryGuard(proc.pid, mem_ceiling_mb, stage, cgroup)
+    pid, stdout_fd, stderr_fd = _spawn(command, cwd, env)
+    pipes = {stdout_fd: out, stderr_fd: err}
+    guard = MemoryGuard(pid, mem_ceiling_mb, stage, cgroup)
     vram = None
     try:
         guard.begin()
-        vram = VramGuard(process_tree(proc.pid), gpus, vram_ceiling_mb, stage,
-                         on_breach=lambda: _kill_leftovers(proc.pid)).start() if gpus else None
-        timed_out = _Waiter(proc, pipes).wait(guard, t0, timeout_s, progress, progress_every_s)
+        vram = VramGuard(process_tree(pid), gpus, vram_ceiling_mb, stage,
+                         on_breach=lambda: _kill_leftovers(pid)).start() if gpus else None
+        timed_out = _Waiter(pid, pipes).wait(guard, t0, timeout_s, progress, progress_every_s)
         wall = time.perf_counter() - t0
-        _, status, usage = _wait4(proc.pid)
+        _, status, usage = _wait4(pid)
     except BaseException:
-        stop_group(proc.pid)
+        stop_group(pid)
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(proc.pid, 0)
+            os.waitpid(pid, 0)
         raise
     finally:
-        _kill_leftovers(proc.pid)
-        _drain_and_close(proc, out, err)
+        _kill_leftovers(pid)
+        _drain_and_close(pipes)
         report = guard.finish()
         vram_report = vram.stop() if vram else None
-    proc.returncode = os.waitstatus_to_exitcode(status)
     events = [report.event.as_record()] if report.event else []
     if vram_report and vram_report.event:
         events.append(vram_report.event)
-    return StageRun(stage=stage, command=command, cwd=str(cwd), exit_code=proc.returncode,
+    return StageRun(stage=stage, command=command, cwd=str(cwd),
+                    exit_code=os.waitstatus_to_exitcode(status),
                     wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
                     peak_rss_mb=report.peak_rss_mb, started=started, ended=utc_now(),
                     stdout_log=out, stderr_log=err, timed_out=timed_out,
                     guard_events=events, guard_samples=report.n_samples, gpus=list(gpus),
                     peak_vram_mb=vram_report.peak_vram_mb if vram_report else None)
+
+
+def _spawn(command: str, cwd: Path, env: Mapping[str, str]) -> tuple[int, int, int]:
+    """Start ``sh -c`` for a stage, leading its own session; returns its pid and the read ends
+    of its stdout and stderr pipes.
+
+    ``os.posix_spawn`` does what ``subprocess.Popen`` would (stdin from /dev/null, a new session,
+    SIGPIPE and SIGXFSZ back to their defaults, no descriptor of this process left open in the
+    stage) at about half its cost in this process, most of a short trial's spawning. It has no
+    working-folder action, so the shell changes folder first (with ``cd -P``: the physical
+    path, as ``chdir`` gives), taking the folder as ``$1`` and shifting it away; a folder that is
+    gone fails the stage with the shell's message on stderr.
+    """
+    script = f'cd -P -- "$1" || exit 126; shift; {_OOM_FIRST}{command}'
+    stdout_read, stdout_write = _pipe()
+    stderr_read, stderr_write = _pipe()
+    stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        actions = [(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, stdout_write, 1),
+                   (os.POSIX_SPAWN_DUP2, stderr_write, 2)]
+        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()]
+        pid = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", script, "/bin/sh", os.fspath(cwd)], env,
+                             file_actions=actions, setsid=True, setsigdef=_DEFAULT_SIGNALS)
+    except BaseException:
+        os.close(stdout_read)
+        os.close(stderr_read)
+        raise
+    finally:
+        for fd in (stdin, stdout_write, stderr_write):
+            os.close(fd)
+    return pid, stdout_read, stderr_read
+
+
+#: Signals this process ignores (Python ignores SIGPIPE) that a stage must get with their
+#: default action, as ``subprocess`` restores them.
+_DEFAULT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ")
+                         if hasattr(signal, name))
+
+
+def _pipe() -> tuple[int, int]:
+    """A close-on-exec pipe whose ends are above 2, so duplicating one onto a standard stream
+    always makes a new, inheritable descriptor (a process started with 0-2 closed gets low
+    descriptors from ``os.pipe``)."""
+    ends = []
+    for fd in os.pipe():
+        if fd <= 2:
+            raised = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+            os.close(fd)
+            fd = raised
+        ends.append(fd)
+    return ends[0], ends[1]
+
+
+def _inheritable_fds() -> list[int]:
+    """Descriptors above 2 that an exec would keep: ``Popen``'s ``close_fds`` closes them, and
+    so does the spawn.
+
+    Python makes its own descriptors close-on-exec, so these came from outside (the process
+    that started pytest) or from code that asked for them. Listing ``/proc/self/fd`` costs a
+    short trial's spawn a third of its time, so the listing is taken once, at the first stage;
+    each spawn then checks only what it found (a closed one is forgotten).
+    """
+    global _found_inheritable
+    if _found_inheritable is None:
+        try:
+            names = os.listdir("/proc/self/fd")
+        except OSError:
+            names = []
+        _found_inheritable = [int(name) for name in names if int(name) > 2]
+    kept = []
+    for fd in _found_inheritable:
+        with contextlib.suppress(OSError):  # closed since (the listing's own descriptor too)
+            if os.get_inheritable(fd):
+                kept.append(fd)
+    _found_inheritable = kept
+    return kept
+
+
+_found_inheritable: list[int] | None = None
 
 
 class _Waiter:
@@ -197,13 +273,13 @@ class _Waiter:
     which leaves the zombie for ``os.wait4`` to reap with its resource usage.
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], outputs: dict[int, StageOutput]):
-        self.proc = proc
+    def __init__(self, pid: int, outputs: dict[int, StageOutput]):
+        self.pid = pid
         self.outputs = dict(outputs)
         self.poller = select.poll()
         for fd in self.outputs:
             self.poller.register(fd, select.POLLIN)
-        self.exit_fd, self._close_exit_fd = self._exit_signal(proc.pid)
+        self.exit_fd, self._close_exit_fd = self._exit_signal(pid)
         self.poller.register(self.exit_fd, select.POLLIN)
 
     @staticmethod
@@ -240,7 +316,7 @@ class _Waiter:
                     next_sample = float("inf") if interval is None else now + interval
                 if now >= deadline:
                     timed_out, deadline = True, float("inf")
-                    _kill_leftovers(self.proc.pid)
+                    _kill_leftovers(self.pid)
                 if now >= next_tick:
                     progress(now - t0, guard.peak_rss_mb)  # type: ignore[misc]
                     next_tick = now + progress_every_s
@@ -262,18 +338,15 @@ class _Waiter:
             del self.outputs[fd]
 
 
-def _drain_and_close(proc: subprocess.Popen[bytes], *outputs: StageOutput) -> None:
+def _drain_and_close(pipes: dict[int, StageOutput]) -> None:
     """Read what the stage's pipes still hold, without waiting for writers that escaped its
     process group (a daemon it started), then close them and write the non-empty outputs."""
-    for pipe, output in zip((proc.stdout, proc.stderr), outputs, strict=True):
-        if pipe is None:
-            continue
-        fd = pipe.fileno()
+    for fd, output in pipes.items():
         os.set_blocking(fd, False)
         with contextlib.suppress(BlockingIOError):
             while chunk := os.read(fd, _READ_BYTES):
                 output.write(chunk)
-        pipe.close()
+        os.close(fd)
         output.close()
 
 

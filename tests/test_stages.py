@@ -132,3 +132,40 @@ def test_interrupt_while_waiting_stops_the_stage(tmp_path: Path,
         stage(tmp_path, f"echo $$ > {pidfile}; sleep 300")
     with pytest.raises(ProcessLookupError):
         os.kill(int(pidfile.read_text()), 0)
+
+
+def test_a_stage_starts_as_subprocess_would_start_it(tmp_path: Path) -> None:
+    """Its folder (physical path), stdin from /dev/null, its own session (the shell leads it),
+    SIGPIPE not ignored (Python ignores it), positional parameters as a plain ``sh -c`` has."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    script = ('pwd; readlink /proc/self/fd/0; echo "args=$#"; grep SigIgn /proc/self/status; '
+              f'{sys.executable} -c "import os; print(os.getsid(0) == os.getppid())"')
+    result = run_stage("measure", script, cwd=tmp_path / "link", env=dict(os.environ),
+                       log_dir=tmp_path / "logs")
+    assert result.exit_code == 0, result.stderr_tail()
+    folder, stdin, args, ignored, leads = result.stdout().splitlines()
+    assert (folder, stdin, args, leads) == (str(real.resolve()), "/dev/null", "args=0", "True")
+    assert not int(ignored.split()[1], 16) & (1 << (signal.SIGPIPE - 1))
+
+
+def test_an_inherited_descriptor_is_not_left_open_in_a_stage(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    read, write = os.pipe()
+    os.set_inheritable(write, True)  # as a descriptor handed to pytest by its parent is
+    monkeypatch.setattr(stages, "_found_inheritable", None)  # as if this process just started
+    try:
+        result = stage(tmp_path, f"ls /proc/self/fd; test -e /proc/self/fd/{write} && echo LEAKED")
+    finally:
+        os.close(read)
+        os.close(write)
+    assert result.exit_code == 1  # the test fails: the descriptor is not there
+    assert "LEAKED" not in result.stdout()
+
+
+def test_a_missing_folder_fails_the_stage_with_the_shells_reason(tmp_path: Path) -> None:
+    result = stage(tmp_path / "gone", "echo never")
+    assert result.exit_code == 126
+    assert "can't cd" in result.stderr_tail() or "No such file" in result.stderr_tail()
+    assert result.stdout() == ""
