@@ -1,8 +1,9 @@
 """The harness's own cost, side by side with the tools people would use instead.
 
 Four comparisons, each measured against its reference in the same run, the contenders
-interleaved (every repetition runs each of them once, in a rotated order, so drift of this
-shared machine hits them alike), and a table of medians and ratios at the end:
+interleaved (every repetition runs each of them, in a rotated order, so drift of this shared
+machine hits them alike; the marginal and inert lines, differences of two whole-process walls,
+take a few pairs per repetition), and a table of medians and ratios at the end:
 
 * **marginal cost per trial**: sessions of a measure stage running ``true`` with N and 2N
   trials, ``(wall(2N) - wall(N)) / N``, against ``hyperfine -N --runs N true`` (per run), a
@@ -75,12 +76,17 @@ class Sizes:
     suite: int  # tests in the inert comparison's suite
     repeats: int
     inert_pairs: int  # inert pairs per repetition (its difference is small and noisy)
+    #: (N, 2N) session pairs per repetition for the marginal lines: each sample is a difference
+    #: of two whole-process walls, so its spread is theirs (about +-2 ms per trial here)
+    marginal_pairs: int
     warmup: bool
 
 
 FULL = Sizes(trials=200, runs=200, planned=10_000, suite=200, repeats=7, inert_pairs=3,
+             marginal_pairs=3,
              warmup=True)
-QUICK = Sizes(trials=6, runs=20, planned=200, suite=20, repeats=1, inert_pairs=1, warmup=False)
+QUICK = Sizes(trials=6, runs=20, planned=200, suite=20, repeats=1, inert_pairs=1,
+              marginal_pairs=1, warmup=False)
 
 
 class OverheadError(RuntimeError):
@@ -307,23 +313,25 @@ class Comparisons:
 
     def marginal(self) -> None:
         ws, n = self.ws, self.ws.sizes.trials
-        walls = {}
-        for size in self._order():
-            walls[size], _ = ws.run(ws.pytest("--bench", f"marginal/bench_{size}.yaml",
-                                              "--bench-home", str(self.home(size))),
-                                    expect=rf"\b{n if size == 'small' else 2 * n} passed")
-        self.lines["bench"].samples.append((walls["large"] - walls["small"]) / n)
-        cycle = journal_cycle(self.ws.root / "homes" / "large")
-        if cycle is not None:
-            self.lines["cycle"].samples.append(cycle)
+        for _ in range(ws.sizes.marginal_pairs):
+            walls = {}
+            for size in self._order():
+                walls[size], _ = ws.run(ws.pytest("--bench", f"marginal/bench_{size}.yaml",
+                                                  "--bench-home", str(self.home(size))),
+                                        expect=rf"\b{n if size == 'small' else 2 * n} passed")
+            self.lines["bench"].samples.append((walls["large"] - walls["small"]) / n)
+            cycle = journal_cycle(self.ws.root / "homes" / "large")
+            if cycle is not None:
+                self.lines["cycle"].samples.append(cycle)
 
     def plain(self) -> None:
         ws, n = self.ws, self.ws.sizes.trials
-        walls = {}
-        for size in self._order():
-            walls[size], _ = ws.run(ws.pytest(f"plain/test_{size}.py"),
-                                    expect=rf"\b{n if size == 'small' else 2 * n} passed")
-        self.lines["plain"].samples.append((walls["large"] - walls["small"]) / n)
+        for _ in range(ws.sizes.marginal_pairs):
+            walls = {}
+            for size in self._order():
+                walls[size], _ = ws.run(ws.pytest(f"plain/test_{size}.py"),
+                                        expect=rf"\b{n if size == 'small' else 2 * n} passed")
+            self.lines["plain"].samples.append((walls["large"] - walls["small"]) / n)
 
     def _order(self) -> tuple[str, str]:
         """small, large, then large, small on the next call: neither always goes first."""
