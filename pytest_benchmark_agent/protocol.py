@@ -16,6 +16,7 @@ implementations of every plugin except those two: xdist, the terminal, junitxml,
 from __future__ import annotations
 
 import bdb
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -29,11 +30,11 @@ Phase = Literal["setup", "call", "teardown"]
 
 
 class TrialProtocol:
-    """Runs trial items; its phase hook callers are built once per hook proxy (one per folder)."""
+    """Runs trial items; the phase hook callers are built once per benchmark file."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self._callers: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._callers: dict[Path, dict[str, Any]] = {}
         #: What a phase must not turn into a report: ``pytest.exit`` and, unless ``--pdb``
         #: wants it, Ctrl-C.
         self._reraise: tuple[type[BaseException], ...] = (pytest.exit.Exception,) + (
@@ -42,7 +43,9 @@ class TrialProtocol:
     def run(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """``runner.pytest_runtest_protocol`` for one trial item."""
         ihook = item.ihook  # computed per access: once here
-        callers = self._phase_callers(ihook)
+        callers = self._callers.get(item.path)
+        if callers is None:
+            callers = self._callers[item.path] = self._phase_callers(ihook)
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         if not getattr(item, "_request", True):  # re-run (pytest-rerunfailures): a new request
             item._initrequest()  # type: ignore[attr-defined]
@@ -71,14 +74,11 @@ class TrialProtocol:
         return report
 
     def _phase_callers(self, ihook: Any) -> dict[str, Any]:
-        """The three phase hooks of ``ihook`` (which knows the conftests that apply to an
-        item's folder) without the capture plugins' implementations.
+        """The three phase hooks of ``ihook`` without the capture plugins' implementations.
 
-        The proxy is kept with its callers: a cache keyed by a dead proxy's id could be reused.
+        ``ihook`` knows which conftests apply to an item's path (pytest builds a new proxy per
+        access where some do not), so the callers are kept per path, not per proxy.
         """
-        cached = self._callers.get(id(ihook))
-        if cached is not None and cached[0] is ihook:
-            return cached[1]
         manager = self.config.pluginmanager
         # Looked up here: the logging plugin registers itself late in pytest_configure.
         dropped = {plugin for name in PHASE_CAPTURE_PLUGINS
@@ -89,7 +89,6 @@ class TrialProtocol:
             every = {impl.plugin for impl in getattr(manager.hook, name).get_hookimpls()}
             callers[name] = manager.subset_hook_caller(
                 name, remove_plugins=(every - applicable) | dropped)
-        self._callers[id(ihook)] = (ihook, callers)
         return callers
 
 

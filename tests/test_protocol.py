@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from benchhelpers import BenchProject, simple_bench
+
+from pytest_benchmark_agent.protocol import TrialProtocol
 
 HOOK_LOG_CONFTEST = """
 import pytest
@@ -51,7 +54,11 @@ def test_ordinary_tests_in_a_bench_session_keep_their_capture(project: BenchProj
 
 
 def test_conftest_phase_hooks_run_for_trials_where_their_folder_applies(
-        project: BenchProject) -> None:
+        project: BenchProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    built = []  # a conftest that does not apply makes pytest build a hook proxy per access
+    original = TrialProtocol._phase_callers
+    monkeypatch.setattr(TrialProtocol, "_phase_callers",
+                        lambda self, ihook: built.append(ihook) or original(self, ihook))
     inside, outside = project.path / "inside.log", project.path / "outside.log"
     project.bench(simple_bench(replicates=1), name="suite/bench.yaml")
     project.write("suite/conftest.py", HOOK_LOG_CONFTEST.format(log=str(inside)))
@@ -64,6 +71,7 @@ def test_conftest_phase_hooks_run_for_trials_where_their_folder_applies(
                     for mode in "ab" for when in ("setup", "call", "teardown")]
     assert outside.read_text().splitlines() == [
         f"{when} other/test_other.py::test_other" for when in ("setup", "call", "teardown")]
+    assert len(built) == 1  # once for the benchmark file, not once per trial
 
 
 def test_exitfirst_stops_after_the_first_failed_trial_and_records_the_rest(
