@@ -164,8 +164,10 @@ class HeartbeatWriter:
                 f"peak {peak_rss_mb:.1f} MB, trials {live.done}/{live.total}")
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.ensure_newline()  # ends a "file.yaml ..." line; -q's row of dots is not
-            if self._config.get_terminal_writer().width_of_current_line:  # one it knows of
+            # The reporter ends a "file.yaml ..." line it started; -q's row of dots it does
+            # not track, so a line still open after that is ended here.
+            reporter.ensure_newline()
+            if self._config.get_terminal_writer().width_of_current_line:
                 reporter.write("\n")
             reporter.write_line(line)
         append_line(run.dir / PROGRESS_LOG, f"{utc_now()} {line}")
