@@ -242,9 +242,9 @@ def _inheritable_fds() -> list[int]:
     so does the spawn.
 
     Python makes its own descriptors close-on-exec, so these came from outside (the process
-    that started pytest) or from code that asked for them. Listing ``/proc/self/fd`` costs a
-    short trial's spawn a third of its time, so the listing is taken once, at the first stage;
-    each spawn then checks only what it found (a closed one is forgotten).
+    that started pytest) or from code that asked for them. Listing ``/proc/self/fd`` cost a
+    short trial's spawn about a quarter of this process's time, so the listing is taken once,
+    at the first stage; each spawn then checks only what it found (a closed one is forgotten).
     """
     global _found_inheritable
     if _found_inheritable is None:

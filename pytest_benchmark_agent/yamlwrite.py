@@ -8,8 +8,9 @@ direct walk over dicts, lists, strings, numbers, booleans and ``None``; anything
 
 What comes back loads (``yaml.safe_load``, YAML 1.1) to data equal to the input: a string is
 written plain only when PyYAML would read it back as that string (letters first, no ``:`` or
-``#``, not a 1.1 boolean or null word); every other string is double-quoted with the escapes
-YAML shares with JSON, plus escapes for the characters a YAML reader refuses or folds. Floats
+``#``, not a YAML 1.1 boolean or null word); every other string is double-quoted with the
+escapes YAML shares with JSON, plus escapes for the characters a YAML reader refuses or folds.
+Floats
 follow PyYAML's own spelling (``1.0e-05``, ``.inf``, ``.nan``): YAML 1.1 reads ``1e-05`` as a
 string.
 """
@@ -21,9 +22,10 @@ import math
 import re
 from typing import Any
 
-#: Strings PyYAML (YAML 1.1) reads as booleans or null when written plain.
-_WORDS = frozenset("yes Yes YES no No NO true True TRUE false False FALSE on On ON off Off OFF "
-                   "null Null NULL".split())
+#: Strings YAML 1.1 reads as booleans or null when written plain (``y`` and ``n`` too: PyYAML
+#: reads them as strings, other YAML 1.1 readers of the records as booleans).
+_WORDS = frozenset("y Y n N yes Yes YES no No NO true True TRUE false False FALSE on On ON off "
+                   "Off OFF null Null NULL".split())
 _PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./+\-\[\]=@()]*(?: [A-Za-z0-9_./+\-\[\]=@()]+)*")
 #: Characters JSON leaves raw that a YAML reader refuses (outside its printable set) or reads
 #: as line breaks inside a quoted scalar.

@@ -55,6 +55,11 @@ def test_every_tricky_string_comes_back_as_itself_as_value_key_and_item(text):
     assert_round_trips({"value": text, text: 1, "items": [text, [text]]})
 
 
+@pytest.mark.parametrize("word", ["y", "Y", "n", "N", "yes", "Off", "null"])
+def test_yaml_1_1_boolean_and_null_words_are_quoted_for_every_reader(word):
+    assert to_yaml({"v": word}) == f'v: "{word}"\n'
+
+
 @pytest.mark.parametrize("value", FLOATS + [math.nan, 0, -7, 10**30, True, False, None])
 def test_numbers_booleans_and_null_keep_their_type(value):
     assert_round_trips({"v": value, "list": [value], "nested": {"deep": [[value]]}})
