@@ -42,7 +42,7 @@ def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequ
     if len(blocks_run) < 2:
         return [], SINGLE_BLOCK
     try:
-        from matplotlib.figure import Figure
+        import matplotlib.figure  # noqa: F401  (only whether it imports: _figure uses it)
     except ModuleNotFoundError:
         return [], NO_MATPLOTLIB
     except ImportError as exc:  # installed but broken (or unloaded, then imported again)
@@ -50,43 +50,61 @@ def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequ
                    "every figure is in the tables, so the report is complete without them"
     files = []
     for metric in metrics:
-        blocks: dict[tuple[Any, ...], dict[str, float]] = {}
-        for trial in trials:
-            value = (trial.get("metrics") or {}).get(metric)
-            if trial.get("status") == "passed" and value is not None \
-                    and trial.get("treatment") in treatments:
-                key = (trial.get("host"), trial.get("replicate"), trial.get("seed"))
-                blocks.setdefault(key, {})[trial["treatment"]] = float(value)
-        if not blocks:
+        figure = _figure(metric, trials, treatments, verdicts.get(metric, {}))
+        if figure is None:
             continue
-        figure = Figure(figsize=(2.0 + 1.4 * len(treatments), 3.6), dpi=100)
-        figure.subplots_adjust(left=0.2, right=0.96, top=0.88, bottom=0.12)
-        axes = figure.subplots()
-        position = {label: i for i, label in enumerate(treatments)}
-        offsets = [_JITTER[k % len(_JITTER)] for k in range(len(blocks))]
-        for offset, values in zip(offsets, blocks.values(), strict=True):
-            if len(values) > 1:
-                ordered = sorted(values, key=position.__getitem__)
-                axes.plot([position[t] + offset for t in ordered], [values[t] for t in ordered],
-                          color="0.82", linewidth=0.8, zorder=1)
-        for label, i in position.items():
-            points = [(i + offset, values[label])
-                      for offset, values in zip(offsets, blocks.values(), strict=True)
-                      if label in values]
-            if not points:
-                continue
-            axes.scatter([x for x, _ in points], [y for _, y in points], s=16, zorder=2)
-            axes.hlines(statistics.median(y for _, y in points), i - 0.25, i + 0.25,
-                        colors="black", linewidth=2, zorder=3)
-        axes.set_xticks(range(len(treatments)), [str(t) for t in treatments])
-        axes.set_xlim(-0.6, len(treatments) - 0.4)
-        axes.set_ylabel(metric)
-        axes.grid(axis="y", alpha=0.3)
-        said = ", ".join(f"{t}: {v.get('verdict')}" for t, v in verdicts.get(metric, {}).items())
-        axes.set_title(f"{metric}" + (f" ({said})" if said else ""), fontsize=9)
         name = plot_file(metric)
         temporary = folder / f".{name}.tmp"
         figure.savefig(temporary, format="png")
         os.replace(temporary, folder / name)
         files.append(name)
     return files, None
+
+
+def _figure(metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequence[str],
+            verdicts: Mapping[str, Any]) -> Any:
+    """The figure of one metric, or None when no passed trial has a value for it.
+
+    The blocks' grey lines are one ``LineCollection``: an artist per block (a ``Line2D`` each)
+    cost about half a millisecond apiece to build and draw, the largest part of what a trial
+    adds to a run's end (docs/benchmark/PERFORMANCE.md).
+    """
+    from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
+
+    blocks: dict[tuple[Any, ...], dict[str, float]] = {}
+    for trial in trials:
+        value = (trial.get("metrics") or {}).get(metric)
+        if trial.get("status") == "passed" and value is not None \
+                and trial.get("treatment") in treatments:
+            key = (trial.get("host"), trial.get("replicate"), trial.get("seed"))
+            blocks.setdefault(key, {})[trial["treatment"]] = float(value)
+    if not blocks:
+        return None
+    figure = Figure(figsize=(2.0 + 1.4 * len(treatments), 3.6), dpi=100)
+    figure.subplots_adjust(left=0.2, right=0.96, top=0.88, bottom=0.12)
+    axes = figure.subplots()
+    position = {label: i for i, label in enumerate(treatments)}
+    offsets = [_JITTER[k % len(_JITTER)] for k in range(len(blocks))]
+    order = position.__getitem__
+    segments = [[(position[t] + offset, values[t]) for t in sorted(values, key=order)]
+                for offset, values in zip(offsets, blocks.values(), strict=True)
+                if len(values) > 1]
+    if segments:
+        axes.add_collection(LineCollection(segments, colors="0.82", linewidths=0.8, zorder=1))
+    for label, i in position.items():
+        points = [(i + offset, values[label])
+                  for offset, values in zip(offsets, blocks.values(), strict=True)
+                  if label in values]
+        if not points:
+            continue
+        axes.scatter([x for x, _ in points], [y for _, y in points], s=16, zorder=2)
+        axes.hlines(statistics.median(y for _, y in points), i - 0.25, i + 0.25,
+                    colors="black", linewidth=2, zorder=3)
+    axes.set_xticks(range(len(treatments)), [str(t) for t in treatments])
+    axes.set_xlim(-0.6, len(treatments) - 0.4)
+    axes.set_ylabel(metric)
+    axes.grid(axis="y", alpha=0.3)
+    said = ", ".join(f"{t}: {v.get('verdict')}" for t, v in verdicts.items())
+    axes.set_title(f"{metric}" + (f" ({said})" if said else ""), fontsize=9)
+    return figure
