@@ -30,7 +30,8 @@ environment (``python -m venv /tmp/dvc-venv && /tmp/dvc-venv/bin/pip install dvc
 
 Run: ``python benchmarks/overhead.py`` (full mode, a few minutes on a busy 2-core machine) or
 ``python benchmarks/overhead.py --quick`` (tiny sizes, one repetition: a smoke run whose figures
-mean little). ``--json FILE`` keeps every sample.
+mean little). ``--json FILE`` keeps every sample; ``--only marginal,inert`` runs only those
+comparisons (the others' lines say they were not selected).
 """
 
 from __future__ import annotations
@@ -46,12 +47,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 PLUGIN = "benchmark_agent"
+#: The four comparisons, in the table's order (``--only`` picks some).
+ROWS = ("marginal", "cached", "planning", "inert")
 DISTRIBUTION = "pytest-benchmark-agent"
 HYPERFINE_HINT = "apt-get install hyperfine (Debian/Ubuntu), then rerun"
 DVC_HINT = ("python -m venv /tmp/dvc-venv && /tmp/dvc-venv/bin/pip install dvc, "
@@ -83,7 +86,7 @@ class Sizes:
 
 
 FULL = Sizes(trials=200, runs=200, planned=10_000, suite=200, repeats=7, inert_pairs=3,
-             marginal_pairs=3,
+             marginal_pairs=5,
              warmup=True)
 QUICK = Sizes(trials=6, runs=20, planned=200, suite=20, repeats=1, inert_pairs=1,
               marginal_pairs=1, warmup=False)
@@ -405,13 +408,19 @@ class Comparisons:
                 self.lines[side].samples.append(walls[side])
             self.lines["inert"].samples.append(walls["with"] - walls["without"])
 
-    def probes(self) -> list[Callable[[], None]]:
-        return [self.marginal, self.hyperfine_run, self.loop, self.plain, self.cached,
-                self.one_test, self.dvc_run, self.planning, self.inert]
+    def probes(self, rows: Sequence[str] = ROWS) -> list[Callable[[], None]]:
+        """The probes of the comparisons (rows) asked for; the other rows' lines are skipped."""
+        by_row = {"marginal": [self.marginal, self.hyperfine_run, self.loop, self.plain],
+                  "cached": [self.cached, self.one_test, self.dvc_run],
+                  "planning": [self.planning], "inert": [self.inert]}
+        for line in self.lines.values():
+            if line.row not in rows and not line.skipped:
+                line.skipped = "not selected (--only)"
+        return [probe for row in ROWS if row in rows for probe in by_row[row]]
 
-    def warm_up(self) -> None:
+    def warm_up(self, probes: Sequence[Callable[[], None]]) -> None:
         """One unmeasured run of each contender: bytecode caches, page cache, dvc's imports."""
-        for probe in self.probes():
+        for probe in probes:
             probe()
         for line in self.lines.values():
             line.samples.clear()
@@ -496,7 +505,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dvc", default=None,
                         help="dvc executable, or 'none' (default: from PATH)")
     parser.add_argument("--json", type=Path, default=None, help="write every sample to FILE")
+    parser.add_argument("--only", default=",".join(ROWS),
+                        help="comma-separated comparisons to run (default: all: "
+                             f"{','.join(ROWS)})")
     args = parser.parse_args(argv)
+    rows = [row.strip() for row in args.only.split(",") if row.strip()]
+    unknown = sorted(set(rows) - set(ROWS))
+    if unknown or not rows:
+        parser.error(f"--only {args.only}: choose from {', '.join(ROWS)}")
     sizes = QUICK if args.quick else FULL
     if args.repeats is not None:
         if args.repeats < 1:
@@ -513,10 +529,11 @@ def main(argv: list[str] | None = None) -> int:
         ws = Workspace(Path(tmp), sizes)
         try:
             comparisons = Comparisons(ws, hyperfine, dvc)
-            comparisons.build_cache()
+            probes = comparisons.probes(rows)
+            if "cached" in rows:
+                comparisons.build_cache()
             if sizes.warmup:
-                comparisons.warm_up()
-            probes = comparisons.probes()
+                comparisons.warm_up(probes)
             for rep in range(sizes.repeats):
                 shift = rep % len(probes)
                 for probe in probes[shift:] + probes[:shift]:
