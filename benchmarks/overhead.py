@@ -485,6 +485,8 @@ def render(lines: dict[str, Line], header: list[str]) -> str:
             shown = ms(value) if target.absolute else f"{value:.2f}x"
             met = value < target.limit if target.absolute else value <= target.limit
             result = "met" if met else "MISSED"
+            if value <= 0 and not target.absolute:  # a cost is never negative: noise won
+                result = "no estimate (noise: median <= 0; more repetitions)"
         out.append(f"{target.row:<10} {target.what:<64} {shown:>12} {limit:>12}  {result}")
     out += ["", f"{'context':<10} {'ratio':<64} {'value':>12}"]
     for context in CONTEXT:

@@ -6,6 +6,7 @@ themselves are speed and belong to the script's output, never to an assertion.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -19,7 +20,8 @@ MEASURED = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<median>-?\d+\.\d{3} 
                       r"(?P<min>-?\d+\.\d{3} ms)\s+(?P<n>\d+)$")
 SKIPPED = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+skipped: (?P<why>.+)$")
 TARGET = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<value>-?\d+\.\d+(x| ms)|-)\s+"
-                    r"(?P<limit>(<=|<) [\d.]+(x| ms))\s+(?P<result>met|MISSED|skipped.*)$")
+                    r"(?P<limit>(<=|<) [\d.]+(x| ms))\s+"
+                    r"(?P<result>met|MISSED|skipped.*|no estimate.*)$")
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
@@ -100,3 +102,46 @@ def test_a_tool_path_that_is_not_executable_is_refused_by_name(tmp_path):
     proc = run_script("--quick", "--hyperfine", str(tmp_path / "hyperfine"))
     assert proc.returncode == 2
     assert f"--hyperfine {tmp_path / 'hyperfine'}: not an executable" in proc.stderr
+
+
+def test_only_runs_the_comparisons_named_and_skips_the_rest_by_name(tmp_path):
+    samples = tmp_path / "samples.json"
+    proc = run_script("--quick", "--only", "planning", "--dvc", "none", "--json", str(samples))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    measurements, targets, _ = tables(proc.stdout)
+    for line in measurements:
+        if line.startswith("planning"):
+            assert MEASURED.match(line), line
+        elif "dvc repro" not in line:
+            assert SKIPPED.match(line).group("why") == "not selected (--only)", line
+    results = {m.group("row"): m.group("result") for m in map(TARGET.match, targets)}
+    assert results["planning"] in ("met", "MISSED")
+    assert results["marginal"] == results["inert"] == "skipped (not selected (--only))"
+    lines = json.loads(samples.read_text())["lines"]
+    assert lines["bench"]["samples"] == [] and len(lines["plan"]["samples"]) == 1
+
+
+def test_only_refuses_an_unknown_comparison_naming_the_choices():
+    proc = run_script("--quick", "--only", "marginal,speed")
+    assert proc.returncode == 2
+    assert "--only marginal,speed: choose from marginal, cached, planning, inert" in proc.stderr
+
+
+def test_a_ratio_whose_median_is_not_positive_is_no_estimate(monkeypatch):
+    """A difference of two noisy walls can come out negative; a cost never is."""
+    spec = importlib.util.spec_from_file_location("overhead_script", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look themselves up
+    spec.loader.exec_module(script)
+    lines = {key: script.Line(row, key, samples=[0.001])
+             for key, row in (("bench", "marginal"), ("cycle", "marginal"),
+                              ("hyperfine", "marginal"), ("loop", "marginal"),
+                              ("plain", "marginal"), ("cached", "cached"), ("one", "cached"),
+                              ("dvc", "cached"), ("plan", "planning"), ("collect", "planning"),
+                              ("with", "inert"), ("without", "inert"), ("inert", "inert"))}
+    lines["bench"].samples = [-0.002, -0.001, 0.0005]
+    lines["inert"].samples = [-0.004]  # an absolute difference: negative is noise around 0
+    _, targets, _ = tables(script.render(lines, ["header"]))
+    results = {m.group("row"): m.group("result") for m in map(TARGET.match, targets)}
+    assert results["marginal"].startswith("no estimate (noise")
+    assert results["inert"] == "met"
