@@ -251,7 +251,7 @@ def suite_file(start: int, count: int) -> str:
 class Comparisons:
     """Writes every contender's files, then runs them one sample at a time."""
 
-    def __init__(self, ws: Workspace, hyperfine: Tool, dvc: Tool):
+    def __init__(self, ws: Workspace, hyperfine: Tool, dvc: Tool, rows: Sequence[str] = ROWS):
         self.ws = ws
         s = ws.sizes
         n, big = s.trials, 2 * s.trials
@@ -272,7 +272,9 @@ class Comparisons:
         add("with", "inert", f"pytest, {s.suite} tests, plugin installed (no --bench)")
         add("without", "inert", f"pytest, {s.suite} tests, -p no:{PLUGIN}")
         add("inert", "inert", "  difference (median of paired runs)")
-        self.hyperfine, self.dvc = hyperfine.path, dvc.path
+        self.hyperfine = hyperfine.path
+        self.dvc = dvc.path if "cached" in rows else None  # its project is built only if used
+        self.rows = rows
         self._flips = 0
         self._write(n, big)
 
@@ -408,8 +410,9 @@ class Comparisons:
                 self.lines[side].samples.append(walls[side])
             self.lines["inert"].samples.append(walls["with"] - walls["without"])
 
-    def probes(self, rows: Sequence[str] = ROWS) -> list[Callable[[], None]]:
+    def probes(self) -> list[Callable[[], None]]:
         """The probes of the comparisons (rows) asked for; the other rows' lines are skipped."""
+        rows = self.rows
         by_row = {"marginal": [self.marginal, self.hyperfine_run, self.loop, self.plain],
                   "cached": [self.cached, self.one_test, self.dvc_run],
                   "planning": [self.planning], "inert": [self.inert]}
@@ -530,8 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
         ws = Workspace(Path(tmp), sizes)
         try:
-            comparisons = Comparisons(ws, hyperfine, dvc)
-            probes = comparisons.probes(rows)
+            comparisons = Comparisons(ws, hyperfine, dvc, rows)
+            probes = comparisons.probes()
             if "cached" in rows:
                 comparisons.build_cache()
             if sizes.warmup:
