@@ -272,6 +272,9 @@ class Comparisons:
         add("with", "inert", f"pytest, {s.suite} tests, plugin installed (no --bench)")
         add("without", "inert", f"pytest, {s.suite} tests, -p no:{PLUGIN}")
         add("inert", "inert", "  difference (median of paired runs)")
+        for line in self.lines.values():
+            if line.row not in rows and not line.skipped:
+                line.skipped = "not selected (--only)"
         self.hyperfine = hyperfine.path
         self.dvc = dvc.path if "cached" in rows else None  # its project is built only if used
         self.rows = rows
@@ -411,15 +414,11 @@ class Comparisons:
             self.lines["inert"].samples.append(walls["with"] - walls["without"])
 
     def probes(self) -> list[Callable[[], None]]:
-        """The probes of the comparisons (rows) asked for; the other rows' lines are skipped."""
-        rows = self.rows
+        """The probes of the comparisons (rows) asked for, in the table's order."""
         by_row = {"marginal": [self.marginal, self.hyperfine_run, self.loop, self.plain],
                   "cached": [self.cached, self.one_test, self.dvc_run],
                   "planning": [self.planning], "inert": [self.inert]}
-        for line in self.lines.values():
-            if line.row not in rows and not line.skipped:
-                line.skipped = "not selected (--only)"
-        return [probe for row in ROWS if row in rows for probe in by_row[row]]
+        return [probe for row in ROWS if row in self.rows for probe in by_row[row]]
 
     def warm_up(self, probes: Sequence[Callable[[], None]]) -> None:
         """One unmeasured run of each contender: bytecode caches, page cache, dvc's imports."""
