@@ -54,7 +54,7 @@ def test_quick_mode_prints_every_measurement_line(quick):
     assert output.startswith("harness overhead, quick mode")
     measurements, _, _ = tables(output)
     rows = [line.split()[0] for line in measurements]
-    assert rows == ["marginal"] * 5 + ["cached"] * 3 + ["planning"] * 2 + ["inert"] * 3
+    assert rows == ["marginal"] * 6 + ["cached"] * 3 + ["planning"] * 2 + ["inert"] * 3
     for line in measurements:
         assert MEASURED.match(line) or SKIPPED.match(line), line
     dvc = next(line for line in measurements if "dvc repro" in line)
@@ -80,9 +80,9 @@ def test_quick_mode_prints_the_context_ratios(quick):
     """pytest's own floor against the references, and the plugin against pytest."""
     output, saved = quick
     _, _, context = tables(output)
-    assert [line.split()[0] for line in context] == ["marginal", "marginal", "cached", "cached"]
-    assert context[2].endswith(" -")  # against DVC, left out here
-    ours = context[3].split()[-1]  # whole processes: a positive ratio even in a smoke run
+    assert [line.split()[0] for line in context] == ["marginal"] * 3 + ["cached"] * 2
+    assert context[3].endswith(" -")  # against DVC, left out here
+    ours = context[4].split()[-1]  # whole processes: a positive ratio even in a smoke run
     assert ours.endswith("x") and float(ours[:-1]) > 0
     float(context[1].split()[-1].removesuffix("x"))  # a difference of walls: any sign here
     assert saved["context"]["plain pytest one test / dvc no-op repro (pytest's floor)"] is None
@@ -96,6 +96,8 @@ def test_samples_file_holds_every_sample(quick):
     assert len(lines["bench"]["samples"]) == 1 and len(lines["plan"]["samples"]) == 1
     assert len(lines["with"]["samples"]) == len(lines["without"]["samples"]) == 1
     assert set(saved["targets"]) == {"marginal", "cached", "planning", "inert"}
+    if not lines["hyperfine"]["skipped"]:  # hyperfine installed: its mean and its median
+        assert len(lines["hyperfine"]["samples"]) == len(lines["hyperfine_median"]["samples"]) == 1
 
 
 def test_a_tool_path_that_is_not_executable_is_refused_by_name(tmp_path):
@@ -135,7 +137,8 @@ def test_a_ratio_whose_median_is_not_positive_is_no_estimate(monkeypatch):
     spec.loader.exec_module(script)
     lines = {key: script.Line(row, key, samples=[0.001])
              for key, row in (("bench", "marginal"), ("cycle", "marginal"),
-                              ("hyperfine", "marginal"), ("loop", "marginal"),
+                              ("hyperfine", "marginal"), ("hyperfine_median", "marginal"),
+                              ("loop", "marginal"),
                               ("plain", "marginal"), ("cached", "cached"), ("one", "cached"),
                               ("dvc", "cached"), ("plan", "planning"), ("collect", "planning"),
                               ("with", "inert"), ("without", "inert"), ("inert", "inert"))}
