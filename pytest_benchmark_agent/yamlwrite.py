@@ -17,9 +17,9 @@ string.
 
 from __future__ import annotations
 
-import json
 import math
 import re
+from json.encoder import encode_basestring  # json.dumps(text, ensure_ascii=False), in C
 from typing import Any
 
 #: Strings YAML 1.1 reads as booleans or null when written plain (``y`` and ``n`` too: PyYAML
@@ -56,9 +56,7 @@ def to_yaml(data: Any) -> str | None:
 
 def _mapping(data: dict[Any, Any], indent: str, lines: list[str]) -> None:
     for key, value in data.items():
-        if type(key) is not str:
-            raise _Unsupported
-        head = f"{indent}{_string(key)}:"
+        head = _head(indent, key)
         if isinstance(value, dict) and value:
             lines.append(head)
             _mapping(value, indent + "  ", lines)
@@ -67,6 +65,22 @@ def _mapping(data: dict[Any, Any], indent: str, lines: list[str]) -> None:
             _sequence(value, indent, lines)  # PyYAML's style: "- " under the key
         else:
             lines.append(f"{head} {_scalar(value)}")
+
+
+#: ``indent + key + ":"`` per (indent, key): a record's keys repeat in every trial.
+_HEADS: dict[tuple[str, str], str] = {}
+_HEADS_MAX = 4096
+
+
+def _head(indent: str, key: Any) -> str:
+    head = _HEADS.get((indent, key))
+    if head is None:
+        if type(key) is not str:
+            raise _Unsupported
+        head = f"{indent}{_string(key)}:"
+        if len(_HEADS) < _HEADS_MAX:
+            _HEADS[indent, key] = head
+    return head
 
 
 def _sequence(data: list[Any], indent: str, lines: list[str]) -> None:
@@ -120,5 +134,5 @@ def _string(text: str) -> str:
         return text
     if _SURROGATE.search(text):
         raise _Unsupported
-    quoted = json.dumps(text, ensure_ascii=False)
+    quoted = encode_basestring(text)
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
