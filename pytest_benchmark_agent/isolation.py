@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,13 @@ CAVEAT_NONE = ("isolation 'none': measurements may have overlapped other stages 
 def host_id() -> str:
     """This host's identity: ``$BENCH_HOST_ID`` (to give local workers distinct hosts), else
     the node name."""
-    return os.environ.get("BENCH_HOST_ID") or os.uname().nodename
+    return os.environ.get("BENCH_HOST_ID") or _node_name()
+
+
+@functools.cache
+def _node_name() -> str:
+    """The node name, asked once per process (every trial record carries it)."""
+    return os.uname().nodename
 
 
 class HostIsolation:

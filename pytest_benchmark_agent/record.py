@@ -34,6 +34,8 @@ SNAPSHOT_INTERVAL_S = 10.0
 SNAPSHOT_COST_FACTOR = 100
 TAG_ORDER = ("RELIABLE", "QUALIFIED", "UNRELIABLE", "EXPLORATORY")
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+#: ``json.dumps(value, default=str)`` without building an encoder for every journal line.
+_journal_line = json.JSONEncoder(default=str).encode
 
 
 def dump_yaml(data: Any) -> str:
@@ -70,7 +72,7 @@ class RecordWriter:
         fd = self._journals.get(run.run_id)
         if fd is None:
             fd = self._journals[run.run_id] = open_appending(run.dir / JOURNAL)
-        write_line(fd, json.dumps(trial, default=str))  # in the file before the next trial
+        write_line(fd, _journal_line(trial))  # in the file before the next trial
         if not self.journal_only and time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
             self._snapshot(run)
 
