@@ -96,8 +96,8 @@ def test_samples_file_holds_every_sample(quick):
     assert len(lines["bench"]["samples"]) == 1 and len(lines["plan"]["samples"]) == 1
     assert len(lines["with"]["samples"]) == len(lines["without"]["samples"]) == 1
     assert set(saved["targets"]) == {"marginal", "cached", "planning", "inert"}
-    if not lines["hyperfine"]["skipped"]:  # hyperfine installed: its mean and its median
-        assert len(lines["hyperfine"]["samples"]) == len(lines["hyperfine_median"]["samples"]) == 1
+    if not lines["hyperfine"]["skipped"]:  # hyperfine installed: its median and its mean
+        assert len(lines["hyperfine"]["samples"]) == len(lines["hyperfine_mean"]["samples"]) == 1
 
 
 def test_a_tool_path_that_is_not_executable_is_refused_by_name(tmp_path):
@@ -137,7 +137,7 @@ def test_a_ratio_whose_median_is_not_positive_is_no_estimate(monkeypatch):
     spec.loader.exec_module(script)
     lines = {key: script.Line(row, key, samples=[0.001])
              for key, row in (("bench", "marginal"), ("cycle", "marginal"),
-                              ("hyperfine", "marginal"), ("hyperfine_median", "marginal"),
+                              ("hyperfine", "marginal"), ("hyperfine_mean", "marginal"),
                               ("loop", "marginal"),
                               ("plain", "marginal"), ("cached", "cached"), ("one", "cached"),
                               ("dvc", "cached"), ("plan", "planning"), ("collect", "planning"),
