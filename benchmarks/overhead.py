@@ -19,7 +19,11 @@ take a few pairs per repetition), and a table of medians and ratios at the end:
 * **planning scale**: ``pytest --bench --collect-only`` of a file with 10,000 trials, against
   plain pytest collecting 10,000 parametrized cases.
 * **inert cost**: a normal 200-test suite with the plugin installed but no ``--bench``, against
-  the same with ``-p no:benchmark_agent`` (the median of paired differences).
+  the same with ``-p no:benchmark_agent`` (the median of paired differences). A difference of
+  two whole-process walls spreads over +-100 ms per pair on a busy machine, far wider than the
+  target, so the line below it gives the main part of that cost without the walls' noise: the
+  import time of the plugin's own modules (``python -X importtime``, after ``import pytest``,
+  as pytest's entry-point loading imports them).
 
 Every pytest run disables the other pytest plugins installed here (``-p no:NAME``), so only
 this plugin differs between the contenders. Child processes write bytecode to a cache in the
@@ -55,6 +59,9 @@ from datetime import datetime
 from pathlib import Path
 
 PLUGIN = "benchmark_agent"
+PACKAGE = "pytest_benchmark_agent"
+#: A line of ``python -X importtime``: self and cumulative microseconds, the (indented) module.
+IMPORT_TIME = re.compile(r"^import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)\s*$", re.MULTILINE)
 #: The four comparisons, in the table's order (``--only`` picks some).
 ROWS = ("marginal", "cached", "planning", "inert")
 DISTRIBUTION = "pytest-benchmark-agent"
@@ -276,6 +283,7 @@ class Comparisons:
         add("with", "inert", f"pytest, {s.suite} tests, plugin installed (no --bench)")
         add("without", "inert", f"pytest, {s.suite} tests, -p no:{PLUGIN}")
         add("inert", "inert", "  difference (median of paired runs)")
+        add("import", "inert", "  the plugin's own modules, import time (python -X importtime)")
         for line in self.lines.values():
             if line.row not in rows and not line.skipped:
                 line.skipped = "not selected (--only)"
@@ -417,6 +425,9 @@ class Comparisons:
                 walls[side], _ = ws.run(ws.pytest(*extra, "suite"), expect=expect)
                 self.lines[side].samples.append(walls[side])
             self.lines["inert"].samples.append(walls["with"] - walls["without"])
+        _, output = ws.run([sys.executable, "-X", "importtime", "-c",
+                            f"import pytest; import {PACKAGE}.plugin"])
+        self.lines["import"].samples.append(own_import_s(output, PACKAGE))
 
     def probes(self) -> list[Callable[[], None]]:
         """The probes of the comparisons (rows) asked for, in the table's order."""
@@ -431,6 +442,13 @@ class Comparisons:
             probe()
         for line in self.lines.values():
             line.samples.clear()
+
+
+def own_import_s(output: str, package: str) -> float:
+    """Seconds a process spent importing ``package`` and its submodules (their own times, not
+    what they imported from elsewhere), from ``-X importtime`` lines in ``output``."""
+    return sum(int(self_us) for self_us, name in IMPORT_TIME.findall(output)
+               if name == package or name.startswith(package + ".")) / 1e6
 
 
 def journal_cycle(home: Path) -> float | None:

@@ -24,6 +24,15 @@ TARGET = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<value>-?\d+\.\d+(x| ms
                     r"(?P<result>met|MISSED|skipped.*|no estimate.*)$")
 
 
+def _load_script(monkeypatch: pytest.MonkeyPatch):
+    """benchmarks/overhead.py as a module (it is a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("overhead_script", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look themselves up
+    spec.loader.exec_module(script)
+    return script
+
+
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=300)
@@ -54,7 +63,7 @@ def test_quick_mode_prints_every_measurement_line(quick):
     assert output.startswith("harness overhead, quick mode")
     measurements, _, _ = tables(output)
     rows = [line.split()[0] for line in measurements]
-    assert rows == ["marginal"] * 6 + ["cached"] * 3 + ["planning"] * 2 + ["inert"] * 3
+    assert rows == ["marginal"] * 6 + ["cached"] * 3 + ["planning"] * 2 + ["inert"] * 4
     for line in measurements:
         assert MEASURED.match(line) or SKIPPED.match(line), line
     dvc = next(line for line in measurements if "dvc repro" in line)
@@ -123,6 +132,19 @@ def test_only_runs_the_comparisons_named_and_skips_the_rest_by_name(tmp_path):
     assert lines["bench"]["samples"] == [] and len(lines["plan"]["samples"]) == 1
 
 
+def test_import_time_sums_the_package_own_modules_only(monkeypatch):
+    """-X importtime's self times of the package and its submodules, nothing else's."""
+    script = _load_script(monkeypatch)
+    output = ("import time: self [us] | cumulative | imported package\n"
+              "import time:       300 |        300 |   pytest_benchmark_agent\n"
+              "import time:       467 |        467 |   pytest_benchmark_agent.hookspecs\n"
+              "import time:      1999 |     147774 | pytest_benchmark_agent.plugin\n"
+              "import time:       926 |      33099 |   __editable___pytest_benchmark_agent_finder\n"
+              "import time:        50 |         50 |   pytest_benchmark_agentx\n"
+              "import time:      4000 |       4000 | pytest\n")
+    assert script.own_import_s(output, "pytest_benchmark_agent") == pytest.approx(0.002766)
+
+
 def test_only_refuses_an_unknown_comparison_naming_the_choices():
     proc = run_script("--quick", "--only", "marginal,speed")
     assert proc.returncode == 2
@@ -131,17 +153,15 @@ def test_only_refuses_an_unknown_comparison_naming_the_choices():
 
 def test_a_ratio_whose_median_is_not_positive_is_no_estimate(monkeypatch):
     """A difference of two noisy walls can come out negative; a cost never is."""
-    spec = importlib.util.spec_from_file_location("overhead_script", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look themselves up
-    spec.loader.exec_module(script)
+    script = _load_script(monkeypatch)
     lines = {key: script.Line(row, key, samples=[0.001])
              for key, row in (("bench", "marginal"), ("cycle", "marginal"),
                               ("hyperfine", "marginal"), ("hyperfine_mean", "marginal"),
                               ("loop", "marginal"),
                               ("plain", "marginal"), ("cached", "cached"), ("one", "cached"),
                               ("dvc", "cached"), ("plan", "planning"), ("collect", "planning"),
-                              ("with", "inert"), ("without", "inert"), ("inert", "inert"))}
+                              ("with", "inert"), ("without", "inert"), ("inert", "inert"),
+                              ("import", "inert"))}
     lines["bench"].samples = [-0.002, -0.001, 0.0005]
     lines["inert"].samples = [-0.004]  # an absolute difference: negative is noise around 0
     _, targets, _ = tables(script.render(lines, ["header"]))
