@@ -42,7 +42,8 @@ def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequ
     if len(blocks_run) < 2:
         return [], SINGLE_BLOCK
     try:
-        import matplotlib.figure  # noqa: F401  (only whether it imports: _figure uses it)
+        import matplotlib.collections  # noqa: F401  (only whether they import: _figure
+        import matplotlib.figure  # noqa: F401  uses both)
     except ModuleNotFoundError:
         return [], NO_MATPLOTLIB
     except ImportError as exc:  # installed but broken (or unloaded, then imported again)

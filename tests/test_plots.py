@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.collections import PathCollection  # noqa: E402
 
-from pytest_benchmark_agent.plots import SINGLE_BLOCK, _figure, write_plots  # noqa: E402
+from pytest_benchmark_agent.plots import (  # noqa: E402
+    NO_MATPLOTLIB,
+    SINGLE_BLOCK,
+    _figure,
+    write_plots,
+)
 
 
 def _trials(blocks: int, treatments: list[str]) -> list[dict]:
@@ -66,3 +73,12 @@ def test_the_png_is_written_atomically_under_its_name(tmp_path) -> None:
     assert files == ["plot-wall_s.png", "plot-rows_s.png"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)  # no temporary left
     assert (tmp_path / "plot-wall_s.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_missing_matplotlib_part_the_figure_needs_gives_the_report_sentence(
+        tmp_path, monkeypatch) -> None:
+    """Each module _figure imports is probed first: no plot and the sentence, not a crash."""
+    monkeypatch.setitem(sys.modules, "matplotlib.collections", None)
+    assert write_plots(tmp_path, _trials(4, ["a", "b"]), ["wall_s"], ["a", "b"], {}) == (
+        [], NO_MATPLOTLIB)
+    assert list(tmp_path.iterdir()) == []
