@@ -3,7 +3,11 @@
 Four comparisons, each measured against its reference in the same run, the contenders
 interleaved (every repetition runs each of them, in a rotated order, so drift of this shared
 machine hits them alike; the marginal and inert lines, differences of two whole-process walls,
-take a few pairs per repetition), and a table of medians and ratios at the end:
+take a few pairs per repetition), and a table of medians and ratios at the end. Each target
+also gets a 95% interval (a bootstrap of its samples), and the verdict follows benchstat's rule
+of refusing a noise-level answer: ``met`` when the whole interval is within the limit,
+``MISSED`` when none of it is, ``within noise`` when the limit falls inside it. The
+comparisons:
 
 * **marginal cost per trial**: sessions of a measure stage running ``true`` with N and 2N
   trials, ``(wall(2N) - wall(N)) / N``, against ``hyperfine -N --runs N true`` (the median of
@@ -46,6 +50,7 @@ import argparse
 import importlib.metadata as metadata
 import json
 import os
+import random
 import re
 import shutil
 import statistics
@@ -65,6 +70,11 @@ IMPORT_TIME = re.compile(r"^import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)\s*$", re.MU
 #: The four comparisons, in the table's order (``--only`` picks some).
 ROWS = ("marginal", "cached", "planning", "inert")
 DISTRIBUTION = "pytest-benchmark-agent"
+#: Each target's interval: a percentile bootstrap of its median (or ratio of medians), with a
+#: fixed seed so the same samples always print the same table.
+CONFIDENCE = 0.95
+RESAMPLES = 4000
+SEED = 20261203
 HYPERFINE_HINT = "apt-get install hyperfine (Debian/Ubuntu), then rerun"
 DVC_HINT = ("python -m venv /tmp/dvc-venv && /tmp/dvc-venv/bin/pip install dvc, "
             "then pass --dvc /tmp/dvc-venv/bin/dvc")
@@ -135,6 +145,45 @@ class Target:
             return ours
         reference = lines[self.reference].median()
         return None if ours is None or reference is None else ours / reference
+
+    def interval(self, lines: dict[str, Line]) -> tuple[float, float] | None:
+        """The ``CONFIDENCE`` interval of :meth:`value`, both lines' samples resampled; None
+        without a value or where a line has one sample (a smoke run: its noise unmeasured).
+        """
+        ours = lines[self.ours].samples
+        reference = lines[self.reference].samples if self.reference else None
+        if self.value(lines) is None or min(len(ours), len(reference or ours)) < 2:
+            return None
+        rng = random.Random(SEED)
+
+        def resampled_median(samples: list[float]) -> float:
+            return statistics.median(rng.choices(samples, k=len(samples)))
+
+        estimates = sorted(
+            resampled_median(ours) / (resampled_median(reference) if reference else 1.0)
+            for _ in range(RESAMPLES))
+        tail = (1 - CONFIDENCE) / 2
+        return (estimates[int(tail * (RESAMPLES - 1))],
+                estimates[int((1 - tail) * (RESAMPLES - 1))])
+
+    def verdict(self, value: float, interval: tuple[float, float] | None) -> str:
+        """``met`` only when the whole interval is within the limit, ``MISSED`` only when none
+        of it is: a limit inside the interval is this machine's noise, not a result. Without
+        an interval, the value alone is judged, and the verdict says so."""
+        if value <= 0 and not self.absolute:  # a cost is never negative: noise won
+            return "no estimate (noise: median <= 0; more repetitions)"
+
+        def within(x: float) -> bool:
+            return x < self.limit if self.absolute else x <= self.limit
+
+        if interval is None:
+            return ("met" if within(value) else "MISSED") + " (one sample: noise not measured)"
+        low, high = interval
+        if within(high):
+            return "met"
+        if not within(low):
+            return "MISSED"
+        return "within noise (the interval spans the limit; more repetitions)"
 
 
 class Workspace:
@@ -500,21 +549,24 @@ def render(lines: dict[str, Line], header: list[str]) -> str:
         low = min(line.samples) if line.samples else None
         out.append(f"{line.row:<10} {line.what:<64} {ms(line.median()):>12} {ms(low):>12} "
                    f"{len(line.samples):>3}")
-    out += ["", f"{'target':<10} {'ratio':<64} {'value':>12} {'limit':>12}  result"]
+    out += ["", f"{'target':<10} {'ratio':<64} {'value':>12} {f'{CONFIDENCE:.0%}-interval':>22} "
+            f"{'limit':>12}  result"]
     for target in TARGETS:
-        value = target.value(lines)
+        value, interval = target.value(lines), target.interval(lines)
         limit = f"< {ms(target.limit)}" if target.absolute else f"<= {target.limit:g}x"
         if value is None:
             missing = [lines[k].skipped for k in (target.ours, target.reference)
                        if k and lines[k].skipped]
-            shown, result = "-", "skipped" + (f" ({missing[0].split(':')[0]})" if missing else "")
+            shown, spread = "-", "-"
+            result = "skipped" + (f" ({missing[0].split(':')[0]})" if missing else "")
         else:
             shown = ms(value) if target.absolute else f"{value:.2f}x"
-            met = value < target.limit if target.absolute else value <= target.limit
-            result = "met" if met else "MISSED"
-            if value <= 0 and not target.absolute:  # a cost is never negative: noise won
-                result = "no estimate (noise: median <= 0; more repetitions)"
-        out.append(f"{target.row:<10} {target.what:<64} {shown:>12} {limit:>12}  {result}")
+            spread = "-" if interval is None else (
+                f"{interval[0] * 1e3:.1f} to {interval[1] * 1e3:.1f} ms" if target.absolute
+                else f"{interval[0]:.2f}x to {interval[1]:.2f}x")
+            result = target.verdict(value, interval)
+        out.append(f"{target.row:<10} {target.what:<64} {shown:>12} {spread:>22} {limit:>12}  "
+                   f"{result}")
     out += ["", f"{'context':<10} {'ratio':<64} {'value':>12}"]
     for context in CONTEXT:
         value = context.value(lines)
@@ -586,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
             "mode": "quick" if args.quick else "full", "sizes": asdict(sizes),
             "lines": {key: asdict(line) for key, line in lines.items()},
             "targets": {t.row: t.value(lines) for t in TARGETS},
+            "target_intervals": {t.row: t.interval(lines) for t in TARGETS},
             "context": {t.what: t.value(lines) for t in CONTEXT}}, indent=1))
     return 0
 

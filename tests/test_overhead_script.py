@@ -20,8 +20,10 @@ MEASURED = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<median>-?\d+\.\d{3} 
                       r"(?P<min>-?\d+\.\d{3} ms)\s+(?P<n>\d+)$")
 SKIPPED = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+skipped: (?P<why>.+)$")
 TARGET = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<value>-?\d+\.\d+(x| ms)|-)\s+"
+                    r"(?P<interval>-?\d+\.\d+x? to -?\d+\.\d+(x| ms)|-)\s+"
                     r"(?P<limit>(<=|<) [\d.]+(x| ms))\s+"
-                    r"(?P<result>met|MISSED|skipped.*|no estimate.*)$")
+                    r"(?P<result>(met|MISSED)( \(one sample: noise not measured\))?|within noise.*"
+                    r"|skipped.*|no estimate.*)$")
 
 
 def _load_script(monkeypatch: pytest.MonkeyPatch):
@@ -53,7 +55,7 @@ def tables(output: str) -> tuple[list[str], list[str], list[str]]:
     assert len(blocks) == 4, output
     measurements, targets, context = blocks[1], blocks[2], blocks[3]
     assert measurements[0].split() == ["row", "measurement", "median", "min", "n"]
-    assert targets[0].split() == ["target", "ratio", "value", "limit", "result"]
+    assert targets[0].split() == ["target", "ratio", "value", "95%-interval", "limit", "result"]
     assert context[0].split() == ["context", "ratio", "value"]
     return measurements[1:], targets[1:], context[1:]
 
@@ -82,7 +84,9 @@ def test_quick_mode_prints_the_four_targets(quick):
     cached = parsed[1]
     assert cached.group("value") == "-" and cached.group("result") == "skipped (--dvc none)"
     planning = parsed[2]
-    assert planning.group("result") in ("met", "MISSED")
+    assert planning.group("interval") == "-"
+    assert planning.group("result") in ("met (one sample: noise not measured)",
+                                        "MISSED (one sample: noise not measured)")
 
 
 def test_quick_mode_prints_the_context_ratios(quick):
@@ -105,6 +109,8 @@ def test_samples_file_holds_every_sample(quick):
     assert len(lines["bench"]["samples"]) == 1 and len(lines["plan"]["samples"]) == 1
     assert len(lines["with"]["samples"]) == len(lines["without"]["samples"]) == 1
     assert set(saved["targets"]) == {"marginal", "cached", "planning", "inert"}
+    # one sample per line: no interval to give, and the verdict says the noise is unmeasured
+    assert saved["target_intervals"] == dict.fromkeys(saved["targets"])
     if not lines["hyperfine"]["skipped"]:  # hyperfine installed: its median and its mean
         assert len(lines["hyperfine"]["samples"]) == len(lines["hyperfine_mean"]["samples"]) == 1
 
@@ -126,7 +132,7 @@ def test_only_runs_the_comparisons_named_and_skips_the_rest_by_name(tmp_path):
         elif "dvc repro" not in line:
             assert SKIPPED.match(line).group("why") == "not selected (--only)", line
     results = {m.group("row"): m.group("result") for m in map(TARGET.match, targets)}
-    assert results["planning"] in ("met", "MISSED")
+    assert results["planning"].split(" (")[0] in ("met", "MISSED")
     assert results["marginal"] == results["inert"] == "skipped (not selected (--only))"
     lines = json.loads(samples.read_text())["lines"]
     assert lines["bench"]["samples"] == [] and len(lines["plan"]["samples"]) == 1
@@ -154,17 +160,50 @@ def test_only_refuses_an_unknown_comparison_naming_the_choices():
 def test_a_ratio_whose_median_is_not_positive_is_no_estimate(monkeypatch):
     """A difference of two noisy walls can come out negative; a cost never is."""
     script = _load_script(monkeypatch)
-    lines = {key: script.Line(row, key, samples=[0.001])
-             for key, row in (("bench", "marginal"), ("cycle", "marginal"),
-                              ("hyperfine", "marginal"), ("hyperfine_mean", "marginal"),
-                              ("loop", "marginal"),
-                              ("plain", "marginal"), ("cached", "cached"), ("one", "cached"),
-                              ("dvc", "cached"), ("plan", "planning"), ("collect", "planning"),
-                              ("with", "inert"), ("without", "inert"), ("inert", "inert"),
-                              ("import", "inert"))}
+    lines = _lines(script)
     lines["bench"].samples = [-0.002, -0.001, 0.0005]
     lines["inert"].samples = [-0.004]  # an absolute difference: negative is noise around 0
     _, targets, _ = tables(script.render(lines, ["header"]))
     results = {m.group("row"): m.group("result") for m in map(TARGET.match, targets)}
     assert results["marginal"].startswith("no estimate (noise")
-    assert results["inert"] == "met"
+    assert results["inert"] == "met (one sample: noise not measured)"
+
+
+def _lines(script, **samples: list[float]):
+    """Every line the table has, with one sample each unless ``samples`` gives them."""
+    lines = {key: script.Line(target_row, key, samples=[0.001]) for key, target_row in (
+        ("bench", "marginal"), ("cycle", "marginal"), ("hyperfine", "marginal"),
+        ("hyperfine_mean", "marginal"), ("loop", "marginal"), ("plain", "marginal"),
+        ("cached", "cached"), ("one", "cached"), ("dvc", "cached"), ("plan", "planning"),
+        ("collect", "planning"), ("with", "inert"), ("without", "inert"), ("inert", "inert"),
+        ("import", "inert"))}
+    for key, values in samples.items():
+        lines[key].samples = values
+    return lines
+
+
+@pytest.mark.parametrize(("plan", "verdict"), [
+    ([1.0, 1.1, 1.2, 1.3, 1.4], "met"),  # every resampled ratio <= 1.5x
+    ([2.0, 2.1, 2.2, 2.3, 2.4], "MISSED"),  # none of them is
+    ([1.0, 1.2, 1.4, 1.6, 1.8], "within noise"),  # the limit lies inside the interval
+])
+def test_a_target_is_judged_on_its_interval_not_its_median_alone(monkeypatch, plan, verdict):
+    """The benchstat rule: a limit inside the interval is noise, neither met nor missed."""
+    script = _load_script(monkeypatch)
+    lines = _lines(script, plan=plan, collect=[1.0, 1.0, 1.0])
+    planning = next(t for t in script.TARGETS if t.row == "planning")
+    low, high = planning.interval(lines)
+    assert min(plan) <= low <= planning.value(lines) <= high <= max(plan)
+    _, targets, _ = tables(script.render(lines, ["header"]))
+    row = next(m for m in map(TARGET.match, targets) if m.group("row") == "planning")
+    assert row.group("result").startswith(verdict)
+    assert row.group("interval") == f"{low:.2f}x to {high:.2f}x"
+
+
+def test_an_absolute_target_prints_its_interval_in_milliseconds(monkeypatch):
+    script = _load_script(monkeypatch)
+    lines = _lines(script, inert=[-0.020, 0.002, 0.004, 0.030])
+    _, targets, _ = tables(script.render(lines, ["header"]))
+    inert = next(m for m in map(TARGET.match, targets) if m.group("row") == "inert")
+    assert inert.group("interval").endswith(" ms")
+    assert inert.group("result").startswith("within noise")
