@@ -540,7 +540,17 @@ def ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f} ms"
 
 
-def render(lines: dict[str, Line], header: list[str]) -> str:
+#: Per target row: its value and its interval (either None where it cannot be had).
+Judged = dict[str, tuple[float | None, tuple[float, float] | None]]
+
+
+def judge(lines: dict[str, Line]) -> Judged:
+    """Every target's value and interval, computed once for the table and the samples file
+    (the bootstrap is the only slow part of either)."""
+    return {t.row: (t.value(lines), t.interval(lines)) for t in TARGETS}
+
+
+def render(lines: dict[str, Line], header: list[str], judged: Judged | None = None) -> str:
     out = [*header, "", f"{'row':<10} {'measurement':<64} {'median':>12} {'min':>12} {'n':>3}"]
     for line in lines.values():
         if line.skipped:
@@ -551,8 +561,10 @@ def render(lines: dict[str, Line], header: list[str]) -> str:
                    f"{len(line.samples):>3}")
     out += ["", f"{'target':<10} {'ratio':<64} {'value':>12} {f'{CONFIDENCE:.0%}-interval':>22} "
             f"{'limit':>12}  result"]
+    if judged is None:
+        judged = judge(lines)
     for target in TARGETS:
-        value, interval = target.value(lines), target.interval(lines)
+        value, interval = judged[target.row]
         limit = f"< {ms(target.limit)}" if target.absolute else f"<= {target.limit:g}x"
         if value is None:
             missing = [lines[k].skipped for k in (target.ours, target.reference)
@@ -632,13 +644,14 @@ def main(argv: list[str] | None = None) -> int:
         "every pytest run: -p no:cacheprovider and the other installed plugins disabled ("
         + (", ".join(ws.others) or "none") + "); bytecode cached in the temp folder",
     ]
-    print(render(lines, header))
+    judged = judge(lines)
+    print(render(lines, header, judged))
     if args.json:
         args.json.write_text(json.dumps({
             "mode": "quick" if args.quick else "full", "sizes": asdict(sizes),
             "lines": {key: asdict(line) for key, line in lines.items()},
-            "targets": {t.row: t.value(lines) for t in TARGETS},
-            "target_intervals": {t.row: t.interval(lines) for t in TARGETS},
+            "targets": {row: value for row, (value, _) in judged.items()},
+            "target_intervals": {row: interval for row, (_, interval) in judged.items()},
             "context": {t.what: t.value(lines) for t in CONTEXT}}, indent=1))
     return 0
 

@@ -35,6 +35,19 @@ def _load_script(monkeypatch: pytest.MonkeyPatch):
     return script
 
 
+def _lines(script, **samples: list[float]):
+    """Every line the table has, with one sample each unless ``samples`` gives them."""
+    lines = {key: script.Line(target_row, key, samples=[0.001]) for key, target_row in (
+        ("bench", "marginal"), ("cycle", "marginal"), ("hyperfine", "marginal"),
+        ("hyperfine_mean", "marginal"), ("loop", "marginal"), ("plain", "marginal"),
+        ("cached", "cached"), ("one", "cached"), ("dvc", "cached"), ("plan", "planning"),
+        ("collect", "planning"), ("with", "inert"), ("without", "inert"), ("inert", "inert"),
+        ("import", "inert"))}
+    for key, values in samples.items():
+        lines[key].samples = values
+    return lines
+
+
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=300)
@@ -167,19 +180,6 @@ def test_a_ratio_whose_median_is_not_positive_is_no_estimate(monkeypatch):
     results = {m.group("row"): m.group("result") for m in map(TARGET.match, targets)}
     assert results["marginal"].startswith("no estimate (noise")
     assert results["inert"] == "met (one sample: noise not measured)"
-
-
-def _lines(script, **samples: list[float]):
-    """Every line the table has, with one sample each unless ``samples`` gives them."""
-    lines = {key: script.Line(target_row, key, samples=[0.001]) for key, target_row in (
-        ("bench", "marginal"), ("cycle", "marginal"), ("hyperfine", "marginal"),
-        ("hyperfine_mean", "marginal"), ("loop", "marginal"), ("plain", "marginal"),
-        ("cached", "cached"), ("one", "cached"), ("dvc", "cached"), ("plan", "planning"),
-        ("collect", "planning"), ("with", "inert"), ("without", "inert"), ("inert", "inert"),
-        ("import", "inert"))}
-    for key, values in samples.items():
-        lines[key].samples = values
-    return lines
 
 
 @pytest.mark.parametrize(("plan", "verdict"), [
