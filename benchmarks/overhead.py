@@ -333,8 +333,8 @@ class Comparisons:
         add("without", "inert", f"pytest, {s.suite} tests, -p no:{PLUGIN}")
         add("inert", "inert", "  difference (median of paired runs)")
         add("import", "inert", "  the plugin's own modules, import time (python -X importtime)")
-        for line in self.lines.values():
-            if line.row not in rows and not line.skipped:
+        for line in self.lines.values():  # unselected first: a missing tool is then moot
+            if line.row not in rows:
                 line.skipped = "not selected (--only)"
         self.hyperfine = hyperfine.path
         self.dvc = dvc.path if "cached" in rows else None  # its project is built only if used
