@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -12,10 +13,16 @@ from pathlib import Path
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so readers see the old or the new file, never a torn one."""
+    """Write ``text`` to ``path`` so readers see the old or the new file, never a torn one.
+
+    The file keeps the mode it had (a user's bench.yaml stays 0644), and a new one gets the
+    mode ``open()`` would give it (0666 less the umask), not mkstemp's 0600. The folder is
+    fsynced after the rename, so the new name survives a power cut too.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()
@@ -25,6 +32,45 @@ def atomic_write(path: Path, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in ``folder`` durable (where the platform allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on a directory; the rename still stands
+        pass
+    finally:
+        os.close(fd)
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits ``path`` has, else those a new file gets under the umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+@functools.cache
+def _umask() -> int:
+    """This process's umask, read without changing it where Linux tells it (os.umask can only
+    be read by setting it, which races with threads creating files)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def open_creating(path: Path, flags: int) -> int:
