@@ -65,6 +65,9 @@ class MetricSpec(Model):
     ceiling: float | None = None
     noise_threshold: float = Field(default=0.01, ge=0)
     reproduce_tolerance: float = Field(default=0.10, ge=0)
+    #: How far a primary metric may regress against a baseline before the CI gate fails (a
+    #: fraction, 0.05 for 5%); None: any regressed verdict (one beyond noise_threshold) fails.
+    fail_threshold: float | None = Field(default=None, ge=0)
     min_replicates: int = Field(default=5, ge=1)
 
 
