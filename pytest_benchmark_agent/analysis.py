@@ -38,8 +38,18 @@ from functools import lru_cache
 
 import numpy as np
 
-from .comparability import DIRECTIONS, MetricRule, Verdict, guard_failures, refusal
+from .comparability import (
+    DIRECTIONS,
+    MetricRule,
+    Sample,
+    Verdict,
+    guard_failures,
+    ignored_caveats,
+    refusal,
+    usable,
+)
 from .distributions import ndtr, ndtri, stdtr, stdtrit
+from .metrics import show_value
 
 BOOTSTRAP_RESAMPLES = 4000
 TRIM = 0.2
@@ -66,12 +76,15 @@ class MetricSpec:
 
 @dataclass(frozen=True)
 class Observation:
-    """One sample of one metric: which treatment, which block (replicate) and seed produced it."""
+    """One sample of one metric: which treatment, which block (replicate) and seed produced it.
+
+    ``value`` is a float, or for a ``direction: equal`` metric the int or str as recorded.
+    """
 
     treatment: str
     replicate: int
     seed: int | None
-    value: float
+    value: Sample
 
 
 @dataclass
@@ -248,7 +261,7 @@ def _analyze(
     comparisons: dict[str, dict[str, _Comparison]] = {}
     for metric, spec in specs.items():
         _check_spec(metric, spec)
-        groups = _group(metric, observations.get(metric, ()), treatments, caveats)
+        groups = _group(metric, spec, observations.get(metric, ()), treatments, caveats)
         per: dict[str, _Comparison] = {}
         for treatment in others:
             rng = np.random.default_rng(
@@ -304,16 +317,21 @@ def _check_spec(metric: str, spec: MetricRule) -> None:
 
 def _group(
     metric: str,
+    spec: MetricRule,
     observations: Sequence[Observation],
     treatments: Sequence[str],
     caveats: list[str],
-) -> dict[str, dict[Key, float]]:
-    """Samples per treatment keyed by (replicate, seed); refuses duplicates and unknown names."""
-    groups: dict[str, dict[Key, float]] = {t: {} for t in treatments}
+) -> dict[str, dict[Key, Sample]]:
+    """Samples per treatment keyed by (replicate, seed); refuses duplicates and unknown names.
+
+    The values are :func:`.comparability.usable`'s: floats, or an ``equal`` metric's ints and
+    strs exactly as recorded (never through a float, which would merge 2**53 and 2**53 + 1).
+    """
+    groups: dict[str, dict[Key, Sample]] = {t: {} for t in treatments}
     seeded = {o.seed is not None for o in observations}
     if len(seeded) > 1:
         raise ValueError(f"metric {metric}: some observations have a seed and some do not")
-    dropped = 0
+    ignored: list[object] = []
     for o in observations:
         if o.treatment not in groups:
             raise ValueError(
@@ -326,19 +344,19 @@ def _group(
                 f"metric {metric}: two observations for treatment {o.treatment!r}, "
                 f"replicate {o.replicate}, seed {o.seed}; each trial reports a metric once"
             )
-        if not math.isfinite(o.value):
-            dropped += 1
+        value = usable(spec, o.value)
+        if value is None:
+            ignored.append(o.value)
             continue
-        groups[o.treatment][key] = float(o.value)
-    if dropped:
-        caveats.append(f"{metric}: {dropped} non-finite value(s) ignored")
+        groups[o.treatment][key] = value
+    caveats += ignored_caveats(metric, ignored)
     return groups
 
 
 def _compare(
     spec: MetricRule,
-    control: dict[Key, float],
-    treated: dict[Key, float],
+    control: dict[Key, Sample],
+    treated: dict[Key, Sample],
     rng: np.random.Generator,
 ) -> _Comparison:
     """Pick the design (paired blocks, paired seeds, unpaired) and run its test."""
@@ -400,17 +418,18 @@ def _per_seed(samples: dict[Key, float]) -> dict[int | None, float]:
 
 
 def _identity(
-    n: tuple[int, int], control: dict[Key, float], treated: dict[Key, float]
+    n: tuple[int, int], control: dict[Key, Sample], treated: dict[Key, Sample]
 ) -> _Comparison:
-    """Direction "equal": every treatment value must equal the control's (most common) value."""
+    """Direction "equal": every treatment value must equal the control's (most common) value,
+    exactly (an int to every digit, a str character for character), shown as recorded."""
     reference = Counter(control.values()).most_common(1)[0][0]
-    differing = sorted({v for v in treated.values() if v != reference})
+    differing = [v for v, _ in Counter(treated.values()).most_common() if v != reference]
     mismatch = None
     if differing:
         count = sum(1 for v in treated.values() if v != reference)
         mismatch = (
-            f"{count} of {len(treated)} values differ from the control's {reference:g} "
-            f"(e.g. {differing[0]:g})"
+            f"{count} of {len(treated)} values differ from the control's "
+            f"{show_value(reference)} (e.g. {show_value(differing[0])})"
         )
     return _Comparison(n, test="identity", design="identity", units=len(treated), mismatch=mismatch)
 
@@ -627,9 +646,9 @@ def _guard_failures(
 ) -> list[str]:
     """Why ``treatment`` fails guard ``metric`` (:func:`.comparability.guard_failures`)."""
     values = [
-        o.value
+        value
         for o in observations.get(metric, ())
-        if o.treatment == treatment and math.isfinite(o.value)
+        if o.treatment == treatment and (value := usable(spec, o.value)) is not None
     ]
     compared = None if treatment == control else verdicts[metric][treatment]
     return guard_failures(metric, spec, values, compared)

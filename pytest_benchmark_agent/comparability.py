@@ -8,12 +8,16 @@ analysis applies the same functions, so both give the same records in the same w
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 DIRECTIONS = ("lower", "higher", "equal")
+
+#: A value a comparison uses: a finite float, or for ``direction: equal`` an int or a str too.
+Sample = float | int | str
 
 
 class MetricRule(Protocol):
@@ -65,6 +69,33 @@ class Verdict:
         }
 
 
+def usable(spec: MetricRule, value: Any) -> Sample | None:
+    """The value of a trial record that a comparison of ``spec``'s metric uses, or None when it
+    is ignored. ``equal`` metrics keep an int (of any size) or a str exactly as recorded, and a
+    finite float (an older record's); the others take a finite float and never a str."""
+    if isinstance(value, bool):
+        return None
+    if spec.direction == "equal" and isinstance(value, (int, str)):
+        return value
+    if isinstance(value, str):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def ignored_caveats(metric: str, ignored: Sequence[Any]) -> list[str]:
+    """The caveats for the values of ``metric`` that :func:`usable` ignored."""
+    non_finite = sum(1 for value in ignored if isinstance(value, float))
+    caveats = [f"{metric}: {non_finite} non-finite value(s) ignored"] if non_finite else []
+    if len(ignored) > non_finite:
+        caveats.append(f"{metric}: {len(ignored) - non_finite} value(s) that are not numbers "
+                       "ignored (a value compared exactly needs direction: equal)")
+    return caveats
+
+
 def refusal(spec: MetricRule, n: tuple[int, int]) -> str | None:
     """Why a comparison of ``n`` = (control, treatment) finite samples is refused before any
     test, or None: a side without samples, or (except for ``equal`` metrics, compared from one
@@ -76,7 +107,7 @@ def refusal(spec: MetricRule, n: tuple[int, int]) -> str | None:
     return None
 
 
-def guard_failures(metric: str, spec: MetricRule, values: Sequence[float],
+def guard_failures(metric: str, spec: MetricRule, values: Sequence[Sample],
                    compared: Verdict | None) -> list[str]:
     """Why a treatment fails guard ``metric``: no samples, its median past the floor or ceiling,
     and, for a ``guard`` metric with its verdict against the control (``compared``; None for the
@@ -84,11 +115,14 @@ def guard_failures(metric: str, spec: MetricRule, values: Sequence[float],
     if not values:
         return [f"guard {metric} has no samples"]
     failures = []
-    median = statistics.median(values)
-    if spec.floor is not None and median < spec.floor:
-        failures.append(f"guard {metric} median {median:g} is below its floor {spec.floor:g}")
-    if spec.ceiling is not None and median > spec.ceiling:
-        failures.append(f"guard {metric} median {median:g} is above its ceiling {spec.ceiling:g}")
+    if spec.floor is not None or spec.ceiling is not None:  # gate 1: never on an equal metric
+        median = statistics.median(float(value) for value in values)
+        if spec.floor is not None and median < spec.floor:
+            failures.append(f"guard {metric} median {median:g} is below its floor "
+                            f"{spec.floor:g}")
+        if spec.ceiling is not None and median > spec.ceiling:
+            failures.append(f"guard {metric} median {median:g} is above its ceiling "
+                            f"{spec.ceiling:g}")
     if compared is None or not spec.guard:
         return failures
     if compared.verdict == "regressed":

@@ -22,7 +22,14 @@ from .config import BUILTIN_METRICS, Stage
 from .errors import MetricError, StageFailed
 from .fsutil import release_lock, utc_now
 from .isolation import HostIsolation, host_id
-from .metrics import effective_mismatches, parse_effective, parse_metrics, read_metrics_file
+from .metrics import (
+    Value,
+    effective_mismatches,
+    exact_metrics,
+    parse_effective,
+    parse_metrics,
+    read_metrics_file,
+)
 from .nvml import GpuUnavailable, cost_usd, cuda_oom_in, gpu_hours, pin_devices
 from .placeholders import names_in, render
 from .plan import PrepNode, TrialSpec, closure_nodes, describe_binding
@@ -214,7 +221,8 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
     record["metrics"] = {name: record[name] for name in BUILTIN_METRICS}
     try:
         _check_exit(result)
-        record["metrics"].update(_read_metrics(spec, result, values))
+        record["metrics"].update(_read_metrics(spec, result, values,
+                                               exact_metrics(run.plan.config.metrics)))
     except (StageFailed, MetricError) as exc:
         cause = exc if isinstance(exc, StageFailed) else StageFailed(
             spec.stage.name, "reported bad metrics", detail=str(exc))
@@ -309,15 +317,18 @@ def _check_exit(result: StageRun) -> None:
                                  f"stderr (last lines):\n{result.stderr_tail()}")
 
 
-def _read_metrics(spec: TrialSpec, result: StageRun, values: dict[str, Any]) -> dict[str, float]:
+def _read_metrics(spec: TrialSpec, result: StageRun, values: dict[str, Any],
+                  exact: frozenset[str]) -> dict[str, Value]:
+    """The stage's declared metrics; the ``exact`` ones (``direction: equal``) as written."""
     source = spec.stage.metrics_from
     assert source is not None, "gate 1 guarantees a measure stage declares its metrics"
     fields = [f for f in source.fields if f not in BUILTIN_METRICS]
     if not fields:
         return {}
     if source.file:
-        return read_metrics_file(spec.cwd / render(source.file, values, quote=False), fields)
-    return parse_metrics(result.stdout(), fields, "stdout")
+        return read_metrics_file(spec.cwd / render(source.file, values, quote=False), fields,
+                                 exact)
+    return parse_metrics(result.stdout(), fields, "stdout", exact)
 
 
 def _stage_env(ctx: StageContext, extra: dict[str, str],

@@ -4,7 +4,9 @@ Optional: matplotlib is the ``plots`` extra. Without it no file is written and t
 so (every number is in its tables, so it is complete without the pictures). Each figure shows a
 column per treatment (one dot per passed trial, the median as a bar) and a grey line through the
 values of each block (its dots share an offset), so a reader sees both the spread and whether
-the blocks agree. matplotlib's object API is used (no pyplot, no global backend switch).
+the blocks agree. A ``direction: equal`` metric (a hash) is drawn on a categorical axis: its
+distinct values, verbatim, are the ticks, and there is no median bar (its values are identities,
+not numbers). matplotlib's object API is used (no pyplot, no global backend switch).
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from __future__ import annotations
 import os
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from .metrics import show_value
 
 NO_MATPLOTLIB = ("matplotlib is not installed, so this report has no plots (install the extra: "
                  "pip install 'pytest-benchmark-agent[plots]'); every figure is in the tables, "
@@ -30,9 +34,10 @@ def plot_file(metric: str) -> str:
 
 def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
                 treatments: Sequence[str], verdicts: Mapping[str, Mapping[str, Any]],
-                ) -> tuple[list[str], str | None]:
-    """Write a plot per metric that has samples; returns the file names and, when plotting is
-    not possible, the sentence the report shows instead.
+                exact: Collection[str] = ()) -> tuple[list[str], str | None]:
+    """Write a plot per metric that has samples (the ``exact`` ones on a categorical axis of
+    their values); returns the file names and, when plotting is not possible, the sentence the
+    report shows instead.
 
     A run with a single block has nothing a picture adds to its table, so it is not plotted and
     matplotlib (about half a second to import) is not loaded for it.
@@ -51,7 +56,7 @@ def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequ
                    "every figure is in the tables, so the report is complete without them"
     files = []
     for metric in metrics:
-        figure = _figure(metric, trials, treatments, verdicts.get(metric, {}))
+        figure = _figure(metric, trials, treatments, verdicts.get(metric, {}), metric in exact)
         if figure is None:
             continue
         name = plot_file(metric)
@@ -63,8 +68,9 @@ def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequ
 
 
 def _figure(metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequence[str],
-            verdicts: Mapping[str, Any]) -> Any:
-    """The figure of one metric, or None when no passed trial has a value for it.
+            verdicts: Mapping[str, Any], exact: bool = False) -> Any:
+    """The figure of one metric, or None when no passed trial has a value for it; an
+    ``exact`` one's y axis is its distinct values as recorded (the control's first).
 
     The blocks' grey lines are one ``LineCollection``: an artist per block (a ``Line2D`` each)
     cost about half a millisecond apiece to build and draw, the largest part of what a trial
@@ -73,19 +79,31 @@ def _figure(metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequen
     from matplotlib.collections import LineCollection
     from matplotlib.figure import Figure
 
-    blocks: dict[tuple[Any, ...], dict[str, float]] = {}
+    position = {label: i for i, label in enumerate(treatments)}
+    recorded: dict[tuple[Any, ...], dict[str, Any]] = {}
     for trial in trials:
         value = (trial.get("metrics") or {}).get(metric)
         if trial.get("status") == "passed" and value is not None \
                 and trial.get("treatment") in treatments:
             key = (trial.get("host"), trial.get("replicate"), trial.get("seed"))
-            blocks.setdefault(key, {})[trial["treatment"]] = float(value)
-    if not blocks:
+            recorded.setdefault(key, {})[trial["treatment"]] = value
+    if not recorded:
         return None
-    figure = Figure(figsize=(2.0 + 1.4 * len(treatments), 3.6), dpi=100)
-    figure.subplots_adjust(left=0.2, right=0.96, top=0.88, bottom=0.12)
+    categories: dict[Any, int] = {}
+    if exact:  # each distinct value a row of the axis, in treatment order then trial order
+        for values in sorted(recorded.values(), key=lambda v: min(map(position.__getitem__, v))):
+            for label in sorted(values, key=position.__getitem__):
+                categories.setdefault(values[label], len(categories))
+    blocks = {key: {label: float(categories[value] if exact else value)
+                    for label, value in values.items()} for key, values in recorded.items()}
+    ticks = [show_value(value) for value in categories]
+    width, left = 2.0 + 1.4 * len(treatments), 0.2
+    if exact:  # room for the values, verbatim, as the y labels (about 0.06 inch a character)
+        margin = 0.4 + 0.06 * max(map(len, ticks))
+        width, left = width + margin, (0.4 + margin) / (width + margin)
+    figure = Figure(figsize=(width, 3.6), dpi=100)
+    figure.subplots_adjust(left=left, right=0.96, top=0.88, bottom=0.12)
     axes = figure.subplots()
-    position = {label: i for i, label in enumerate(treatments)}
     offsets = [_JITTER[k % len(_JITTER)] for k in range(len(blocks))]
     order = position.__getitem__
     segments = [[(position[t] + offset, values[t]) for t in sorted(values, key=order)]
@@ -100,8 +118,12 @@ def _figure(metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequen
         if not points:
             continue
         axes.scatter([x for x, _ in points], [y for _, y in points], s=16, zorder=2)
-        axes.hlines(statistics.median(y for _, y in points), i - 0.25, i + 0.25,
-                    colors="black", linewidth=2, zorder=3)
+        if not exact:
+            axes.hlines(statistics.median(y for _, y in points), i - 0.25, i + 0.25,
+                        colors="black", linewidth=2, zorder=3)
+    if exact:
+        axes.set_yticks(range(len(ticks)), ticks, fontsize=7)
+        axes.set_ylim(-0.6, len(ticks) - 0.4)
     axes.set_xticks(range(len(treatments)), [str(t) for t in treatments])
     axes.set_xlim(-0.6, len(treatments) - 0.4)
     axes.set_ylabel(metric)
