@@ -1,7 +1,8 @@
 """Gate 1, parameter identity: what makes a comparison unfair or a file unrunnable, found before
 any trial runs. Every problem becomes one ``(field, message, fix)`` line of a ConfigError.
 
-Checked here: exactly one varying parameter and it is declared; the treatments; stage names,
+Checked here: at most one varying parameter: none (a file of one configuration, see
+:func:`one_configuration`) or one that is declared, with two or more treatments; stage names,
 commands and the ``needs`` DAG (unknown names and cycles, shown as a path); every placeholder
 resolves; artifacts are produced by a stage the user needs; every measure stage declares a
 metric and every metric is declared with its direction; declared inputs exist; every param of
@@ -43,6 +44,14 @@ def check(config: BenchmarkConfig, path: Path, *, tuning: bool = False,
         raise ConfigError(path, problems)
 
 
+def one_configuration(config: BenchmarkConfig) -> bool:
+    """A file naming neither ``treatment_variable`` nor ``treatments`` (nor a search space): it
+    runs its replicates of one configuration, compared with nothing inside the run, only with
+    other runs (a baseline, a reproduction)."""
+    return (config.treatment_variable is None and config.treatments is None
+            and config.search_space is None)
+
+
 def treatment_variable(config: BenchmarkConfig) -> str | None:
     """The one varying parameter, whether named directly or implied by mapping treatments."""
     tv = config.treatment_variable
@@ -68,6 +77,8 @@ def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
         return [(f"search_space.{name}", "is tuned but not declared under params.",
                  "declare it under params: with its starting value (the first incumbent).")
                 for name in config.search_space if name not in config.params]
+    if one_configuration(config):
+        return _check_one_configuration(config)
     tv = config.treatment_variable
     problems: list[Problem] = []
     varying = _varying_params(config)
@@ -78,8 +89,10 @@ def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
                  "(run a second benchmark for the next one).")]
     name = treatment_variable(config)
     if name is None:
-        return [("treatment_variable", "is missing.",
-                 "name the ONE parameter that varies, e.g. treatment_variable: fts.merge.")]
+        return [("treatment_variable", "is missing: treatments lists values but no param is "
+                 "named to take them.", "name the ONE parameter that varies, e.g. "
+                 "treatment_variable: fts.merge; or, to measure one configuration, remove "
+                 "treatments:.")]
     if isinstance(tv, list) and len(tv) == 1:
         tv = tv[0]
     if name not in config.params:
@@ -91,8 +104,13 @@ def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
     values = treatment_values(config)
     texts = [as_text(v) for v in values]
     if len(values) < 2:
-        problems.append(("treatments", f"lists {len(values)} value(s); a comparison needs two.",
-                         "list the control first, then at least one treatment."))
+        what = (f"is missing: treatment_variable names '{name}' but gives it no values"
+                if config.treatments is None else
+                f"lists {len(values)} value(s) of '{name}'")
+        problems.append(("treatments", f"{what}: half a comparison, a control with nothing to "
+                         "compare it with.", "list the control first, then at least one "
+                         "treatment; or, to measure one configuration, remove "
+                         "treatment_variable: and treatments: (its value stays under params:)."))
     duplicates = sorted({t for t in texts if texts.count(t) > 1})
     if duplicates:
         problems.append(("treatments", f"repeats {duplicates}.", "list each value once."))
@@ -105,9 +123,27 @@ def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
     if name in config.params and config.stages and name not in used:
         problems.append(("treatment_variable", f"'{name}' is used by no stage, so the treatments "
                          "cannot differ.", f"pass {{{name}}} to the stage it should change."))
-    if config.seeds is not None and len(set(config.seeds)) != len(config.seeds):
-        problems.append(("seeds", "repeats a seed.", "list each seed once."))
+    return problems + _check_seeds(config)
+
+
+def _check_one_configuration(config: BenchmarkConfig) -> list[Problem]:
+    """A file of one configuration: nothing varies, so nothing is decided inside the run, and
+    sequential replication (which adds blocks until the in-run verdicts are decided) has
+    nothing to wait for."""
+    problems = _check_seeds(config)
+    if not isinstance(config.replicates, int):  # a {min, max} range
+        problems.append(("replicates", "is a range, which adds blocks until every in-run verdict "
+                         "is decided; a file of one configuration (no treatment_variable) has "
+                         "no in-run verdict.", f"give a number, e.g. replicates: "
+                         f"{config.replicates.max}; or name a treatment_variable and its "
+                         "treatments to compare."))
     return problems
+
+
+def _check_seeds(config: BenchmarkConfig) -> list[Problem]:
+    if config.seeds is not None and len(set(config.seeds)) != len(config.seeds):
+        return [("seeds", "repeats a seed.", "list each seed once.")]
+    return []
 
 
 def _varying_params(config: BenchmarkConfig) -> list[str]:

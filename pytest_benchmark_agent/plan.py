@@ -8,6 +8,9 @@ Two treatments that bind a prep identically share one node, so it is built once.
 
 Trials are ordered in blocks: replicate k of every treatment runs adjacent (A B A B ...), so
 slow drift of the machine hits every treatment alike and the analysis can pair within blocks.
+A file of one configuration (no ``treatment_variable``) has one treatment, labelled
+:data:`ONE_CONFIGURATION` (``default``): a block is one trial, there is nothing to interleave,
+and its trial ids read ``search[default-rep2]``.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ from typing import Any
 
 from .config import BenchmarkConfig, Stage
 from .errors import ConfigError
-from .gate1 import treatment_values, treatment_variable
+from .gate1 import one_configuration, treatment_values, treatment_variable
 from .placeholders import as_text, names_in, render
 
 #: Bumped when the meaning of a signature changes, so old cache entries are never reused.
 SIGNATURE_VERSION = 1
+#: The label of the one treatment of a file of one configuration: its control, its trial ids
+#: (``search[default-rep0]``, selected with ``-k default``) and its column in the summary.
+ONE_CONFIGURATION = "default"
 
 
 @dataclass(frozen=True)
@@ -62,10 +68,13 @@ class TrialSpec:
     def treatment_label(self) -> str:
         return as_text(self.treatment)
 
-    def test_name(self, variable: str) -> str:
-        """The contract's id: ``search[fts.merge=optimize-rep2]`` (``-seed3`` with seeds)."""
+    def test_name(self, variable: str | None) -> str:
+        """The contract's id: ``search[fts.merge=optimize-rep2]`` (``-seed3`` with seeds);
+        ``search[default-rep2]`` for one configuration (``variable`` None)."""
         suffix = f"-seed{self.seed}" if self.seed is not None else ""
-        return f"{self.stage.name}[{variable}={self.treatment_label}-rep{self.replicate}{suffix}]"
+        treatment = self.treatment_label if variable is None else \
+            f"{variable}={self.treatment_label}"
+        return f"{self.stage.name}[{treatment}-rep{self.replicate}{suffix}]"
 
 
 @dataclass
@@ -74,7 +83,8 @@ class BenchPlan:
 
     config: BenchmarkConfig
     path: Path
-    variable: str
+    #: The treatment variable; None for one configuration (``treatments == [ONE_CONFIGURATION]``).
+    variable: str | None
     treatments: list[Any]
     trials: list[TrialSpec]
     preps: dict[str, PrepNode] = field(default_factory=dict)  # signature -> node
@@ -98,12 +108,18 @@ def build_plan(config: BenchmarkConfig, path: Path,
     """Bind every stage to every treatment and seed; dedupe preps by signature.
 
     ``points`` makes this a tuning round: each point (values of the tuned params) is one
-    treatment of the synthetic variable ``point``, the first being the incumbent.
+    treatment of the synthetic variable ``point``, the first being the incumbent. A file of one
+    configuration binds its params as declared, as the one treatment ``default``.
     """
+    variable: str | None
     if points is not None:
         variable = POINT
         treatments: list[Any] = [point_label(p) for p in points]
         bindings = [{**config.params, **p} for p in points]
+    elif one_configuration(config):
+        variable = None
+        treatments = [ONE_CONFIGURATION]
+        bindings = [dict(config.params)]
     else:
         name = treatment_variable(config)
         assert name is not None, "gate 1 guarantees a treatment variable"
@@ -229,5 +245,5 @@ def describe_binding(node: PrepNode) -> str:
     return f"{node.stage.name}({values})"
 
 
-__all__ = ["BenchPlan", "PrepNode", "TrialSpec", "build_plan", "closure_nodes", "content_hash",
-           "describe_binding"]
+__all__ = ["ONE_CONFIGURATION", "BenchPlan", "PrepNode", "TrialSpec", "build_plan",
+           "closure_nodes", "content_hash", "describe_binding"]

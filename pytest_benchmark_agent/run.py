@@ -21,7 +21,7 @@ from typing import Any
 from .config import BUILTIN_METRICS
 from .placeholders import as_text
 from .plan import BenchPlan, TrialSpec
-from .stats import describe, median_ratio
+from .stats import describe, describe_exact, median_ratio
 
 TRIAL_STATUSES = ("passed", "failed", "guard:memory", "guard:vram", "not_comparable",
                   "interrupted", "not_run")
@@ -96,8 +96,15 @@ class BenchRun:
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
     @property
-    def variable(self) -> str:
+    def variable(self) -> str | None:
+        """The treatment variable; None for a file of one configuration."""
         return self.plan.variable
+
+    @property
+    def one_configuration(self) -> bool:
+        """One configuration measured alone: its one label ``default`` is the control and
+        ``treatment_labels == ["default"]``; nothing is compared inside the run."""
+        return self.plan.variable is None
 
     @property
     def control(self) -> str:
@@ -133,9 +140,10 @@ class BenchRun:
         names = list(self.plan.config.metrics)
         return names + [m for m in BUILTIN_METRICS if m not in names]
 
-    def samples(self) -> dict[str, dict[str, list[float]]]:
-        """metric -> treatment -> values of the passed trials, in execution order."""
-        table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    def samples(self) -> dict[str, dict[str, list[Any]]]:
+        """metric -> treatment -> values of the passed trials, in execution order (an exact
+        metric's as recorded: ints and strs)."""
+        table: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
         for trial in self.trials:
             if trial["status"] != "passed":
                 continue
@@ -144,17 +152,27 @@ class BenchRun:
         return table
 
     def summarize(self) -> None:
-        """Descriptive statistics per metric and treatment, with the ratio to the control."""
+        """Descriptive statistics per metric and treatment, with the ratio to the control (one
+        configuration: its statistics alone, no ratio)."""
         table = self.samples()
         self.summary = {}
         for metric in self.metric_names():
             if metric not in table:
                 continue
-            per = {label: describe(table[metric].get(label, [])) for label in self.treatment_labels}
+            per = {label: self.describe(metric, table[metric].get(label, []))
+                   for label in self.treatment_labels}
             for label, row in per.items():
-                if label != self.control:
+                if label != self.control and "values" not in row:
                     row["ratio_to_control"] = median_ratio(row, per[self.control])
             self.summary[metric] = per
+
+    def describe(self, metric: str, values: list[Any]) -> dict[str, Any]:
+        """Descriptive statistics of ``metric``'s values; a ``direction: equal`` metric's are
+        its distinct values as recorded, with their counts (never a mean or a CV)."""
+        spec = self.plan.config.metrics.get(metric)
+        if spec is not None and spec.direction == "equal":
+            return describe_exact(values)
+        return describe(values)
 
     def hosts(self) -> list[str]:
         return sorted({t["host"] for t in self.trials if t.get("host")})
@@ -169,7 +187,7 @@ class BenchRun:
                     values = [t["metrics"][metric] for t in self.trials
                               if t.get("host") == host and t["treatment"] == label
                               and t["status"] == "passed" and metric in t["metrics"]]
-                    per[label] = describe(values)
+                    per[label] = self.describe(metric, values)
                 if any(row.get("n") for row in per.values()):
                     out.setdefault(host, {})[metric] = per
         return out

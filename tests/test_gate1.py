@@ -115,7 +115,74 @@ def test_every_problem_is_reported_at_once(project: BenchProject) -> None:
     document = simple_bench(treatments=["a"])
     document["stages"][1]["cmd"] += " {nope}"
     text = collect_error(project, document)
-    assert "a comparison needs two" in text and "unknown placeholder {nope}" in text
+    assert "half a comparison" in text and "unknown placeholder {nope}" in text
+
+
+def test_one_treatment_is_half_a_comparison_with_both_fixes(project: BenchProject) -> None:
+    text = collect_error(project, simple_bench(treatments=["a"]))
+    assert "treatments: lists 1 value(s) of 'mode': half a comparison" in text
+    assert "list the control first, then at least one treatment" in text
+    assert "to measure one configuration, remove treatment_variable: and treatments:" in text
+
+
+def test_a_treatment_variable_without_treatments_is_half_a_comparison(
+        project: BenchProject) -> None:
+    document = simple_bench()
+    del document["treatments"]
+    text = collect_error(project, document)
+    assert "treatments: is missing: treatment_variable names 'mode' but gives it no values: " \
+           "half a comparison" in text
+    assert "remove treatment_variable: and treatments:" in text
+
+
+def test_treatments_without_a_treatment_variable(project: BenchProject) -> None:
+    document = simple_bench()
+    del document["treatment_variable"]
+    text = collect_error(project, document)
+    assert "treatment_variable: is missing: treatments lists values but no param is named" in text
+    assert "or, to measure one configuration, remove treatments:" in text
+
+
+def one_config(**overrides) -> dict:
+    document = simple_bench(**overrides)
+    del document["treatment_variable"], document["treatments"]
+    return document
+
+
+def test_gate1_holds_a_file_of_one_configuration(project: BenchProject) -> None:
+    """Nothing varies, yet stages, placeholders, metrics and the manifest are all checked."""
+    metrics = {"score": {"direction": "higher"}, "ghost": {"direction": "lower"}}
+    document = one_config(metrics=metrics,
+                          manifest={"eval_suite": {"why": "results depend on it"}})
+    document["stages"][1]["cmd"] += " {nope}"
+    document["stages"][0]["needs"] = ["biuld"]
+    text = collect_error(project, document)
+    assert "needs: names unknown stage 'biuld'" in text
+    assert "params.eval_suite: is required by the manifest of this file: results depend on it" \
+        in text
+    assert "half a comparison" not in text and "treatment_variable" not in text
+    document["stages"][0]["needs"] = []  # a sound DAG: placeholders and metrics are checked too
+    text = collect_error(project, document)
+    assert "unknown placeholder {nope}" in text
+    assert "metrics.ghost: is declared but no measure stage reports it" in text
+
+
+def test_one_configuration_refuses_a_replicate_range(project: BenchProject) -> None:
+    text = collect_error(project, one_config(replicates={"min": 3, "max": 8}))
+    assert "replicates: is a range, which adds blocks until every in-run verdict is decided" in text
+    assert "give a number, e.g. replicates: 8" in text
+
+
+def test_one_configuration_plans_one_trial_per_replicate_and_seed(project: BenchProject) -> None:
+    project.bench(one_config(seeds=[1, 2]))
+    result = project.run("--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["bench.yaml::measure[[]default-rep0-seed1[]]",
+                                 "bench.yaml::measure[[]default-rep0-seed2[]]",
+                                 "bench.yaml::measure[[]default-rep1-seed1[]]",
+                                 "bench.yaml::measure[[]default-rep1-seed2[]]",
+                                 "*4 tests collected*"])
+    assert not project.home.exists()
 
 
 def test_tuning_file_without_a_strategy(project: BenchProject) -> None:
