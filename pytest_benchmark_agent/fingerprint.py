@@ -34,8 +34,9 @@ import os
 import platform
 import re
 import socket
+import stat
 import subprocess
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,22 +55,26 @@ class FingerprintError(BenchError):
 
 def collect_fingerprint(code_paths: list[Path], env_vars: list[str],
                         packages: list[str] | None = None, *,
-                        exclude: Iterable[Path] | None = None) -> dict[str, Any]:
-    """The fingerprint of this machine and of the code under test (no code paths: ``.``).
+                        exclude: Iterable[Path] | None = None,
+                        origin: Path | None = None) -> dict[str, Any]:
+    """The fingerprint of this machine and of the code under test.
 
-    ``exclude`` lists folders and files that are not code even inside a code path; by default
-    the data directory (``$BENCHMARK_HOME``, else ``./benchmark_data``), whose cache and runs
-    change on every run and would otherwise make every run's code look different. A code path
-    named itself is never excluded.
+    ``code_paths`` is the declared code (see :func:`default_code`; none: an empty ``code``
+    section). ``origin`` is the benchmark's folder (default: the current one): the git
+    repository holding it names ``code_identity``. ``exclude`` lists folders and files that
+    are not code even inside a code path or the repository; by default the data directory
+    (``$BENCHMARK_HOME``, else ``./benchmark_data``), whose cache and runs change on every run.
+    A code path named itself is never excluded.
     """
-    paths = list(code_paths) or [Path(".")]
     if exclude is None:
         exclude = [Path(os.environ.get("BENCHMARK_HOME", "benchmark_data"))]
     skipped = [Path(folder).resolve() for folder in exclude]
+    code = {str(path): _code(Path(path), skipped) for path in code_paths}
     return {
         "schema": SCHEMA,
         "env": _env(packages or []),
-        "code": {str(path): _code(Path(path), skipped) for path in paths},
+        "code": code,
+        "code_identity": _identity(Path(origin or "."), skipped, code),
         "accelerator": _accelerator(),
         "vars": _vars(env_vars),
     }
@@ -178,44 +183,128 @@ def _git(where: Path, *args: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def git_root(where: Path) -> Path | None:
+    """The top of the git work tree holding ``where`` (a folder), or None outside git."""
+    top = _git(where, "rev-parse", "--show-toplevel")
+    return Path(os.fsdecode(top.strip())) if top else None
+
+
+def default_code(folder: Path, declared: list[Path], inputs: Iterable[Path]) -> list[Path]:
+    """The code of a benchmark in ``folder``: its ``code:`` paths; else, in git, the folder
+    (its tracked files); else the stage inputs named in ``inputs:`` (maybe none: nothing but
+    what the benchmark declares is code outside git)."""
+    if declared:
+        return declared
+    if git_root(folder) is not None:
+        return [folder]
+    return sorted({Path(os.path.abspath(path)) for path in inputs
+                   if path.exists() or path.is_symlink()})
+
+
+def _diff(root: Path, base: str, pathspec: list[str]) -> bytes:
+    """``git diff`` of the tracked files in ``pathspec`` against ``base`` (a commit, or the
+    empty tree of a repository without one), independent of the user's diff settings."""
+    return _git(root, "diff", base, "--binary", "--no-color", "--no-ext-diff", "--no-textconv",
+                "--no-renames", "--", *pathspec) or b""
+
+
+def _base(root: Path, commit: str | None) -> str | None:
+    """What the work tree is compared with: HEAD, else the empty tree (everything tracked)."""
+    if commit is not None:
+        return commit
+    empty = _git(root, "hash-object", "-t", "tree", os.devnull)
+    return empty.decode().strip() if empty else None
+
+
+def _excludes(root: Path, skipped: list[Path], under: Path) -> list[str]:
+    """``:(exclude)`` pathspecs (relative to ``root``) of the skipped paths strictly below
+    ``under``."""
+    top = root.resolve()
+    return [f":(exclude){s.relative_to(top).as_posix()}" for s in skipped
+            if s.is_relative_to(under) and s != under and s.is_relative_to(top)]
+
+
+def _identity(origin: Path, skipped: list[Path], code: dict[str, dict[str, Any]]
+              ) -> dict[str, Any]:
+    """What code a run measured (module doc): the commit of the repository holding ``origin``
+    and its tracked changes, else a hash of the declared code's fingerprints."""
+    origin = origin.resolve()
+    root = git_root(origin if origin.is_dir() else origin.parent)
+    if root is None:
+        if not code:
+            return {"vcs": None, "content_hash": None}
+        digest = hashlib.sha256()
+        for path, entry in sorted(code.items()):
+            name = os.path.relpath(path, origin)
+            stable = {k: v for k, v in sorted(entry.items()) if k != "root"}
+            digest.update(f"{name}\0{stable}\0".encode())
+        return {"vcs": None, "content_hash": digest.hexdigest()}
+    head = _git(root, "rev-parse", "--verify", "-q", "HEAD")
+    commit = head.decode().strip() if head else None
+    branch = _git(root, "symbolic-ref", "-q", "--short", "HEAD")
+    base = _base(root, commit)
+    diff = _diff(root, base, [".", *_excludes(root, skipped, root.resolve())]) if base else b""
+    return {
+        "vcs": "git",
+        "commit": commit,
+        "short": commit[:7] if commit else None,
+        "branch": (branch.decode().strip() or None) if branch else None,
+        "dirty": bool(diff),
+        "diff_hash": hashlib.sha256(diff).hexdigest() if diff else None,
+    }
+
+
+def code_label(identity: Mapping[str, Any] | None) -> str:
+    """A code identity in a few characters: ``a1b2c3d``, ``a1b2c3d+dirty:1f2e3d4``,
+    ``content:1f2e3d4``, or ``unknown`` (no identity, no commit, nothing declared)."""
+    if not identity:
+        return "unknown"
+    if identity.get("vcs") == "git":
+        commit = identity.get("commit")
+        if not commit:
+            return "unknown"
+        short = identity.get("short") or str(commit)[:7]
+        if not identity.get("dirty"):
+            return short
+        change = identity.get("diff_hash")
+        return f"{short}+dirty:{str(change)[:7]}" if change else f"{short}+dirty"
+    content = identity.get("content_hash")
+    return f"content:{str(content)[:7]}" if content else "unknown"
+
+
 def _code(path: Path, skipped: list[Path]) -> dict[str, Any]:
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         raise FingerprintError(
             f"code: {path} does not exist (resolved from {Path.cwd()}). Fix: list files or "
             f"folders of the code under test in the benchmark file's `code:` field.")
     path = path.resolve()
     where = path if path.is_dir() else path.parent
-    top = _git(where, "rev-parse", "--show-toplevel")
-    if top is None:
+    root = git_root(where)
+    if root is None:
         return {"vcs": None, "content_hash": _hash_files(path, _walk(path, skipped))}
-    root = Path(top.decode().strip())
-    rel = path.relative_to(root).as_posix() if path != root else "."
-    inside = [s.relative_to(root).as_posix() for s in skipped
-              if s.is_relative_to(path) and s != path]
+    top = root.resolve()
+    rel = path.relative_to(top).as_posix() if path != top else "."
+    inside = [spec.removeprefix(":(exclude)") for spec in _excludes(root, skipped, path)]
     pathspec = [rel, *(f":(exclude){s}" for s in inside)]
-    commit = _git(root, "rev-parse", "--verify", "-q", "HEAD")
-    listed = _git(root, "ls-files", "-z", "--others", "--exclude-standard", "--", *pathspec)
-    untracked = sorted(root / name for name in (listed or b"").decode().split("\0") if name)
-    if commit is None:  # a repository without commits: its content is all there is
-        tracked = _git(root, "ls-files", "-z", "--", *pathspec) or b""
-        files = sorted({*untracked, *(root / n for n in tracked.decode().split("\0") if n)})
-        return {"vcs": "git", "root": str(root), "commit": None, "tree": None, "dirty": True,
-                "diff_hash": _hash_files(root, iter(files))}
-    spec = "HEAD:" if rel == "." else f"HEAD:{rel}"
-    tree = _git(root, "rev-parse", "--verify", "-q", spec)
+    head = _git(root, "rev-parse", "--verify", "-q", "HEAD")
+    commit = head.decode().strip() if head else None
+    tree = None
+    if commit is not None:
+        tree = _git(root, "rev-parse", "--verify", "-q", "HEAD:" if rel == "." else f"HEAD:{rel}")
     if tree and inside:
         tree = _tree_without(root, rel, inside) or tree
-    diff = _git(root, "diff", "HEAD", "--binary", "--no-ext-diff", "--", *pathspec) or b""
-    dirty = bool(diff or untracked)
+    base = _base(root, commit)
+    diff = _diff(root, base, pathspec) if base else b""
     entry = {
         "vcs": "git",
         "root": str(root),
-        "commit": commit.decode().strip(),
+        "commit": commit,
         "tree": tree.decode().strip() if tree else None,
-        "dirty": dirty,
-        "diff_hash": _hash_files(root, iter(untracked), prefix=diff) if dirty else None,
+        "dirty": bool(diff),
+        "diff_hash": hashlib.sha256(diff).hexdigest() if diff else None,
     }
-    if tree is None:  # not in HEAD (new, or git-ignored): git alone does not pin its content
+    if commit is not None and tree is None:
+        # Not in HEAD (new, or git-ignored, named in `code:`): git alone does not pin its content.
         entry["content_hash"] = _hash_files(path, _walk(path, skipped))
     return entry
 
@@ -238,8 +327,9 @@ def _tree_without(root: Path, rel: str, inside: list[str]) -> bytes | None:
 
 
 def _walk(path: Path, skipped: list[Path]) -> Iterator[Path]:
-    """Files under ``path`` in a stable order, without caches, bytecode and skipped paths."""
-    if path.is_file():
+    """Entries under ``path`` in a stable order, without caches, bytecode and skipped paths
+    (links to folders are not followed)."""
+    if not path.is_dir():
         yield path
         return
     for folder, dirs, files in os.walk(path):
@@ -250,19 +340,54 @@ def _walk(path: Path, skipped: list[Path]) -> Iterator[Path]:
                 yield Path(folder, name)
 
 
-def _hash_files(base: Path, files: Iterator[Path], prefix: bytes = b"") -> str:
-    """sha256 over ``prefix`` and each file's path (relative to ``base``) and content."""
-    digest = hashlib.sha256(prefix)
+def _hash_files(base: Path, files: Iterator[Path]) -> str:
+    """sha256 over each file's path (relative to ``base``) and content."""
+    digest = hashlib.sha256()
     for file in files:
         name = file.relative_to(base).as_posix() if file != base else file.name
         digest.update(b"\0file\0" + name.encode() + b"\0")
-        try:
-            with open(file, "rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-        except OSError as error:  # a dangling link or unreadable file still counts, by name
-            digest.update(f"<unreadable: {error.strerror}>".encode())
+        _hash_file(digest, file)
     return digest.hexdigest()
+
+
+_KINDS = {stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
+          stat.S_IFBLK: "block device", stat.S_IFDIR: "folder"}
+
+
+def _hash_file(digest: Any, file: Path) -> None:
+    """Add a regular file's content to ``digest``; anything else counts by its type.
+
+    Never blocks: a FIFO, socket or device (or a link to one, such as ``/dev/zero``) is never
+    read, the file is opened with ``O_NONBLOCK`` (and ``O_NOFOLLOW`` unless it is a link) and
+    checked again on the open descriptor, and at most the size ``fstat`` gave is read.
+    """
+    try:
+        linked = stat.S_ISLNK(os.lstat(file).st_mode)
+        mode = os.stat(file).st_mode
+        if not stat.S_ISREG(mode):
+            digest.update(f"<{_kind(mode, linked)}>".encode())
+            return
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        if not linked:
+            flags |= getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(file, flags)
+    except OSError as error:  # a dangling link or unreadable file still counts, by name
+        digest.update(f"<unreadable: {error.strerror}>".encode())
+        return
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # replaced between the stat and the open
+            digest.update(f"<{_kind(info.st_mode, linked)}>".encode())
+            return
+        left = info.st_size
+        while left > 0 and (chunk := handle.read(min(left, 1 << 20))):
+            digest.update(chunk)
+            left -= len(chunk)
+
+
+def _kind(mode: int, linked: bool) -> str:
+    kind = _KINDS.get(stat.S_IFMT(mode), "special file")
+    return f"link to {kind}" if linked else kind
 
 
 # -- accelerator -------------------------------------------------------------------------------
@@ -284,10 +409,13 @@ def _accelerator() -> dict[str, Any]:
 
 @dataclass
 class FingerprintDiff:
-    """Differences between two fingerprints, each as ``"field: a -> b"``."""
+    """Differences between two fingerprints, each as ``"field: a -> b"``: those that make the
+    runs not comparable, those that do not, and the code's (what a comparison of code is about:
+    neither)."""
 
     blocking: list[str] = field(default_factory=list)
     benign: list[str] = field(default_factory=list)
+    code: list[str] = field(default_factory=list)
 
     @property
     def comparable(self) -> bool:
@@ -296,6 +424,7 @@ class FingerprintDiff:
 
 
 _ABSENT = object()
+_CODE = frozenset({"code", "code_identity"})
 _NAMED = {("code",), ("vars",), ("env", "packages"), ("env", "tool_packages")}
 Rule = Callable[[Any, Any], bool]
 
@@ -331,8 +460,6 @@ _RULES: list[tuple[tuple[str, ...], Rule]] = [
     (("env", "memory_total_mb"), _relative(0.10)),
     (("env", "hostname"), _never),
     (("env", "tool_packages", "*"), _never),
-    (("code", "*", "commit"), _never),
-    (("code", "*", "root"), _never),
     (("accelerator", "reason"), _never),
     (("accelerator", "devices", "*", "uuid"), _never),
     (("accelerator", "devices", "*", "index"), _never),
@@ -373,7 +500,8 @@ def _show(value: Any) -> str:
 
 def compare_fingerprints(a: dict[str, Any], b: dict[str, Any], *,
                          uses_gpu: bool = True) -> FingerprintDiff:
-    """Every field where ``a`` and ``b`` differ, split into blocking and benign (module doc).
+    """Every field where ``a`` and ``b`` differ, split into blocking, benign and code (module
+    doc).
 
     ``uses_gpu=False`` (no stage pins a GPU) makes accelerator differences benign.
     """
@@ -386,8 +514,11 @@ def compare_fingerprints(a: dict[str, Any], b: dict[str, Any], *,
         x, y = left.get(path, _ABSENT), right.get(path, _ABSENT)
         if x == y:
             continue
+        line = f"{_label(path)}: {_show(x)} -> {_show(y)}"
+        if path[0] in _CODE:
+            diff.code.append(line)
+            continue
         rule = next((r for pattern, r in rules if _matches(pattern, path)), _always)
         blocking = rule is not _never and (x is _ABSENT or y is _ABSENT or rule(x, y))
-        (diff.blocking if blocking else diff.benign).append(
-            f"{_label(path)}: {_show(x)} -> {_show(y)}")
+        (diff.blocking if blocking else diff.benign).append(line)
     return diff

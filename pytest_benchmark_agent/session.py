@@ -6,11 +6,12 @@ It starts each run before the first trial, publishes every finished trial throug
 trials are skipped and recorded as ``not_run``), and on the way out, normal or interrupted,
 records what did not run, summarizes, and publishes the run.
 
-Gate 2 runs here too: a ``--bench-baseline`` is checked at collection (gate 1 on the frozen
-configs, a collection error), sequential replication skips the rest of a run once a look has
-decided it (its state stays ``complete``), every finished run is judged (:mod:`.judge`) before
-it is published, and ``--bench-fail-on=regression`` turns a regressed primary metric into exit
-code 1.
+Gate 2 runs here too: a ``--bench-baseline REF`` is resolved at collection (gate 1 on the
+frozen configs: a baseline with another param value is a collection error; a REF naming no run
+leaves the run's CI gate unjudged), sequential replication skips the rest of a run once a look
+has decided it (its state stays ``complete``), every finished run is judged (:mod:`.judge`)
+before it is published, and ``--bench-fail-on`` turns the CI gate (:func:`.judge.ci_gate`) into
+exit code 1: ``regression`` when it regressed, ``unjudged`` when nothing could be judged.
 """
 
 from __future__ import annotations
@@ -27,17 +28,18 @@ from typing import Any
 import pytest
 
 from . import judge
-from .baseline import check_baseline
+from .baseline import Resolution, check_baseline
 from .cache import PrepCache
 from .cgroup import CgroupMemory
 from .collect import BenchItem
 from .config import BenchmarkConfig
 from .errors import ConfigError
 from .execute import StageContext
-from .fingerprint import collect_fingerprint
+from .fingerprint import collect_fingerprint, default_code
 from .fsutil import atomic_write, utc_now
 from .isolation import CAVEAT_NONE, HostIsolation, host_id
 from .nvml import nvml_unavailable_reason
+from .placeholders import render
 from .plan import BenchPlan
 from .preflight import check_resources
 from .protocol import TrialProtocol
@@ -73,6 +75,8 @@ class BenchSession:
         #: Sequential looks already taken, per run id (each look is taken once).
         self._looked: dict[str, set[int]] = {}
         self._froze = False
+        #: What ``--bench-baseline`` names, per run id (resolved at collection).
+        self._baselines: dict[str, Resolution] = {}
         # Made at configure time, so before pytest's unraisable-exception cleanup, and cleanups
         # run last in, first out: the objects stay frozen through its five gc.collect() calls.
         config.add_cleanup(self._unfreeze)
@@ -112,13 +116,26 @@ class BenchSession:
             raise ConfigError(plan.path, [("", f"--bench-run-id {forced} names one run, but this "
                                            "session collects a second benchmark file.",
                                            "run one benchmark file per session with it.")])
+        run_id = forced or new_run_id(plan.config.name, self.token)
         baseline = self.config.getoption("bench_baseline")
         if baseline:
-            check_baseline(self.home, baseline, plan.config, plan.path)
-        run = BenchRun(plan=plan, home=self.home,
-                       run_id=forced or new_run_id(plan.config.name, self.token))
+            self._baselines[run_id] = check_baseline(self.home, baseline, plan.config, plan.path,
+                                                     exclude=run_id)
+        run = BenchRun(plan=plan, home=self.home, run_id=run_id)
         self.runs.append(run)
         return run
+
+    def baseline_of(self, run: BenchRun) -> Resolution | None:
+        """What ``--bench-baseline`` names for ``run`` (resolved again for a run the xdist
+        controller merged, which it did not collect)."""
+        ref = self.config.getoption("bench_baseline")
+        if not ref:
+            return None
+        known = self._baselines.get(run.run_id)
+        if known is None:
+            known = check_baseline(self.home, ref, run.plan.config, run.plan.path,
+                                   exclude=run.run_id)
+        return known
 
     # -- collection -----------------------------------------------------------------------
 
@@ -160,15 +177,21 @@ class BenchSession:
                 self.hook.pytest_bench_run_started(run=run)
 
     def _fingerprint(self, run: BenchRun) -> dict[str, Any]:
-        """Environment, code (``code:`` paths, default the benchmark's folder) and accelerator.
+        """Environment, code and accelerator; the code is what the benchmark declares
+        (:func:`.fingerprint.default_code`: ``code:`` paths, else in git the benchmark's
+        folder, else the stage files named in ``inputs:``, resolved as the plan resolves them).
 
         The benchmark file is not code: its content is the frozen config, compared on its own,
         so editing it (a param, the hypothesis) does not change the code's fingerprint."""
-        config = run.plan.config
-        folder = run.plan.path.parent
-        code = [(folder / path).resolve() for path in config.code] or [folder.resolve()]
-        return collect_fingerprint(code, config.env_vars,
-                                   exclude=[self.home, run.plan.path.resolve()])
+        plan = run.plan
+        folder = plan.path.parent.resolve()
+        inputs = {path for node in plan.preps.values() for path in node.inputs}
+        inputs |= {trial.cwd / render(text, {**trial.params, "seed": trial.seed}, quote=False)
+                   for trial in plan.trials for text in trial.stage.inputs}
+        code = default_code(folder, [(folder / path).resolve() for path in plan.config.code],
+                            inputs)
+        return collect_fingerprint(code, plan.config.env_vars,
+                                   exclude=[self.home, plan.path.resolve()], origin=folder)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
@@ -243,10 +266,12 @@ class BenchSession:
             else:
                 hand_over(run, self.worker_id)
         result = yield
-        if (self.worker_id is None and self.config.getoption("bench_fail_on") == "regression"
-                and session.exitstatus == pytest.ExitCode.OK
-                and any(judge.regressions(run) for run in self.runs if run.ended)):
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        fail_on = self.config.getoption("bench_fail_on") or ()
+        if self.worker_id is None and fail_on and session.exitstatus == pytest.ExitCode.OK:
+            outcomes = {judge.ci_gate(run)["outcome"] for run in self.runs if run.ended}
+            if ("regression" in fail_on and "regressed" in outcomes) or (
+                    "unjudged" in fail_on and "unjudged" in outcomes):
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return result
 
     def finish_run(self, run: BenchRun) -> None:
@@ -263,7 +288,7 @@ class BenchSession:
                      else "halted" if run.stop_reason else "complete")
         run.ended = utc_now()
         run.summarize()
-        judge.judge_run(run, sequential, self.config.getoption("bench_baseline"))
+        judge.judge_run(run, sequential, self.baseline_of(run))
         run.what_went_wrong = what_went_wrong(run)
         self.hook.pytest_bench_run_finished(run=run)
 
@@ -272,9 +297,13 @@ class BenchSession:
         if not finished:
             return
         terminalreporter.section("benchmark summary")
+        gated = bool(self.config.getoption("bench_baseline")
+                     or self.config.getoption("bench_fail_on"))
         for run in finished:
-            for line in terminal_lines(run):
-                terminalreporter.write_line(line)
+            gate = judge.ci_gate(run) if gated else None
+            for line in terminal_lines(run, gate):
+                loud = line.startswith("  CI gate: ") and not line.startswith("  CI gate: passed")
+                terminalreporter.write_line(line, red=loud, bold=loud)
 
 
 def hand_over(run: BenchRun, worker_id: str) -> None:

@@ -124,9 +124,12 @@ def test_uncommitted_changes_are_hashed(repo, no_gpu):
     assert code_of(repo / "engine")["diff_hash"] == first["diff_hash"]
 
 
-def test_untracked_files_count_by_content(repo, no_gpu):
+def test_untracked_files_are_not_code_until_added(repo, no_gpu):
     extra = repo / "engine" / "new.py"
     extra.write_text("A = 1\n")
+    clean = code_of(repo / "engine")
+    assert clean["dirty"] is False and clean["diff_hash"] is None
+    git(repo, "add", "engine/new.py")
     first = code_of(repo / "engine")
     extra.write_text("A = 2\n")
     second = code_of(repo / "engine")
@@ -134,36 +137,44 @@ def test_untracked_files_count_by_content(repo, no_gpu):
 
 
 def test_changes_outside_the_code_path_do_not_touch_it(repo, no_gpu):
-    before = collect_fingerprint([repo / "engine"], [])
+    before = collect_fingerprint([repo / "engine"], [], origin=repo)
     (repo / "docs" / "notes.md").write_text("more notes\n")
     assert code_of(repo / "engine")["dirty"] is False
     git(repo, "commit", "-q", "-am", "docs only")
-    after = collect_fingerprint([repo / "engine"], [])
+    after = collect_fingerprint([repo / "engine"], [], origin=repo)
     diff = compare_fingerprints(before, after)
-    assert diff.comparable
-    assert [line.split(":")[0] for line in diff.benign] == [f"code[{repo / 'engine'}].commit"]
+    assert diff.comparable and diff.blocking == [] and diff.benign == []
+    assert sorted(line.split(":")[0] for line in diff.code) == [
+        f"code[{repo / 'engine'}].commit", "code_identity.commit", "code_identity.short"]
 
 
-def test_a_commit_that_changes_the_code_blocks(repo, no_gpu):
-    before = collect_fingerprint([repo / "engine"], [])
+def test_a_commit_that_changes_the_code_is_a_code_difference(repo, no_gpu):
+    before = collect_fingerprint([repo / "engine"], [], origin=repo)
     (repo / "engine" / "core.py").write_text("def f():\n    return 5\n")
     git(repo, "commit", "-q", "-am", "change the engine")
-    diff = compare_fingerprints(before, collect_fingerprint([repo / "engine"], []))
-    assert not diff.comparable
-    assert any(line.startswith(f"code[{repo / 'engine'}].tree: ") for line in diff.blocking)
+    diff = compare_fingerprints(before, collect_fingerprint([repo / "engine"], [], origin=repo))
+    assert diff.comparable and diff.blocking == [] and diff.benign == []
+    assert any(line.startswith(f"code[{repo / 'engine'}].tree: ") for line in diff.code)
 
 
 def test_the_data_directory_is_not_code(repo, monkeypatch, no_gpu):
+    """Even where the data directory (or another excluded folder) was committed."""
     monkeypatch.chdir(repo)
     monkeypatch.delenv("BENCHMARK_HOME", raising=False)
-    (repo / "benchmark_data" / "runs").mkdir(parents=True)
-    (repo / "benchmark_data" / "runs" / "r1.yaml").write_text("samples: [1]\n")
+    for folder in ("benchmark_data", "scratch"):
+        (repo / folder).mkdir()
+        (repo / folder / "r1.yaml").write_text("samples: [1]\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "records committed by mistake")
+    (repo / "benchmark_data" / "r1.yaml").write_text("samples: [2]\n")
     assert code_of(Path("."))["dirty"] is False
-    (repo / "scratch").mkdir()
-    (repo / "scratch" / "out.bin").write_bytes(b"1")
+    assert collect_fingerprint([], [])["code_identity"]["dirty"] is False
+    (repo / "scratch" / "r1.yaml").write_text("samples: [3]\n")
     both = [repo / "scratch", repo / "benchmark_data"]
     assert collect_fingerprint([Path(".")], [], exclude=both)["code"]["."]["dirty"] is False
-    assert collect_fingerprint([Path(".")], [], exclude=[])["code"]["."]["dirty"] is True
+    unexcluded = collect_fingerprint([Path(".")], [], exclude=[])
+    assert unexcluded["code"]["."]["dirty"] is True
+    assert unexcluded["code_identity"]["dirty"] is True
 
 
 def test_an_excluded_file_is_not_code_in_git_or_outside(repo, tmp_path, no_gpu):
@@ -321,7 +332,6 @@ def add_device(fp: dict) -> None:
     (lambda fp: fp["env"].update(memory_total_mb=12000), "env.memory_total_mb: 24000 -> 12000"),
     (lambda fp: fp["env"]["packages"].update(numpy="2.0"), "env.packages[numpy]: <absent> -> 2.0"),
     (lambda fp: fp["vars"].update(OMP_NUM_THREADS="8"), "vars[OMP_NUM_THREADS]: 4 -> 8"),
-    (lambda fp: fp["code"]["."].update(diff_hash="f00d"), "code[.].diff_hash: "),
     (lambda fp: fp["accelerator"].update(driver_version="560.1"),
      "accelerator.driver_version: 550.54.15 -> 560.1"),
     (lambda fp: fp["accelerator"]["devices"][0].update(name="NVIDIA A100"),
