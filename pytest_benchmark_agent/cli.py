@@ -11,9 +11,19 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import cli_domain, cli_records, cli_session, cli_tune, lessons
+from . import (
+    cli_bisect,
+    cli_ci,
+    cli_domain,
+    cli_records,
+    cli_schema,
+    cli_session,
+    cli_tune,
+    lessons,
+)
 
-VERB_MODULES = (cli_session, cli_records, cli_tune, lessons, cli_domain)
+VERB_MODULES = (cli_session, cli_records, cli_tune, lessons, cli_domain, cli_bisect, cli_ci,
+                cli_schema)
 
 
 def build_parser() -> argparse.ArgumentParser:
