@@ -24,24 +24,25 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import Field, ValidationError
 
 from .config import (
     BenchmarkConfig,
+    FileModel,
     ManifestEntry,
     MetricSpec,
-    ReplicateRange,
+    Replicates,
     Resources,
     Stage,
     load_config,
     parse_yaml,
 )
 from .errors import ConfigError
-from .model import Field, Model, ValidationError
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 
 
-class Recipe(Model):
+class Recipe(FileModel):
     """One recipe file."""
 
     description: str
@@ -53,7 +54,7 @@ class Recipe(Model):
     stage_notes: dict[str, str] = Field(default_factory=dict)
     metrics: dict[str, MetricSpec] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
-    replicates: int | ReplicateRange | None = None
+    replicates: Replicates | None = None
     #: Fields a scaffolded benchmark file starts from (hypothesis, treatment_variable, ...).
     example: dict[str, Any] = Field(default_factory=dict)
 
