@@ -87,7 +87,8 @@ class BenchResult:
         return self.record.get("verdicts") or {}
 
     def verdict(self, metric: str, treatment: str) -> dict[str, Any]:
-        """Gate 2's verdict on ``metric`` for ``treatment`` against the control."""
+        """Gate 2's verdict on ``metric`` for ``treatment`` against the control (a run of one
+        configuration has none: it is compared with other runs only)."""
         try:
             return self.verdicts[metric][treatment]
         except KeyError:
@@ -125,17 +126,22 @@ class BenchRunner:
         return self._session(path, params, args, fields)
 
     def run_domain(self, domain: str | type, *, params: Mapping[str, Any],
-                   treatment_variable: str, treatments: Sequence[Any], args: Sequence[str] = (),
-                   **fields: Any) -> BenchResult:
+                   treatment_variable: str | None = None, treatments: Sequence[Any] | None = None,
+                   args: Sequence[str] = (), **fields: Any) -> BenchResult:
         """Run a Python Domain (its registered name, or the class itself) with every param
-        in ``params``; other keyword arguments are top-level fields (``replicates=2``)."""
+        in ``params``; other keyword arguments are top-level fields (``replicates=2``).
+        Without ``treatment_variable`` and ``treatments`` it measures one configuration (the
+        treatment ``default``)."""
         if isinstance(domain, type):
             import inspect
 
             domain = f"{Path(inspect.getfile(domain)).resolve()}:{domain.__qualname__}"
         document = {"domain": domain, "name": fields.pop("name", "domain-bench"),
-                    "params": dict(params), "treatment_variable": treatment_variable,
-                    "treatments": list(treatments), **fields}
+                    "params": dict(params), **fields}
+        if treatment_variable is not None:
+            document["treatment_variable"] = treatment_variable
+        if treatments is not None:
+            document["treatments"] = list(treatments)
         return self.run(document, args=args)
 
     def _session(self, path: Path, overrides: Mapping[str, Any] | None, args: Sequence[str],

@@ -22,30 +22,35 @@ run. The statistics are :mod:`.analysis`'s; this module decides what goes in:
   when every comparison would be refused before a test runs (a side without samples, or fewer
   than ``min_replicates``), :func:`evaluate` writes those refusals itself, by the rules of
   :mod:`.comparability` that the analysis applies too, without importing it.
+* **One configuration** (a file without ``treatment_variable``): no comparison inside the run,
+  so no verdict and no refusal; only its guards (floor, ceiling) and caveats. It is compared
+  with other runs only, and its tag says so while there is none.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .baseline import (
     BASELINE_TAGS,
+    FINISHED,
     RecordView,
     Reproduction,
+    Resolution,
     anchor,
     blocking_reason,
+    code_changed,
     cross_verdicts,
     find_reproduction_target,
     fingerprint_diff,
     primary_metrics,
     reproduction,
-    resolve_run,
+    sides,
 )
-from .comparability import Verdict, guard_failures, refusal
+from .comparability import Verdict, guard_failures, ignored_caveats, refusal, usable
 from .config import ReplicateRange
 from .isolation import CAVEAT_NONE
 from .run import BenchRun
@@ -139,8 +144,8 @@ def _samples(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
         seen.add(key)
         for metric in metrics:
             value = (trial.get("metrics") or {}).get(metric)
-            if value is not None:
-                table[metric][key] = float(value)
+            if value is not None:  # as recorded: the analysis takes what it uses (usable)
+                table[metric][key] = value
     caveats = [f"{duplicates} trial(s) were recorded twice; the last record of each was "
                "analysed"] if duplicates else []
     return table, caveats
@@ -277,12 +282,14 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
 
 
 def _nothing_to_compare(run: BenchRun) -> Gate2 | None:
-    """:func:`evaluate` of a fixed-design run whose every comparison is refused before any test;
-    None when some comparison would run."""
+    """:func:`evaluate` of a fixed-design run whose every comparison is refused before any test,
+    or of one configuration (no verdicts at all); None when some comparison would run."""
     combined = _refusals(run.trials, run)
     if combined is None:
         return None
     verdicts, caveats, refusals = combined
+    if run.one_configuration:
+        return Gate2(verdicts={}, by_host={}, caveats=caveats, refusals=[])
     by_host: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for host in _hosts(run.trials):
         alone = _refusals([t for t in run.trials if (t.get("host") or "") == host], run)
@@ -296,7 +303,8 @@ def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
     """Verdict records, caveats and refusals of :func:`.analysis.analyze_run` when each
     comparison lacks samples on a side or has fewer than ``min_replicates`` (``equal`` metrics
     compare from one sample); None when one would run. The rules are :mod:`.comparability`'s,
-    the ones the analysis applies."""
+    the ones the analysis applies. One configuration has no comparison: only its guards and
+    caveats."""
     specs = run.plan.config.metrics
     labels, control = run.treatment_labels, run.control
     others = [label for label in labels if label != control]
@@ -308,11 +316,10 @@ def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
         values: dict[str, list[float]] = {label: [] for label in labels}
         for (label, _, _), value in table[metric].items():
             values[label].append(value)
-        finite[metric] = {label: [v for v in vs if math.isfinite(v)]
+        finite[metric] = {label: [u for v in vs if (u := usable(spec, v)) is not None]
                           for label, vs in values.items()}
-        dropped = sum(len(values[label]) - len(finite[metric][label]) for label in labels)
-        if dropped:
-            caveats.append(f"{metric}: {dropped} non-finite value(s) ignored")
+        caveats += ignored_caveats(metric, [v for vs in values.values() for v in vs
+                                            if usable(spec, v) is None])
         verdicts[metric] = {}
         for label in others:
             n = (len(finite[metric][control]), len(finite[metric][label]))
@@ -322,11 +329,12 @@ def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
             verdicts[metric][label] = Verdict("not_comparable", reason=reason, n=n)
             refusals.append(f"{metric} [{label}]: not comparable: {reason}")
         if spec.direction == "equal" and len(set(finite[metric][control])) > 1:
-            caveats.append(f"{metric}: the control's own values are not all identical")
+            whose = "the control's own values" if others else "its values"
+            caveats.append(f"{metric}: {whose} are not all identical")
     guards = [metric for metric, spec in specs.items()
               if spec.guard or spec.floor is not None or spec.ceiling is not None]
     for label in [control, *others]:
-        who = f"control {label}" if label == control else label
+        who = f"control {label}" if label == control and others else label
         for metric in guards:
             caveats += [f"{who}: {failure}" for failure in guard_failures(
                 metric, specs[metric], finite[metric][label], verdicts[metric].get(label))]
@@ -386,8 +394,13 @@ def _ratio(value: float | None) -> str:
 # -- the whole judgement --------------------------------------------------------------------------
 
 def judge_run(run: BenchRun, sequential: SequentialOutcome | None,
-              baseline_id: str | None = None) -> None:
-    """Fill the run's verdicts, refusals, caveats, baseline comparison, reproduction and tag."""
+              baseline: Resolution | None = None) -> None:
+    """Fill the run's verdicts, refusals, caveats, baseline comparison and CI gate,
+    reproduction and tag.
+
+    The baseline is the reference only for a faithful rerun (the same code) or an anchor;
+    against other code it is compared (the gate) while the reproduction is searched for among
+    earlier runs of this config and code, as without a baseline."""
     specs = run.plan.config.metrics
     gate2 = evaluate(run, sequential)
     run.verdicts = gate2.verdicts
@@ -398,52 +411,150 @@ def judge_run(run: BenchRun, sequential: SequentialOutcome | None,
     run.caveats += [c for c in gate2.caveats if c not in run.caveats]
     this = RecordView.of_run(run)
     failures, limits = gate_failures(run)
-    reference: Reproduction | None = None
+    reference = compare_with_baseline(run, this, baseline) if baseline is not None else None
     skipped: list[str] = []
-    if baseline_id:
-        reference = _compare_with_baseline(run, this, baseline_id, failures)
-    else:
+    if reference is None:
         prior, diff, skipped = find_reproduction_target(run.home, this, run.config_hash)
         if prior is not None and diff is not None:
             reference = reproduction(this, prior, specs, diff.benign)
     run.reproduces = {**reference.as_record(), "skipped": skipped} if reference else (
         {"run_id": None, "skipped": skipped} if skipped else None)
-    run.tag, run.tag_reasons = compute_tag(failures, limits, qualifying_caveats(run), reference)
+    run.tag, run.tag_reasons = compute_tag(failures, limits, qualifying_caveats(run), reference,
+                                           skipped)
+    if run.one_configuration and run.tag == "EXPLORATORY":
+        run.tag_reasons.insert(0, alone_reason(run))
 
 
-def _compare_with_baseline(run: BenchRun, this: RecordView, baseline_id: str,
-                           failures: list[str]) -> Reproduction | None:
-    """Fill ``run.baseline``; returns the reproduction or anchor when gate 2 allows it."""
+def compare_with_baseline(run: BenchRun, this: RecordView,
+                          resolution: Resolution) -> Reproduction | None:
+    """Fill ``run.baseline`` (the comparison and its CI gate); returns the reproduction or anchor
+    when the baseline measured the same code and gate 2 allows the comparison."""
     specs = run.plan.config.metrics
-    run_dir = resolve_run(run.home, baseline_id)
-    if run_dir is None:
-        failures.append(f"baseline {baseline_id} is no longer recorded in {run.home / 'runs'}")
-        run.baseline = {"run_id": baseline_id, "refused": "not recorded", "verdicts": {}}
+    record: dict[str, Any] = {"run_id": resolution.run_id, "ref": resolution.ref,
+                              "resolved": resolution.how}
+    run.baseline = record
+    if resolution.run_dir is None or resolution.problem:
+        record.update(refused=resolution.problem, verdicts={},
+                      code={"baseline": None, "this": this.code, "changed": None},
+                      gate=unjudged([f"baseline `{resolution.ref}`: {resolution.problem}"]))
         return None
-    base = RecordView.load(run_dir)
+    base = RecordView.load(resolution.run_dir)
     diff = fingerprint_diff(base, this)
     refusal = blocking_reason(diff) if diff.blocking else None
-    if base.tag not in BASELINE_TAGS:
-        refusal = refusal or f"the baseline is now {base.tag}"
-        failures.append(f"baseline {base.run_id} is {base.tag}, which cannot be a baseline")
+    if base.state not in FINISHED or base.tag not in BASELINE_TAGS:
+        refusal = refusal or f"the baseline is now {base.tag} ({base.state})"
+    changed = code_changed(base, this, diff)
     verdicts, notes = cross_verdicts(this, base, specs, refusal)
-    run.baseline = {"run_id": base.run_id, "tag": base.tag, "refused": refusal,
-                    "caveats": base.caveats if base.tag == "QUALIFIED" else [],
-                    "fingerprint": {"blocking": diff.blocking, "benign": diff.benign},
-                    "notes": ([] if refusal else [_UNPAIRED_ACROSS]) + notes,
-                    "verdicts": verdicts}
+    if base.tag == "EXPLORATORY":
+        notes.insert(0, f"the baseline {base.run_id} is EXPLORATORY: one session, never "
+                     "reproduced, so its figures are that session's alone")
+    record.update(tag=base.tag, refused=refusal,
+                  caveats=base.caveats if base.tag == "QUALIFIED" else [],
+                  code={"baseline": base.code, "this": this.code, "changed": changed},
+                  fingerprint={"blocking": diff.blocking, "benign": diff.benign,
+                               "code": list(diff.code)},
+                  notes=([] if refusal else [_UNPAIRED_ACROSS]) + notes, verdicts=verdicts)
+    record["gate"] = baseline_gate(record, specs)
     if refusal:
-        if diff.blocking:
-            failures.append(f"gate 2 refused the comparison with baseline {base.run_id}: "
-                            f"{refusal}")
+        return None
+    if changed:
+        record["notes"].append(f"the baseline measured other code ({sides(base, this)}): this "
+                               "is a comparison of code, not a rerun of it")
         return None
     if base.config_hash == run.config_hash:
         return reproduction(this, base, specs, diff.benign)
     anchored = anchor(this, base, specs, diff.benign)
     if anchored is None:
-        run.baseline["notes"].append(f"no treatment in common with {base.run_id}: nothing "
-                                     "anchors this run to it")
+        record["notes"].append(f"no treatment in common with {base.run_id}: nothing anchors "
+                               "this run to it")
     return anchored
+
+
+# -- the CI gate ----------------------------------------------------------------------------------
+
+def unjudged(reasons: list[str]) -> dict[str, Any]:
+    return {"outcome": "unjudged", "reasons": reasons}
+
+
+def baseline_gate(baseline: Mapping[str, Any], specs: Mapping[str, Any]) -> dict[str, Any]:
+    """The CI gate against a baseline: ``regressed`` when a primary metric regressed beyond its
+    ``fail_threshold`` (default its noise threshold) or a guard metric regressed (for an
+    ``equal`` guard: changed); ``unjudged`` when no primary comparison could be made;
+    ``passed`` otherwise. Each outcome gives its reasons."""
+    where = f"baseline {baseline['run_id']}"
+    code = baseline.get("code") or {}
+    both = f"{code.get('baseline')} -> {code.get('this')}"
+    if baseline.get("refused"):
+        return unjudged([f"not comparable with {where} ({both}): {baseline['refused']}"])
+    verdicts = baseline.get("verdicts") or {}
+    primaries = primary_metrics(specs)
+    failed, notes, missing = [], [], []
+    judged = 0
+    for metric in primaries:
+        spec = specs[metric]
+        threshold = spec.noise_threshold if spec.fail_threshold is None else spec.fail_threshold
+        for label, v in (verdicts.get(metric) or {}).items():
+            said = f"`{metric}` [{label}] {v['verdict']} x{_ratio(v.get('ratio'))}"
+            if v["verdict"] == "not_comparable":
+                missing.append(f"{said} against {v['against']}: {v.get('reason')}")
+                continue
+            judged += 1
+            if v["verdict"] != "regressed":
+                continue
+            ratio = v.get("ratio")
+            if ratio is None or abs(ratio - 1) > threshold:
+                failed.append(f"{said} against {v['against']} ({both}), beyond fail_threshold "
+                              f"{_share(threshold)}" + (f": {v['reason']}" if v.get("reason")
+                                                         else ""))
+            else:
+                notes.append(f"{said} against {v['against']} ({both}): within fail_threshold "
+                             f"{_share(threshold)}")
+    for metric, spec in specs.items():
+        if not spec.guard or metric in primaries:
+            continue
+        for label, v in (verdicts.get(metric) or {}).items():
+            if v["verdict"] == "regressed":
+                failed.append(f"guard `{metric}` [{label}] changed against {v['against']} "
+                              f"({both}): " + (v.get("reason") or f"x{_ratio(v.get('ratio'))}"))
+    if failed:
+        return {"outcome": "regressed", "reasons": failed}
+    if not judged:
+        return unjudged([f"no primary metric could be compared with {where} ({both})",
+                         *missing])
+    return {"outcome": "passed",
+            "reasons": [f"no primary metric regressed beyond its fail_threshold against {where} "
+                        f"({both})", *notes, *missing]}
+
+
+def ci_gate(run: BenchRun) -> dict[str, Any]:
+    """The outcome ``--bench-fail-on`` acts on: against the baseline when one was given, else
+    within the run (a primary metric regressed against the control; unjudged when the run had
+    no primary comparison that could be made)."""
+    if run.baseline is not None and run.baseline.get("gate"):
+        return run.baseline["gate"]
+    found = regressions(run)
+    if found:
+        return {"outcome": "regressed", "reasons": found}
+    primaries = primary_metrics(run.plan.config.metrics)
+    decided = [v for metric in primaries for v in (run.verdicts.get(metric) or {}).values()
+               if v.get("verdict") != "not_comparable"]
+    if decided:
+        return {"outcome": "passed", "reasons": ["no primary metric regressed against the "
+                                                 f"control {run.control}"]}
+    refused = [r for r in run.refusals if r.split(" [", 1)[0] in primaries]
+    return unjudged(["no baseline (--bench-baseline) and no comparison within the run that "
+                     "could be made", *refused])
+
+
+def _share(value: float) -> str:
+    return f"{100 * value:.3g}%"
+
+
+def alone_reason(run: BenchRun) -> str:
+    """The first reason of an EXPLORATORY run of one configuration: nothing was compared."""
+    return (f"one configuration (`{run.control}`), compared with nothing within this run: "
+            "only another run can judge it (--bench-baseline REF, or the same config run again "
+            "to reproduce it)")
 
 
 def gate_failures(run: BenchRun) -> tuple[list[str], list[str]]:
@@ -497,9 +608,11 @@ def regressions(run: BenchRun) -> list[str]:
             if verdict["verdict"] == "regressed":
                 out.append(f"`{metric}` regressed for {treatment} (x{_ratio(verdict['ratio'])} "
                            f"of the control {run.control})")
-        for treatment, verdict in ((run.baseline or {}).get("verdicts") or {}).get(
-                metric, {}).items():
+        base = run.baseline or {}
+        code = base.get("code") or {}
+        for treatment, verdict in (base.get("verdicts") or {}).get(metric, {}).items():
             if verdict["verdict"] == "regressed":
                 out.append(f"`{metric}` regressed for {treatment} against baseline "
-                           f"{verdict['against']} (x{_ratio(verdict.get('ratio'))})")
+                           f"{verdict['against']} (x{_ratio(verdict.get('ratio'))}, "
+                           f"{code.get('baseline')} -> {code.get('this')})")
     return out

@@ -21,9 +21,11 @@ from .baseline import primary_metrics
 from .config import BUILTIN_METRICS
 from .fsutil import atomic_write
 from .judge import regressions
+from .metrics import exact_metrics
 from .placeholders import as_text
 from .plots import plot_file, write_plots
 from .run import BenchRun
+from .stats import values_text
 
 HIGH_CV = 0.05
 
@@ -33,9 +35,9 @@ class ReportWriter:
 
     @pytest.hookimpl
     def pytest_bench_run_finished(self, run: BenchRun) -> None:
-        metrics = [m for m, spec in run.plan.config.metrics.items() if spec.direction != "equal"]
-        files, note = write_plots(run.dir, run.trials, metrics, run.treatment_labels,
-                                  run.verdicts)
+        metrics = run.plan.config.metrics
+        files, note = write_plots(run.dir, run.trials, list(metrics), run.treatment_labels,
+                                  run.verdicts, exact=exact_metrics(metrics))
         atomic_write(run.dir / "report.md", render_report(run, files, note))
 
 
@@ -46,17 +48,16 @@ def render_report(run: BenchRun, plots: list[str] | None = None,
         f" ({run.decided})" if run.decided else "")
     lines = [f"# {run.name}: {run.run_id}", "",
              f"- **Hypothesis:** {config.hypothesis or '(none stated)'}",
-             f"- **Treatment:** `{run.variable}` = "
-             + ", ".join(f"`{t}`" + (" (control)" if t == run.control else "")
-                         for t in run.treatment_labels),
+             _treatment_line(run),
              f"- **State:** {state}",
              f"- **Tag:** {run.tag}", *[f"  - {reason}" for reason in run.tag_reasons],
              "- **Trials:** " + _counts_text(run),
              f"- **Started / ended (UTC):** {run.started} / {run.ended}",
              "- **Record:** [results.yaml](results.yaml), [config.yaml](config.yaml)", "",
-             "## Controls", "", "Every declared parameter and its value (the treatment variable "
-             "varies; everything else is held fixed):", "", "| param | value | role |",
-             "|---|---|---|"]
+             "## Controls", "", "Every declared parameter and its value ("
+             + ("one configuration: every one is held fixed" if run.one_configuration else
+                "the treatment variable varies; everything else is held fixed")
+             + "):", "", "| param | value | role |", "|---|---|---|"]
     for name, value in config.params.items():
         role = "TREATMENT" if name == run.variable else "CONTROL"
         lines.append(f"| `{name}` | `{as_text(value)}` | {role} |")
@@ -82,8 +83,21 @@ def render_report(run: BenchRun, plots: list[str] | None = None,
     return "\n".join(lines) + "\n"
 
 
+def _treatment_line(run: BenchRun) -> str:
+    if run.one_configuration:
+        return (f"- **Configuration:** one, `{run.control}` (no treatment_variable): nothing is "
+                "compared within this run")
+    return f"- **Treatment:** `{run.variable}` = " + ", ".join(
+        f"`{t}`" + (" (control)" if t == run.control else "") for t in run.treatment_labels)
+
+
 def _design(run: BenchRun) -> list[str]:
     """How the verdicts were reached, in two sentences."""
+    if run.one_configuration:
+        return [f"One configuration, `{run.control}`: the figures below describe its "
+                "replicates, compared with nothing within this run, so there is no verdict "
+                "here. A comparison with another run (`--bench-baseline REF`, `benchmark-agent "
+                "compare A B`) judges it.", ""]
     lines = ["Verdicts compare each treatment with the control `" + run.control + "` within "
              "blocks (replicate k of every treatment ran adjacent; each block on one host), "
              "with Holm's correction across every metric and treatment of the run: `improved` "
@@ -112,26 +126,61 @@ def _metric_tables(run: BenchRun, plots: set[str]) -> list[str]:
         role = ("primary" if spec and spec.primary else "guard" if spec and spec.guard
                 else "built-in" if metric in BUILTIN_METRICS else "secondary")
         direction = spec.direction if spec else "lower"
-        lines += [f"### `{metric}` ({role}, {direction} is better)"
-                  if direction != "equal" else f"### `{metric}` ({role}, must equal the control)",
-                  "", "| treatment | n | median | mean | stdev | CV | min | max "
-                  "| ratio of medians | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for label, row in per.items():
-            verdict = run.verdicts.get(metric, {}).get(label, {})
-            ratio = row.get("ratio_to_control")
-            lines.append(
-                f"| `{label}`{' (control)' if label == run.control else ''} | {row.get('n', 0)} | "
-                + " | ".join(_fmt(row.get(k)) for k in ("median", "mean", "stdev"))
-                + f" | {_pct(row.get('cv'))} | {_fmt(row.get('min'))} | {_fmt(row.get('max'))} | "
-                f"{'-' if label == run.control else _fmt(ratio)} | "
-                f"{verdict.get('verdict', '-')} |")
+        alone = run.one_configuration
+        lines += [f"### `{metric}` ({role}, {direction} is better)" if direction != "equal" else
+                  f"### `{metric}` ({role}, must equal "
+                  + ("across runs)" if alone else "the control)"), ""]
+        if direction == "equal":
+            lines += _exact_table(run, metric, per)
+        else:
+            lines += _alone_table(per) if alone else _treatment_table(run, metric, per)
         lines.append("")
-        if metric in run.verdicts:
+        if metric in run.verdicts and direction != "equal":
             lines += _verdict_table(run.verdicts[metric], per, f"against `{run.control}`")
         if plot_file(metric) in plots:
             lines += [f"![{metric}: samples per treatment]({plot_file(metric)})", ""]
     if not lines:
         lines = ["No trial passed, so there is nothing to summarize.", ""]
+    return lines
+
+
+def _exact_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[str]:
+    """A ``direction: equal`` metric: each treatment's distinct values verbatim, with their
+    counts, and its identity verdict (no median, mean, CV or ratio: the values are not
+    numbers to average)."""
+    lines = ["| treatment | n | values (count of each) | verdict | why |", "|---|---|---|---|---|"]
+    for label, row in per.items():
+        verdict = run.verdicts.get(metric, {}).get(label, {})
+        role = " (control)" if label == run.control and not run.one_configuration else ""
+        lines.append(f"| `{label}`{role} | {row.get('n', 0)} | "
+                     f"{values_text(row, '`').replace('|', chr(92) + '|')} | "
+                     f"{verdict.get('verdict', '-')} | {verdict.get('reason') or '-'} |")
+    return lines
+
+
+def _alone_table(per: dict[str, Any]) -> list[str]:
+    """One configuration's descriptive figures (no ratio, no verdict: nothing is compared)."""
+    return ["| configuration | n | median | mean | stdev | CV | min | max |",
+            "|---|---|---|---|---|---|---|---|"] + [
+        f"| `{label}` | {row.get('n', 0)} | "
+        + " | ".join(_fmt(row.get(k)) for k in ("median", "mean", "stdev"))
+        + f" | {_pct(row.get('cv'))} | {_fmt(row.get('min'))} | {_fmt(row.get('max'))} |"
+        for label, row in per.items()]
+
+
+def _treatment_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[str]:
+    """Each treatment's descriptive figures, its ratio to the control and its verdict."""
+    lines = ["| treatment | n | median | mean | stdev | CV | min | max | ratio of medians "
+             "| verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for label, row in per.items():
+        verdict = run.verdicts.get(metric, {}).get(label, {})
+        ratio = row.get("ratio_to_control")
+        lines.append(
+            f"| `{label}`{' (control)' if label == run.control else ''} | {row.get('n', 0)} | "
+            + " | ".join(_fmt(row.get(k)) for k in ("median", "mean", "stdev"))
+            + f" | {_pct(row.get('cv'))} | {_fmt(row.get('min'))} | {_fmt(row.get('max'))} | "
+            f"{'-' if label == run.control else _fmt(ratio)} | "
+            f"{verdict.get('verdict', '-')} |")
     return lines
 
 
@@ -160,22 +209,33 @@ def _baseline(run: BenchRun) -> list[str]:
     base = run.baseline
     if not base:
         return []
-    lines = ["## Baseline", "", f"- **Run:** {base['run_id']} ({base.get('tag', '?')})"]
+    code = base.get("code") or {}
+    run_text = (f"{base['run_id']} ({base.get('tag', '?')})" if base.get("run_id")
+                else "(none found)")
+    lines = ["## Baseline", "", f"- **Run:** {run_text}, named by `{base.get('ref')}` "
+             f"({base.get('resolved')})",
+             f"- **Code:** {code.get('baseline') or '-'} -> {code.get('this')}"
+             + (" (changed: this is a comparison of code)" if code.get("changed") else "")]
+    gate = base.get("gate") or {}
+    if gate:
+        lines.append(f"- **CI gate:** {gate['outcome'].upper()}")
+        lines += [f"  - {reason}" for reason in gate.get("reasons") or []]
     if base.get("refused"):
         lines.append(f"- **Refused:** {base['refused']}")
     for caveat in base.get("caveats") or []:
         lines.append(f"- **Its caveat:** {caveat}")
     fingerprint = base.get("fingerprint") or {}
-    for kind in ("blocking", "benign"):
+    for kind in ("blocking", "benign", "code"):
         if fingerprint.get(kind):
             lines.append(f"- **Fingerprint differences ({kind}):** "
                          + "; ".join(f"`{d}`" for d in fingerprint[kind]))
     lines += [f"- {note}" for note in base.get("notes") or []]
     lines.append("")
+    both = f"{code.get('baseline')} -> {code.get('this')}"
     for metric, per in (base.get("verdicts") or {}).items():
         if not per:
             continue
-        lines += [f"### `{metric}` against the baseline", ""]
+        lines += [f"### `{metric}` against the baseline ({both})", ""]
         against = next(iter(per.values())).get("against", "the baseline")
         lines += _verdict_table(per, None, f"against {against}", "this session's",
                                 "baseline / this session")
@@ -218,7 +278,7 @@ def _hosts(run: BenchRun) -> list[str]:
                     continue
                 for label, row in per.items():
                     lines.append(f"| {host} | `{metric}` | `{label}` | {row.get('n', 0)} | "
-                                 f"{_fmt(row.get('median'))} | {_pct(row.get('cv'))} |")
+                                 f"{_central(row, '`')} | {_pct(row.get('cv'))} |")
     if run.verdicts_by_host:
         lines += ["", "Verdicts per host (each host's blocks alone"
                   + ("; the run's verdicts above combine them, and refuse a direction that "
@@ -268,9 +328,12 @@ def what_went_wrong(run: BenchRun) -> list[str]:
         items += [f"Qualified: {reason}" for reason in run.tag_reasons if reason not in items]
     base = run.baseline or {}
     if base.get("refused"):
-        items.append(f"The comparison with baseline {base['run_id']} was refused: "
-                     f"{base['refused']}.")
+        items.append(f"The comparison with baseline {base.get('run_id') or base.get('ref')} was "
+                     f"refused: {base['refused']}.")
     items += [f"Baseline {base['run_id']} is QUALIFIED: {c}" for c in base.get("caveats") or []]
+    gate = base.get("gate") or {}
+    if gate.get("outcome") in ("regressed", "unjudged"):
+        items += [f"CI gate {gate['outcome'].upper()}: {reason}" for reason in gate["reasons"]]
     primaries = set(primary_metrics(run.plan.config.metrics))
     for metric, per in run.summary.items():
         for label, row in per.items():
@@ -288,6 +351,9 @@ def _untested(run: BenchRun) -> list[str]:
     config = run.plan.config
     reproduced = run.reproduces or {}
     items = ["Nothing failed. What this run did not test:",
+             "anything but this one configuration, at the values listed above: it was compared "
+             "with nothing within the run (other sizes, settings or code may behave "
+             "differently);" if run.one_configuration else
              f"only the values {', '.join(run.treatment_labels)} of `{run.variable}`, at the "
              "control values listed above (other sizes or settings may behave differently);"]
     if reproduced.get("ok") and reproduced.get("kind") == "reproduction":
@@ -296,8 +362,9 @@ def _untested(run: BenchRun) -> list[str]:
     else:
         items.append(f"one machine ({platform.node()}), one session: no reproduction yet, so "
                      f"the run is {run.tag} until a second run reproduces it;")
-    items.append("the treatment order inside each block is fixed (control first): a warm-up "
-                 "or position effect would look like a treatment effect.")
+    if not run.one_configuration:
+        items.append("the treatment order inside each block is fixed (control first): a "
+                     "warm-up or position effect would look like a treatment effect.")
     if config.seeds is None:
         items.append("a single seed: randomness of the workload itself was not varied.")
     return items
@@ -332,15 +399,25 @@ def _environment(run: BenchRun) -> list[str]:
     return lines
 
 
-def terminal_lines(run: BenchRun) -> list[str]:
-    """A compact per-metric table for the end of the pytest run."""
+def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[str]:
+    """A compact per-metric table for the end of the pytest run; with ``gate`` (a CI
+    invocation: a baseline or ``--bench-fail-on``), the baseline's verdicts and the gate."""
     lines = [f"{run.name} [{run.run_id}] {run.state}, {run.tag}: {_counts_text(run)}"]
     if run.tag_reasons:
         lines.append(f"  {run.tag}: {run.tag_reasons[0]}")
+    if run.one_configuration:
+        return lines + _alone_lines(run) + _tail(run, gate)
     labels = run.treatment_labels
     rows: list[tuple[str, list[str]]] = []
+    exact: list[str] = []  # below the table: a hash in a cell would widen every column
     for metric, per in run.summary.items():
         if metric in BUILTIN_METRICS and metric not in run.plan.config.metrics:
+            continue
+        if metric in exact_metrics(run.plan.config.metrics):
+            exact.append(f"  {metric[:16]:<16}  " + "; ".join(
+                f"{label}: {values_text(per.get(label, {}))}"
+                + (f" {verdict}" if (verdict := run.verdicts.get(metric, {}).get(label, {})
+                                     .get("verdict")) else "") for label in labels))
             continue
         cells = []
         for label in labels:
@@ -362,12 +439,63 @@ def terminal_lines(run: BenchRun) -> list[str]:
     lines.append(f"  {'metric':<16}" + "".join(f"{label[:30]:>{width}}" for label in labels))
     for metric, cells in rows:
         lines.append(f"  {metric[:16]:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
+    lines += exact
     for refusal in run.refusals:
         lines.append(f"  refused: {refusal}")
-    for regression in regressions(run):
-        lines.append(f"  regression: {regression}")
+    return lines + _tail(run, gate)
+
+
+def _tail(run: BenchRun, gate: dict[str, Any] | None) -> list[str]:
+    """The end of :func:`terminal_lines`: regressions, the baseline's verdicts, the CI gate
+    (loud when it did not pass) and where the report is."""
+    lines = [f"  regression: {regression}" for regression in regressions(run)]
+    lines += _baseline_lines(run)
+    if gate is not None:
+        outcome = gate["outcome"]
+        reasons = gate.get("reasons") or []
+        lines.append(f"  CI gate: {outcome if outcome == 'passed' else outcome.upper()}"
+                     + (f": {reasons[0]}" if reasons else ""))
+        lines += [f"    {reason}" for reason in reasons[1:]]
     lines.append(f"  report: {run.dir / 'report.md'}")
     return lines
+
+
+def _baseline_lines(run: BenchRun) -> list[str]:
+    """The primary verdicts against the baseline, both sides named by their code."""
+    base = run.baseline
+    if not base or not base.get("run_id"):
+        return []
+    code = base.get("code") or {}
+    lines = [f"  baseline {base['run_id']} ({base.get('tag')}, `{base.get('ref')}`): code "
+             f"{code.get('baseline')} -> {code.get('this')}"]
+    for metric in primary_metrics(run.plan.config.metrics):
+        for label, v in ((base.get("verdicts") or {}).get(metric) or {}).items():
+            ci = v.get("ci")
+            lines.append(f"    `{metric}` [{label}] {v['verdict']}"
+                         + (f" x{v['ratio']:.3g}" if v.get("ratio") is not None else "")
+                         + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "")
+                         + f" against {v.get('against')}"
+                         + (f": {v['reason']}" if v["verdict"] == "not_comparable" else ""))
+    return lines
+
+
+def _alone_lines(run: BenchRun) -> list[str]:
+    """:func:`terminal_lines` of one configuration: each metric's median, CV and n (no ratio,
+    no verdict: nothing was compared within the run)."""
+    label = run.control
+    lines = [f"  {'metric':<16}{'median (' + label[:24] + ')':>20}{'CV':>9}{'n':>5}"]
+    for metric, per in run.summary.items():
+        if metric in BUILTIN_METRICS and metric not in run.plan.config.metrics:
+            continue
+        row = per.get(label, {})
+        lines.append(f"  {metric[:16]:<16}{_central(row):>20}"
+                     f"{_pct(row.get('cv')):>9}{row.get('n', 0):>5}")
+    return lines
+
+
+def _central(row: dict[str, Any], quote: str = "") -> str:
+    """A summary row's median, or an exact metric's values verbatim with their counts."""
+    return values_text(row, quote) if "values" in row else _fmt(row.get("median"))
 
 
 def _fmt(value: Any) -> str:
