@@ -7,6 +7,7 @@ test suite pays nothing (and ``-p no:benchmark_agent`` removes even that).
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--bench-round", default=None, metavar="FILE",
                     help="run one tuning round: the search-space points listed in FILE (JSON), "
                          "written by the tuner; each point is a treatment")
-    group.addoption("--bench-baseline", default=None, metavar="RUN_ID",
-                    help="compare this session with a recorded RELIABLE or QUALIFIED run (id or "
-                         "unique prefix) that differs in the treatment variable only")
-    group.addoption("--bench-fail-on", default=None, choices=("regression",),
-                    help="regression: exit 1 when any primary metric regressed (for CI)")
+    group.addoption("--bench-baseline", default=None, metavar="REF",
+                    help="compare this session with a recorded run: a run id or unique prefix, "
+                         "'latest' (the newest finished run of this benchmark), or a git "
+                         "revision (main, HEAD~1, a sha: the newest run of that commit with a "
+                         "clean tree). It may differ in the treatment variable and the code only; "
+                         "a REF naming no run leaves the CI gate unjudged")
+    group.addoption("--bench-fail-on", default=None, type=_fail_on, metavar="regression[,unjudged]",
+                    help="exit 1 when the CI gate fails. regression: a primary metric regressed "
+                         "beyond its fail_threshold against --bench-baseline, or a guard metric "
+                         "regressed (without a baseline: a primary metric regressed against the "
+                         "control); unjudged: nothing could be judged (no baseline found, not "
+                         "comparable, too few replicates)")
     group.addoption("--bench-isolation", default="host", choices=("host", "none"),
                     help="host (default): a measure stage runs alone on its host, preps share "
                          "it; none: no isolation (the run is QUALIFIED)")
@@ -71,6 +79,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("bench"):
         return
+    from .ci_summary import step_summary_writer
     from .collect import SESSION_KEY
     from .heartbeat import HeartbeatWriter
     from .record import RecordWriter
@@ -92,6 +101,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                   "benchmark_agent_records")
     if worker is None:
         config.pluginmanager.register(ReportWriter(), "benchmark_agent_reports")
+    if worker is None and (summary := step_summary_writer()) is not None:
+        config.pluginmanager.register(summary, "benchmark_agent_step_summary")
     if worker is None and getattr(config.option, "dist", "no") != "no":
         from .distributed import DistributedController
 
@@ -146,6 +157,20 @@ def _round_points(config: pytest.Config) -> list[dict[str, Any]] | None:
         raise pytest.UsageError(f"--bench-round {path}: 'points' must be a non-empty list of "
                                 "mappings from tuned param to value")
     return points
+
+
+#: The outcomes ``--bench-fail-on`` may fail on.
+FAIL_ON = ("regression", "unjudged")
+
+
+def _fail_on(text: str) -> tuple[str, ...]:
+    """``--bench-fail-on``: a comma list of :data:`FAIL_ON`."""
+    words = tuple(word.strip() for word in text.split(",") if word.strip())
+    unknown = [word for word in words if word not in FAIL_ON]
+    if unknown or not words:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a comma list of {', '.join(FAIL_ON)}, "
+                                         "e.g. --bench-fail-on=regression,unjudged")
+    return words
 
 
 def _parse_overrides(config: pytest.Config) -> dict[str, Any]:
