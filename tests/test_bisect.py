@@ -1,0 +1,172 @@
+"""``benchmark-agent bisect`` on a real git repository of six commits, the third of which makes
+the measured loop five times slower: the bisection finds it with real ``pytest --bench`` runs
+in worktrees, leaves the user's checkout as it was, reports again from its state without
+measuring, and refuses bad input with exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_benchmark_agent import cli
+from pytest_benchmark_agent.bisect import STATE, Bisection
+
+WORK = """\
+import sys
+import time
+
+FACTOR = {factor}
+start = time.process_time()
+total = 0
+for i in range(int(sys.argv[1]) * FACTOR):
+    total += i
+print(f"loop_ms={{(time.process_time() - start) * 1000:.4f}}")
+"""
+
+#: One configuration, compared across commits only. 4 replicates: across runs the comparison
+#: is unpaired (Mann-Whitney U), whose smallest two-sided p is 0.1 at 3 against 3 and 0.029 at
+#: 4 against 4. A noise threshold of 100% (twice as slow) keeps a lucky ordering of equal loops
+#: on a loaded machine from counting.
+BENCH = {
+    "name": "loop",
+    "hypothesis": "the loop costs what it cost at the good commit",
+    "params": {"n": 200_000},
+    "replicates": 4,
+    "stages": [{"name": "loop", "kind": "measure", "cmd": f"{sys.executable} work.py {{n}}",
+                "metrics_from": {"stdout": True, "fields": ["loop_ms"]}}],
+    "metrics": {"loop_ms": {"direction": "lower", "primary": True, "noise_threshold": 1.0,
+                            "min_replicates": 4}},
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def commit(repo: Path, message: str, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    git(repo, "add", *files)
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """Six commits on branch main: #1 the benchmark, #3 the five-fold loop, the rest README;
+    and branch ``gone`` from #1: a commit without the benchmark, then it back, five-fold."""
+    path = tmp_path_factory.mktemp("bisect") / "project"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "dev@example.com")
+    git(path, "config", "user.name", "dev")
+    shas = [commit(path, "add the loop benchmark",
+                   {"bench.yaml": yaml.safe_dump(BENCH, sort_keys=False),
+                    "work.py": WORK.format(factor=1), "README.md": "loop\n",
+                    ".gitignore": "benchmark_data/\n"})]
+    shas.append(commit(path, "README: what the loop does", {"README.md": "loop: sums\n"}))
+    shas.append(commit(path, "work: five times the loop", {"work.py": WORK.format(factor=5)}))
+    for k in (4, 5, 6):
+        shas.append(commit(path, f"README: edit {k}", {"README.md": f"loop: sums ({k})\n"}))
+    git(path, "checkout", "-q", "-b", "gone", shas[0])
+    git(path, "rm", "-q", "bench.yaml")
+    git(path, "commit", "-q", "-m", "remove the benchmark")
+    commit(path, "bring the benchmark back, five times the loop",
+           {"bench.yaml": yaml.safe_dump(BENCH, sort_keys=False),
+            "work.py": WORK.format(factor=5)})
+    git(path, "checkout", "-q", "main")
+    return path, shas
+
+
+def checkout_of(repo: Path) -> tuple[str, str, str, str, int]:
+    """What bisecting must leave as it was: HEAD, the branch, git status, the worktrees, and
+    no bisection in progress (git bisect log fails)."""
+    return (git(repo, "rev-parse", "HEAD"), git(repo, "symbolic-ref", "HEAD"),
+            git(repo, "status", "--porcelain", "--untracked-files=all"),
+            git(repo, "worktree", "list", "--porcelain"),
+            subprocess.run(["git", "-C", str(repo), "bisect", "log"],
+                           capture_output=True).returncode)
+
+
+def bisect(repo: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    monkeypatch.chdir(repo)
+    return cli.main(["bisect", *args, "--home", str(repo / "benchmark_data")])
+
+
+def run_folders(repo: Path) -> list[str]:
+    runs = repo / "benchmark_data" / "runs"
+    return sorted(p.name for p in runs.iterdir()) if runs.is_dir() else []
+
+
+def test_bisect_finds_the_slow_commit_and_resumes_from_its_state(
+        repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, shas = repo
+    before = checkout_of(path)
+    assert bisect(path, monkeypatch, shas[0], "main", "bench.yaml") == 0
+    out = capsys.readouterr().out
+    assert f"first bad commit: {shas[2]} work: five times the loop" in out
+    assert "`loop_ms` [default]: regressed x" in out and "95% interval [" in out
+    assert f"({shas[0][:7]} -> {shas[2][:7]})" in out
+    assert checkout_of(path) == before  # same HEAD, branch, clean tree, no worktree left
+    state = Bisection.load(next((path / "benchmark_data" / "bisect").glob(f"*/{STATE}")))
+    assert shas[2] in state.commits and shas[-1] in state.commits
+    for k, sha in enumerate(shas[1:], start=1):
+        if sha in state.commits:
+            assert state.commits[sha]["outcome"] == ("good" if k < 2 else "bad"), k
+    assert f"runs: GOOD {shas[0][:7]} {state.baseline_run}, first bad {shas[2][:7]} " \
+           f"{state.commits[shas[2]]['run_id']}" in out
+    runs = run_folders(path)
+    assert state.baseline_run in runs and state.commits[shas[2]]["run_id"] in runs
+
+    assert bisect(path, monkeypatch, shas[0], "main", "bench.yaml") == 0  # resumed: no new run
+    captured = capsys.readouterr()
+    assert f"first bad commit: {shas[2]}" in captured.out
+    assert "measuring" not in captured.err and "(recorded" in captured.err
+    assert run_folders(path) == runs
+    assert checkout_of(path) == before
+
+
+def test_no_regression_between_two_equal_commits(
+        repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, shas = repo
+    assert bisect(path, monkeypatch, shas[0], shas[1], "bench.yaml") == 1
+    out = capsys.readouterr().out
+    assert f"no regression: BAD {shas[1][:7]} did not regress against GOOD's run" in out
+
+
+def test_a_commit_without_the_file_is_skipped_and_can_hide_the_first_bad_one(
+        repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, shas = repo
+    before = checkout_of(path)
+    assert bisect(path, monkeypatch, shas[0], "gone", "bench.yaml") == 3
+    out = capsys.readouterr().out
+    gone, back = git(path, "rev-parse", "gone~1", "gone").split()
+    assert "undecided: the first bad commit is one of (the others were skipped):" in out
+    assert f"  {gone[:7]} remove the benchmark" in out and f"  {back[:7]} bring" in out
+    assert f"{gone[:7]} skip    run -  remove the benchmark  (bench.yaml is not in this " \
+           "commit)" in out
+    assert checkout_of(path) == before
+
+
+@pytest.mark.parametrize(("good", "bad", "file", "said"), [
+    ("nosuchrev", "main", "bench.yaml", "GOOD `nosuchrev` is no commit of"),
+    ("main", "main~5", "bench.yaml", "is not an ancestor of BAD `main~5`"),
+    ("main~5", "main", "nosuch.yaml", "`nosuch.yaml` is not in GOOD `main~5`"),
+])
+def test_bad_input_exits_2_naming_the_fix(
+        repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], good: str, bad: str, file: str, said: str) -> None:
+    path, _ = repo
+    runs = run_folders(path)
+    assert bisect(path, monkeypatch, good, bad, file) == 2
+    err = capsys.readouterr().err
+    assert said in err and "fix:" in err
+    assert run_folders(path) == runs
