@@ -5,20 +5,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from .baseline import (
     RecordView,
     blocking_reason,
+    code_changed,
     config_differences,
     cross_verdicts,
     fingerprint_diff,
     primary_metrics,
     reproduction,
+    resolve_ref,
 )
 from .cli_common import find_run, home_of, runs_in
 from .record import load_results
+from .stats import values_text
 from .tags import TAGS, ReclassifyError, reclassify
 
 _MEANS = {
@@ -89,8 +93,12 @@ def skeptical_outline(record: dict[str, Any], view: RecordView) -> list[str]:
     verdicts = record.get("verdicts") or {}
     summary = record.get("summary") or {}
     control = str(record.get("control"))
+    alone = not [t for t in record.get("treatments") or [] if str(t) != control]
     lines = ["## Skeptical reading (outline)", "", "### 1. What was claimed", "",
              f"- Hypothesis: {view.config.get('hypothesis') or '(none stated)'}"]
+    if alone:
+        lines.append(f"- One configuration (`{control}`): nothing was compared within the run, "
+                     "so it claims nothing by itself; only a comparison with another run can.")
     for metric in primaries:
         for label, v in (verdicts.get(metric) or {}).items():
             ci = v.get("ci")
@@ -119,7 +127,9 @@ def skeptical_outline(record: dict[str, Any], view: RecordView) -> list[str]:
               or s.ceiling is not None]
     for metric in guards:
         said = ", ".join(f"{t} {v.get('verdict')}" for t, v in (verdicts.get(metric) or {}).items())
-        lines.append(f"- Guard `{metric}`: {said or 'no verdict'}.")
+        none = ("no in-run verdict (one configuration: checked against other runs only)"
+                if alone else "no verdict")
+        lines.append(f"- Guard `{metric}`: {said or none}.")
     lines.append(f"- Caveats: {len(record.get('caveats') or [])} (each under What Went Wrong).")
     lines += _fingerprint_checks(record)
     preps = record.get("preps") or []
@@ -127,8 +137,10 @@ def skeptical_outline(record: dict[str, Any], view: RecordView) -> list[str]:
     lines.append(f"- Cache: {sum(p.get('action') == 'built' for p in preps)} prep(s) built, "
                  f"{sum(p.get('action') == 'reused' for p in preps)} reused, {len(rebuilt)} "
                  "rebuilt because an entry was damaged.")
-    lines.append("- Warm against cold: inside every block the control runs first; a warm-up "
-                 "or position effect would look like a treatment effect.")
+    lines.append("- Warm against cold: " + (
+        "one configuration, its replicates ran one after another; a warm-up would show as a "
+        "drift across them." if alone else "inside every block the control runs first; a "
+        "warm-up or position effect would look like a treatment effect."))
     lines += ["", "### 3. What Went Wrong", ""]
     problems = record.get("what_went_wrong") or [
         "This record holds no What Went Wrong list: read the report's section above; at the "
@@ -169,12 +181,25 @@ def _fingerprint_checks(record: dict[str, Any]) -> list[str]:
 # -- compare --------------------------------------------------------------------------------------
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Per metric, runs A and B side by side with the verdict of B against A; exit 1 when the
-    runs cannot be compared (the fields that differ are named)."""
+    """Per metric, runs A and B side by side with the verdict of B against A (both sides named
+    by their code); exit 1 when the runs cannot be compared (the fields that differ are named),
+    2 when A or B names no recorded run (what was searched is said)."""
     home = home_of(args)
-    a = RecordView.load(find_run(home, args.a))
-    b = RecordView.load(find_run(home, args.b))
-    lines, comparable = compare_lines(a, b)
+    name = args.name
+    if name is None:  # a run named by id tells which benchmark a revision or `latest` means
+        for ref in (args.a, args.b):
+            named = resolve_ref(home, ref, None, Path.cwd(), strict=False)
+            if named.run_dir is not None and named.how.startswith("run id"):
+                name = _entry(named.run_dir).get("name")
+                break
+    views = []
+    for ref in (args.a, args.b):
+        found = resolve_ref(home, ref, name, Path.cwd(), strict=False)
+        if found.run_dir is None:
+            print(f"benchmark-agent compare: unjudged: {found.problem}", file=sys.stderr)
+            return 2
+        views.append(RecordView.load(found.run_dir))
+    lines, comparable = compare_lines(*views)
     print("\n".join(lines))
     return 0 if comparable else 1
 
@@ -193,20 +218,26 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
     diff = fingerprint_diff(a, b)
     if diff.blocking:
         refusals.append(blocking_reason(diff))
+    changed = code_changed(a, b, diff)
+    both = f"{a.code} -> {b.code}"
+    lines.append(f"code: {both}" + (" (B measured other code: this is a comparison of code)"
+                                    if changed else " (the same code)"))
     if refusals:
         lines.append("not_comparable: the runs differ in more than the treatment variable's "
-                     "values, or where fingerprints must agree:")
+                     "values and the code, or where fingerprints must agree:")
         lines += [f"  - {r}" for r in refusals]
     else:
         lines.append("gate 1: they differ in the treatment variable's values only; gate 2: "
-                     "fingerprints equal where it matters")
+                     "fingerprints equal where it matters"
+                     + (", the code being what is compared" if changed else ""))
+    lines += [f"  code difference: {d}" for d in diff.code]
     lines += [f"  benign fingerprint difference: {d}" for d in diff.benign]
     lines += [f"  fingerprint difference that matters: {d}" for d in diff.blocking]
     specs = model_b.metrics
     verdicts, notes = cross_verdicts(b, a, specs, "; ".join(refusals) or None)
-    lines.append("B against A: each treatment of B against the same treatment of A (else A's "
-                 "control); the sessions were not interleaved, so this is unpaired and drift "
-                 "between them does not cancel.")
+    lines.append(f"B against A ({both}): each treatment of B against the same treatment of A "
+                 "(else A's control); the sessions were not interleaved, so this is unpaired "
+                 "and drift between them does not cancel.")
     lines += [f"  note: {n}" for n in notes]
     for metric, spec in specs.items():
         lines += ["", f"`{metric}` ({'primary, ' if spec.primary else ''}{spec.direction})",
@@ -215,21 +246,27 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
         for label, v in verdicts.get(metric, {}).items():
             target = label if label in a.treatments else a.control
             ci = v.get("ci")
-            lines.append(f"  {label[:16]:<16}{_num(_median(a, metric, target)):>12}"
-                         f"{_num(_median(b, metric, label)):>12}  {v['verdict']:<15}"
+            lines.append(f"  {label[:16]:<16} {_median(a, metric, target):>11}"
+                         f" {_median(b, metric, label):>11}  {v['verdict']:<15}"
                          f"{_num(v.get('ratio')):>8}  "
                          f"{(f'[{_num(ci[0])}, {_num(ci[1])}]' if ci else '-'):<18}"
                          f"{_num(v.get('p_holm')):>9}  {v.get('reason') or ''}")
     if not refusals and a.config_hash is not None and a.config_hash == b.config_hash:
-        check = reproduction(b, a, specs, diff.benign)
-        lines += ["", "Same frozen config: does B reproduce A's verdicts? "
-                  + ("yes" if check.ok else "NO")]
-        lines += [f"  {line}" for line in check.lines]
+        if changed:
+            lines += ["", "Same frozen config, other code: B is compared with A across code, "
+                      "not a rerun of it (no reproduction check)."]
+        else:
+            check = reproduction(b, a, specs, diff.benign)
+            lines += ["", "Same frozen config and code: does B reproduce A's verdicts? "
+                      + ("yes" if check.ok else "NO")]
+            lines += [f"  {line}" for line in check.lines]
     return lines, not refusals
 
 
-def _median(view: RecordView, metric: str, label: str) -> float | None:
-    return ((view.summary.get(metric) or {}).get(label) or {}).get("median")
+def _median(view: RecordView, metric: str, label: str) -> str:
+    """The median of ``label``'s ``metric``; a ``direction: equal`` one's values verbatim."""
+    row = (view.summary.get(metric) or {}).get(label) or {}
+    return values_text(row) if "values" in row else _num(row.get("median"))
 
 
 # -- reclassify -----------------------------------------------------------------------------------
@@ -265,8 +302,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     analyze.set_defaults(func=cmd_analyze)
     compare = verbs.add_parser("compare", help=cmd_compare.__doc__,
                                description=cmd_compare.__doc__)
-    compare.add_argument("a", metavar="A", help="the reference run (id, unique prefix, 'latest')")
-    compare.add_argument("b", metavar="B", help="the run compared with A")
+    compare.add_argument("a", metavar="A", help="the reference run: a run id or unique prefix, "
+                         "'latest', or a git revision of the current folder's repository (the "
+                         "newest finished run of that commit with a clean tree)")
+    compare.add_argument("b", metavar="B", help="the run compared with A (the same forms)")
+    compare.add_argument("--name", help="the benchmark a revision or 'latest' means (default: "
+                         "the one a run id among A and B names)")
     compare.set_defaults(func=cmd_compare)
     reclass = verbs.add_parser("reclassify", help=cmd_reclassify.__doc__,
                                description=cmd_reclassify.__doc__)

@@ -148,10 +148,14 @@ def _exact_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[str]:
     """A ``direction: equal`` metric: each treatment's distinct values verbatim, with their
     counts, and its identity verdict (no median, mean, CV or ratio: the values are not
     numbers to average)."""
+    if run.one_configuration:  # nothing compared: no verdict columns
+        return ["| configuration | n | values (count of each) |", "|---|---|---|"] + [
+            f"| `{label}` | {row.get('n', 0)} | "
+            f"{values_text(row, '`').replace('|', chr(92) + '|')} |" for label, row in per.items()]
     lines = ["| treatment | n | values (count of each) | verdict | why |", "|---|---|---|---|---|"]
     for label, row in per.items():
         verdict = run.verdicts.get(metric, {}).get(label, {})
-        role = " (control)" if label == run.control and not run.one_configuration else ""
+        role = " (control)" if label == run.control else ""
         lines.append(f"| `{label}`{role} | {row.get('n', 0)} | "
                      f"{values_text(row, '`').replace('|', chr(92) + '|')} | "
                      f"{verdict.get('verdict', '-')} | {verdict.get('reason') or '-'} |")

@@ -91,10 +91,20 @@ def test_runs_its_replicates_and_compares_nothing_within_the_run(
     report = (loop_project.runs()[-1] / "report.md").read_text()
     assert "- **Configuration:** one, `default` (no treatment_variable)" in report
     assert "| configuration | n | median | mean | stdev | CV | min | max |" in report
-    assert "ratio of medians" not in report and "against `default`" not in report
+    assert "| configuration | n | values (count of each) |" in report  # the exact checksum
+    assert "| verdict" not in report and "ratio of medians" not in report
+    assert "against `default`" not in report
     assert "Verdicts per host" not in report and "(control)" not in report
     assert "Verdicts compare each treatment" not in report
     assert "the treatment order inside each block" not in report
+
+    done = subprocess.run(["benchmark-agent", "--home", str(loop_project.home), "analyze",
+                           "latest"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    outline = done.stdout[done.stdout.index("## Skeptical reading"):]
+    assert "- One configuration (`default`): nothing was compared within the run" in outline
+    assert "Guard `checksum`: no in-run verdict (one configuration" in outline
+    assert "the control runs first" not in outline
 
 
 def test_k_selects_replicates_of_the_one_configuration(loop_project: BenchProject) -> None:
