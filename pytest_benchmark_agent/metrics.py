@@ -53,7 +53,7 @@ def read_pairs(text: str) -> dict[str, Any]:
             continue
         match = _PAIR.match(stripped)
         if match:
-            found[match.group(1)] = match.group(2)
+            found[match.group(1)] = _Token(match.group(2))
     return found
 
 
@@ -104,6 +104,8 @@ def _exact(name: str, raw: Any, source: str) -> int | str:
         return raw
     if isinstance(raw, _JsonNumber):
         return str(raw)
+    if isinstance(raw, str) and not isinstance(raw, _Token):  # a JSON string
+        return raw
     if not isinstance(raw, str):
         raise MetricError(f"metric '{name}' on {source} is {raw!r}: a metric compared exactly "
                           "must be one value (an integer or a string), not a list, an object "
@@ -115,8 +117,12 @@ def _exact(name: str, raw: Any, source: str) -> int | str:
         try:
             return int(raw)
         except ValueError:  # beyond Python's digit limit for int(): kept as its text
-            return raw
-    return raw
+            return str(raw)
+    return str(raw)
+
+
+class _Token(str):
+    """The text of a ``name=value`` line, as opposed to a string of a JSON object."""
 
 
 class _JsonNumber(str):
@@ -125,8 +131,8 @@ class _JsonNumber(str):
 
 def show_value(value: Any) -> str:
     """A recorded value as the stage wrote it: an int's every digit, a str verbatim (quoted
-    when it reads as an integer, so ``"007"`` or a JSON ``"7"`` is not taken for the int 7), a
-    float in the shortest spelling that reads back as it (``4242`` for 4242.0)."""
+    when it reads as an integer, so a JSON ``"7"`` is not taken for the int 7), a float in the
+    shortest spelling that reads back as it (``4242`` for 4242.0)."""
     if isinstance(value, str):
         return json.dumps(value) if _INTEGER.fullmatch(value) else value
     if isinstance(value, float):

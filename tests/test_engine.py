@@ -180,6 +180,25 @@ def test_metrics_from_json_line_and_file(project: BenchProject) -> None:
     assert project.results()["trials"][0]["metrics"]["lat"] == 4.0
 
 
+def test_exact_metrics_from_a_file_keep_every_digit_and_their_text(project: BenchProject) -> None:
+    document = simple_bench()
+    document["stages"][1]["cmd"] = (
+        "echo {mode} >/dev/null; printf '{{\"score\": 6, \"h\": 123456789012345678901234567890, "
+        "\"tag\": \"0x1f\"}}' > {out}/m.json")
+    document["stages"][1]["metrics_from"] = {"file": "{out}/m.json",
+                                             "fields": ["score", "h", "tag"]}
+    document["metrics"].update(h={"direction": "equal"}, tag={"direction": "equal"})
+    project.bench(document)
+    assert project.run(subprocess=True).ret == 0  # its own process: the identity loads numpy
+    record = project.results()
+    metrics = record["trials"][0]["metrics"]
+    assert metrics["h"] == 123456789012345678901234567890 and metrics["tag"] == "0x1f"
+    assert metrics["score"] == 6.0 and type(metrics["score"]) is float
+    assert record["summary"]["tag"]["b"] == {"n": 2, "distinct": 1,
+                                             "values": [{"value": "0x1f", "count": 2}]}
+    assert record["verdicts"]["h"]["b"]["verdict"] == "no_change"
+
+
 def test_effective_param_differing_from_declared_is_not_comparable(
         project: BenchProject) -> None:
     document = simple_bench()
@@ -413,10 +432,11 @@ def test_the_interpreters_exit_skips_collecting_what_is_left(project: BenchProje
 
 def test_editing_the_benchmark_file_leaves_the_code_fingerprint_alone(
         project: BenchProject) -> None:
-    """With no ``code:`` the benchmark's folder is the code, the benchmark file excepted: its
-    content is the frozen config, compared on its own."""
+    """With no ``code:`` outside git the files the stages name in ``inputs:`` are the code,
+    never the benchmark file: its content is the frozen config, compared on its own."""
     document = simple_bench(replicates=1)
     document["stages"][0]["cmd"] = "echo {size} > {data}"  # nothing written beside the code
+    document["stages"][1]["inputs"] = ["helper.sh"]
     project.write("helper.sh", "true\n")
     project.bench(document)
     assert project.run().ret == 0
