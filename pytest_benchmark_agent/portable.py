@@ -89,7 +89,10 @@ def read_document(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(text)
     except ValueError as exc:
-        cut = isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip())
+        # The parser ran out of text, or the object's closing brace is missing.
+        cut = text.lstrip().startswith("{") and (
+            not text.rstrip().endswith("}")
+            or (isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip())))
         raise PortableError(path, "", f"not valid JSON ({exc})"
                             + ("; the file ends early: a truncated download?" if cut else "")
                             ) from None
