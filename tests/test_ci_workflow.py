@@ -1,0 +1,247 @@
+"""examples/ci/github-actions.yml: its structure, and its shell steps run locally.
+
+The workflow's ``run:`` steps run as GitHub runs them (``bash --noprofile --norc -eo pipefail``,
+the workflow's env, ``$GITHUB_OUTPUT``, ``$GITHUB_STEP_SUMMARY``) against a real git repository
+holding a small benchmark: main's job on commit A, then the pull request's job on a merge
+commit whose first parent is A, in another clone with its own data directory. The standard
+actions are played by the few lines they stand for: checkout is a shallow fetch of the commit,
+the cache is a folder shared by the jobs, an upload copies the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+WORKFLOW = Path(__file__).resolve().parent.parent / "examples" / "ci" / "github-actions.yml"
+ACTIONS = {"actions/checkout", "actions/setup-python", "actions/cache/save",
+           "actions/cache/restore", "actions/upload-artifact", "actions/download-artifact",
+           "actions/cache"}
+_EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+BENCH = """\
+name: ci-demo
+hypothesis: this commit costs no more than main
+replicates: 5
+stages:
+  - name: measure
+    kind: measure
+    cmd: sh src/measure.sh
+    metrics_from: {stdout: true, fields: [cost]}
+metrics:
+  cost: {direction: lower, primary: true}
+"""
+
+
+def workflow() -> dict[str, Any]:
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          check=True)
+    return done.stdout.strip()
+
+
+def test_the_workflow_has_a_main_job_and_a_pull_request_job() -> None:
+    document = workflow()
+    triggers = document.get("on", document.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert triggers["push"]["branches"] == ["main"] and "pull_request" in triggers
+    jobs = document["jobs"]
+    assert set(jobs) == {"main", "pull-request"}
+    assert jobs["main"]["if"] == "github.event_name == 'push'"
+    assert jobs["pull-request"]["if"] == "github.event_name == 'pull_request'"
+    for job in jobs.values():
+        for step in job["steps"]:
+            assert ("uses" in step) != ("run" in step), step
+            if "uses" in step:
+                assert step["uses"].split("@")[0] in ACTIONS, step["uses"]
+    main = " ".join(s.get("run", "") for s in jobs["main"]["steps"])
+    assert "pytest --bench" in main and "benchmark-agent export" in main
+    pr = " ".join(s.get("run", "") for s in jobs["pull-request"]["steps"])
+    assert "benchmark-agent import" in pr
+    assert '--bench-baseline "$BASE_SHA" --bench-fail-on=regression,unjudged' in pr
+    saved = next(s for s in jobs["main"]["steps"] if s.get("uses", "").startswith(
+        "actions/cache/save"))
+    restored = next(s for s in jobs["pull-request"]["steps"] if s.get("uses", "").startswith(
+        "actions/cache/restore"))
+    assert saved["with"]["path"] == restored["with"]["path"] == "bench-main.json"
+    checkout = jobs["pull-request"]["steps"][0]
+    assert checkout["uses"].startswith("actions/checkout") and checkout["with"]["fetch-depth"] >= 2
+
+
+class Runner:
+    """Plays one job of the workflow in ``workspace``, on the commit ``ref`` of ``origin``."""
+
+    def __init__(self, tmp: Path, origin: Path, name: str, ref: str, cache: Path) -> None:
+        self.origin, self.ref, self.cache = origin, ref, cache
+        self.workspace = tmp / name
+        self.summary = tmp / f"{name}-summary.md"
+        self.artifacts = tmp / f"{name}-artifacts"
+        self.outputs: dict[str, dict[str, str]] = {}
+        self.sha = git(origin, "rev-parse", ref)
+
+    def expression(self, text: str) -> str:
+        def value(match: re.Match[str]) -> str:
+            expr = match[1]
+            if expr == "github.sha":
+                return self.sha
+            if expr == "github.workspace":
+                return str(self.workspace)
+            step = re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr)
+            if step:
+                return self.outputs[step[1]][step[2]]
+            raise AssertionError(f"the test knows no value for the expression {expr!r}")
+        return _EXPRESSION.sub(value, str(text))
+
+    def run_job(self, job: dict[str, Any], env: dict[str, str]) -> list[tuple[str, int]]:
+        """Every step in order (after a failure only those with ``if: always()``); returns
+        (step name, exit status) of each shell step."""
+        statuses: list[tuple[str, int]] = []
+        failed = False
+        for step in job["steps"]:
+            if failed and "always()" not in str(step.get("if", "")):
+                continue
+            if "uses" in step:
+                self.action(step["uses"].split("@")[0], {k: self.expression(v) for k, v in
+                                                         (step.get("with") or {}).items()})
+                continue
+            status = self.shell(step, env)
+            statuses.append((step.get("name", step["run"][:30]), status))
+            failed = failed or status != 0
+        return statuses
+
+    def action(self, name: str, given: dict[str, str]) -> None:
+        if name == "actions/checkout":
+            self.workspace.mkdir()
+            git(self.workspace, "init", "-q")
+            git(self.workspace, "fetch", "-q", f"--depth={given.get('fetch-depth', 1)}",
+                f"file://{self.origin}", self.ref)
+            git(self.workspace, "checkout", "-q", "FETCH_HEAD")
+        elif name == "actions/setup-python":
+            assert given["python-version"]
+        elif name == "actions/cache/save":
+            shutil.copy(self.workspace / given["path"], self.cache / given["key"])
+        elif name == "actions/cache/restore":
+            if (self.cache / given["key"]).is_file():
+                shutil.copy(self.cache / given["key"], self.workspace / given["path"])
+        elif name == "actions/upload-artifact":
+            (self.artifacts / given["name"]).mkdir(parents=True)
+            shutil.copy(self.workspace / given["path"], self.artifacts / given["name"])
+        else:
+            raise AssertionError(f"the test does not play {name}")
+
+    def shell(self, step: dict[str, Any], env: dict[str, str]) -> int:
+        output = self.workspace.parent / f"{self.workspace.name}-output"
+        output.write_text("")
+        step_env = {**env, **{k: self.expression(v) for k, v in (step.get("env") or {}).items()},
+                    "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(self.summary),
+                    "GITHUB_SHA": self.sha, "GITHUB_WORKSPACE": str(self.workspace)}
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                               self.expression(step["run"])], cwd=self.workspace, env=step_env,
+                              capture_output=True, text=True, timeout=300)
+        self.log = getattr(self, "log", "") + f"\n$ {step['run']}\n{done.stdout}{done.stderr}"
+        if "id" in step:
+            self.outputs[step["id"]] = dict(line.split("=", 1) for line in
+                                            output.read_text().splitlines() if "=" in line)
+        return done.returncode
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Path:
+    """A git repository with the benchmark on main (commit A, cost 100)."""
+    repo = tmp_path / "origin"
+    (repo / "src").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "ci@example.com")
+    git(repo, "config", "user.name", "ci")
+    (repo / "bench.yaml").write_text(BENCH)
+    (repo / "src" / "measure.sh").write_text("echo cost=$(cat src/cost.txt)\n")
+    (repo / "src" / "cost.txt").write_text("100\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "A")
+    return repo
+
+
+def pull_request(repo: Path, number: int, change: tuple[str, str]) -> str:
+    """A pull request branch with one commit, and GitHub's merge commit of it into main as
+    ``refs/pull/N/merge`` (its first parent is main)."""
+    git(repo, "checkout", "-q", "-b", f"pr{number}", "main")
+    (repo / change[0]).write_text(change[1])
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", f"pr {number}")
+    git(repo, "checkout", "-q", "--detach", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", f"Merge pr {number}", f"pr{number}")
+    ref = f"refs/pull/{number}/merge"
+    git(repo, "update-ref", ref, "HEAD")
+    git(repo, "checkout", "-q", "main")
+    return ref
+
+
+def job_env(document: dict[str, Any]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("BENCHMARK_HOME", "PYTEST_ADDOPTS")}
+    env.update({k: str(v) for k, v in document["env"].items()})
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")  # never the network
+    return env
+
+
+def test_main_then_pull_requests_gate_on_main_s_run(origin: Path, tmp_path: Path) -> None:
+    document = workflow()
+    env = job_env(document)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+
+    main = Runner(tmp_path, origin, "main", "refs/heads/main", cache)
+    statuses = main.run_job(document["jobs"]["main"], env)
+    assert all(status == 0 for _, status in statuses), main.log
+    assert (cache / f"bench-main-{main.sha}").is_file()
+    assert (main.artifacts / f"bench-main-{main.sha}" / "bench-main.json").is_file()
+    assert "gate **unjudged** (within the run: no --bench-baseline)" in main.summary.read_text()
+
+    # A pull request that edits only the README: compared with main's run, and it passes.
+    docs = Runner(tmp_path, origin, "pr-docs", pull_request(origin, 1, ("README.md", "hi\n")),
+                  cache)
+    statuses = docs.run_job(document["jobs"]["pull-request"], env)
+    assert all(status == 0 for _, status in statuses), docs.log
+    assert "imported " in docs.log
+    summary = docs.summary.read_text()
+    assert f"{main.sha[:7]} -> {docs.sha[:7]}: gate **passed**" in summary, summary
+    assert "| metric | baseline | this run | ratio | interval | verdict |" in summary
+    assert re.search(r"^\| `cost` \| 100 \| 100 \| x1 \| \[1, 1\] \| no_change \|$", summary,
+                     re.M), summary
+
+    # A pull request that triples the cost: the gate fails the job, naming both commits.
+    slow = Runner(tmp_path, origin, "pr-slow", pull_request(origin, 2, ("src/cost.txt", "300\n")),
+                  cache)
+    statuses = slow.run_job(document["jobs"]["pull-request"], env)
+    gate = dict(statuses)["Benchmark the pull request against main"]
+    assert gate == 1, slow.log
+    assert dict(statuses)["Export the pull request's run"] == 0  # if: always()
+    summary = slow.summary.read_text()
+    assert f"{main.sha[:7]} -> {slow.sha[:7]}: gate **regressed**" in summary, summary
+    assert re.search(r"^\| `cost` \| 100 \| 300 \| x3 \| \[3, 3\] \| regressed", summary,
+                     re.M), summary
+    assert "beyond fail_threshold" in summary
+
+
+def test_a_pull_request_without_main_s_run_is_unjudged_and_fails(origin: Path,
+                                                                 tmp_path: Path) -> None:
+    document = workflow()
+    cache = tmp_path / "cache"
+    cache.mkdir()  # empty: main's job never ran at this commit
+    pr = Runner(tmp_path, origin, "pr", pull_request(origin, 3, ("README.md", "x\n")), cache)
+    statuses = dict(pr.run_job(document["jobs"]["pull-request"], job_env(document)))
+    assert statuses["Import main's run"] == 0
+    assert "::warning::no run of main at" in pr.log
+    assert statuses["Benchmark the pull request against main"] == 1, pr.log
+    summary = pr.summary.read_text()
+    assert "gate **unjudged**" in summary and "no baseline ->" in summary, summary
