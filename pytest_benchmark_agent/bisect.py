@@ -198,11 +198,11 @@ def _config_at(top: Path, sha: str, rel: str) -> BenchmarkConfig:
 # -- measuring one commit -------------------------------------------------------------------------
 
 def remove_worktree(repo: Path, tree: Path) -> None:
-    """Remove a worktree of ours (a leftover of an interrupted bisection too) and its record."""
-    if tree.exists():
-        git(repo, "worktree", "remove", "--force", str(tree), check=False)
-        shutil.rmtree(tree, ignore_errors=True)
-    git(repo, "worktree", "prune", check=False)
+    """Remove a worktree of ours (a leftover of an interrupted bisection too): its folder and
+    git's record of it, even with the folder gone. No ``git worktree prune``: it would also drop
+    the records of the user's own worktrees whose folders are absent (an unmounted disk)."""
+    git(repo, "worktree", "remove", "--force", str(tree), check=False)
+    shutil.rmtree(tree, ignore_errors=True)
 
 
 def run_pytest(state: Bisection, sha: str, run_id: str, extra: Sequence[str]) -> tuple[int, Path]:
@@ -212,7 +212,7 @@ def run_pytest(state: Bisection, sha: str, run_id: str, extra: Sequence[str]) ->
     tree = state.folder / "worktrees" / sha
     remove_worktree(repo, tree)
     tree.parent.mkdir(parents=True, exist_ok=True)
-    git(repo, "worktree", "add", "--detach", "--quiet", str(tree), sha)
+    git(repo, "worktree", "add", "--force", "--detach", "--quiet", str(tree), sha)
     log = state.folder / "logs" / f"{run_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     # rootdir and confcutdir at the worktree: a conftest.py of the checkout around the data
@@ -365,8 +365,8 @@ def bisect(state: Bisection, say: Callable[[str], None]) -> Result:
                           f"against GOOD's run {state.baseline_run}: {bad.get('reason')} (log: "
                           f"{bad.get('log') or '-'})")
         remove_worktree(repo, driver)
-        git(repo, "worktree", "add", "--detach", "--no-checkout", "--quiet", str(driver),
-            state.bad)
+        git(repo, "worktree", "add", "--force", "--detach", "--no-checkout", "--quiet",
+            str(driver), state.bad)
         git(driver, "bisect", "start", "--no-checkout", state.bad, state.good)
         result = _conclusion(state, driver)
         if result.status == "undecided" and not result.candidates:

@@ -105,11 +105,11 @@ def run_folders(repo: Path) -> list[str]:
 
 def test_bisect_finds_the_slow_commit_and_resumes_from_its_state(
         repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capfd: pytest.CaptureFixture[str]) -> None:
     path, shas = repo
     before = checkout_of(path)
     assert bisect(path, monkeypatch, shas[0], "main", "bench.yaml") == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert f"first bad commit: {shas[2]} work: five times the loop" in out
     assert "`loop_ms` [default]: regressed x" in out and "95% interval [" in out
     assert f"({shas[0][:7]} -> {shas[2][:7]})" in out
@@ -125,29 +125,38 @@ def test_bisect_finds_the_slow_commit_and_resumes_from_its_state(
     assert state.baseline_run in runs and state.commits[shas[2]]["run_id"] in runs
 
     assert bisect(path, monkeypatch, shas[0], "main", "bench.yaml") == 0  # resumed: no new run
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()
     assert f"first bad commit: {shas[2]}" in captured.out
     assert "measuring" not in captured.err and "(recorded" in captured.err
     assert run_folders(path) == runs
     assert checkout_of(path) == before
 
+    # killed after the first bad commit's run finished, before its outcome was saved
+    state.commits[shas[2]] = {"outcome": "pending", "run_id": state.commits[shas[2]]["run_id"]}
+    state.save()
+    assert bisect(path, monkeypatch, shas[0], "main", "bench.yaml") == 0
+    captured = capfd.readouterr()
+    assert f"first bad commit: {shas[2]}" in captured.out
+    assert f"{shas[2][:7]} bad (recovered from its finished run" in captured.err
+    assert run_folders(path) == runs
+
 
 def test_no_regression_between_two_equal_commits(
         repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capfd: pytest.CaptureFixture[str]) -> None:
     path, shas = repo
     assert bisect(path, monkeypatch, shas[0], shas[1], "bench.yaml") == 1
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert f"no regression: BAD {shas[1][:7]} did not regress against GOOD's run" in out
 
 
 def test_a_commit_without_the_file_is_skipped_and_can_hide_the_first_bad_one(
         repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capfd: pytest.CaptureFixture[str]) -> None:
     path, shas = repo
     before = checkout_of(path)
     assert bisect(path, monkeypatch, shas[0], "gone", "bench.yaml") == 3
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     gone, back = git(path, "rev-parse", "gone~1", "gone").split()
     assert "undecided: the first bad commit is one of (the others were skipped):" in out
     assert f"  {gone[:7]} remove the benchmark" in out and f"  {back[:7]} bring" in out
@@ -163,10 +172,10 @@ def test_a_commit_without_the_file_is_skipped_and_can_hide_the_first_bad_one(
 ])
 def test_bad_input_exits_2_naming_the_fix(
         repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str], good: str, bad: str, file: str, said: str) -> None:
+        capfd: pytest.CaptureFixture[str], good: str, bad: str, file: str, said: str) -> None:
     path, _ = repo
     runs = run_folders(path)
     assert bisect(path, monkeypatch, good, bad, file) == 2
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert said in err and "fix:" in err
     assert run_folders(path) == runs
