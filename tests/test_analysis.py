@@ -426,3 +426,20 @@ def test_importing_the_analysis_imports_no_scipy():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['numpy']"
+
+
+def test_an_equal_guard_on_text_blocks_the_win_and_is_decided_at_the_first_look():
+    specs = {"t": PRIMARY, "digest": MetricSpec(direction="equal", guard=True)}
+    digests = [Observation(t, k, None, "00ff" if (t, k) != ("new", 2) else "00fe")
+               for k in range(6) for t in TREATMENTS]
+    _, v = verdict({"t": blocks(6, 0.7), "digest": digests}, specs)
+    assert v["digest"]["new"]["reason"] == ("1 of 6 values differ from the control's 00ff "
+                                            "(e.g. 00fe)")
+    assert v["t"]["new"]["verdict"] == "not_comparable"
+    assert "guard digest regressed" in v["t"]["new"]["reason"]
+    only = {"digest": MetricSpec(direction="equal", primary=True)}
+    decision = sequential_decision({"digest": digests[:10]}, only, TREATMENTS, "base",
+                                   blocks_done=5, min_blocks=5, max_blocks=20)
+    assert decision.stop and decision.reason == "every primary verdict decided after 5 blocks"
+    assert decision.analysis.verdicts["digest"]["new"].reason == (
+        "1 of 5 values differ from the control's 00ff (e.g. 00fe)")

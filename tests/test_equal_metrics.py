@@ -307,3 +307,22 @@ def test_a_hash_changed_since_an_earlier_run_is_a_regression_across_runs(
             if line.startswith("  a ") and why in line]
     assert rows and rows[0][1:6] == ["9007199254740993", "x5", "9007199254740992", "x5",
                                      "regressed"]
+
+
+def test_the_plot_of_an_exact_metric_has_its_values_verbatim_as_its_rows(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from pytest_benchmark_agent.plots import _figure, write_plots
+
+    trials = [{"status": "passed", "treatment": t, "replicate": k, "seed": None, "host": "h",
+               "metrics": {"h": NEXT if (t, k) == ("b", 1) else BIG, "t": 1.0 + k}}
+              for k in range(3) for t in ("a", "b")]
+    axes = _figure("h", trials, ["a", "b"], {"b": {"verdict": "regressed"}}, exact=True).axes[0]
+    assert [tick.get_text() for tick in axes.get_yticklabels()] == [str(BIG), str(NEXT)]
+    from matplotlib.collections import LineCollection
+
+    lines = [c for c in axes.collections if type(c) is LineCollection]
+    assert len(lines) == 1  # the blocks' lines, no median bars: the values are not numbers
+    assert [list(segment[:, 1]) for segment in axes.collections[0].get_segments()] == [
+        [0.0, 0.0], [0.0, 1.0], [0.0, 0.0]]  # block 1's line goes to the other value
+    files, note = write_plots(tmp_path, trials, ["h", "t"], ["a", "b"], {}, exact={"h"})
+    assert files == ["plot-h.png", "plot-t.png"] and note is None
