@@ -245,3 +245,17 @@ def test_a_pull_request_without_main_s_run_is_unjudged_and_fails(origin: Path,
     assert statuses["Benchmark the pull request against main"] == 1, pr.log
     summary = pr.summary.read_text()
     assert "gate **unjudged**" in summary and "no baseline ->" in summary, summary
+
+
+def test_under_xdist_the_summary_is_written_once_by_the_controller(origin: Path,
+                                                                  tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    env = {k: v for k, v in os.environ.items() if k not in ("BENCHMARK_HOME", "PYTEST_ADDOPTS")}
+    env["GITHUB_STEP_SUMMARY"] = str(summary)
+    done = subprocess.run([sys.executable, "-m", "pytest", "--bench", "bench.yaml", "-p",
+                           "no:cacheprovider", "-n", "2"], cwd=origin, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = summary.read_text()
+    assert text.count("### `ci-demo`") == 1, text
+    assert re.search(r"^\| `cost` \| - \| 100 \| - \| - \| not judged", text, re.M), text
