@@ -11,6 +11,7 @@ once a second (less often as it grows) while trials finish, and at the end; read
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -20,8 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
-from .config import parse_yaml
+from .config import BenchmarkConfig, parse_yaml
+from .fingerprint import code_label
 from .fsutil import atomic_write, file_lock, open_appending, write_line
+from .gate1 import treatment_variable
 from .run import BenchRun
 from .yamlwrite import to_yaml
 
@@ -87,7 +90,9 @@ class RecordWriter:
                  "started": run.started, "ended": run.ended, "counts": run.counts(),
                  "treatment_variable": run.variable, "control": run.control,
                  "primary": _primary_ratios(run), "verdicts": _primary_verdicts(run),
-                 "config_hash": run.config_hash, "cites": _cited(run), "flags": 0}
+                 "config_hash": run.config_hash, "cites": _cited(run), "flags": 0,
+                 "code": code_entry(run.fingerprint.get("code_identity")),
+                 "comparison_key": comparison_key(run.plan.config)}
         atomic_write(run.dir / "index.json", json.dumps(entry, indent=1))
         regenerate_index(run.home)
 
@@ -108,6 +113,30 @@ class RecordWriter:
                     "planned_trials": [run.trial_id(spec) for spec in run.planned],
                     "effective_params": effective, "fingerprint": run.fingerprint}
         atomic_write(run.dir / "config.yaml", dump_yaml(document))
+
+
+def code_entry(identity: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The code a run measured, as its index entry keeps it: a baseline named by a git revision
+    is found from these entries alone."""
+    if identity is None:
+        return None
+    return {"commit": identity.get("commit"), "short": identity.get("short"),
+            "branch": identity.get("branch"), "dirty": identity.get("dirty"),
+            "label": code_label(identity)}
+
+
+def comparison_key(config: BenchmarkConfig) -> str:
+    """A hash of what a baseline must share with a run (what gate 1 across runs compares: the
+    treatment variable, every other param, the stages, the seeds), so ``latest`` and a git
+    revision prefer a run that may serve without opening its record."""
+    variable = treatment_variable(config)
+    identity = {"variable": variable,
+                "params": {k: v for k, v in config.params.items() if k != variable},
+                "stages": sorted((s.model_dump(mode="json", exclude_none=True)
+                                  for s in config.stages), key=lambda s: str(s.get("name"))),
+                "seeds": config.seeds}
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _primary_ratios(run: BenchRun) -> dict[str, Any]:
@@ -193,6 +222,15 @@ def index_entries(home: Path) -> list[tuple[Path, dict[str, Any]]]:
     return [(runs / name, entry) for name, (_, entry) in seen.items()]
 
 
+def index_entry(run_dir: Path) -> dict[str, Any] | None:
+    """One run's ``index.json`` entry (written when it finished), or None."""
+    try:
+        with open(run_dir / "index.json", "rb") as handle:
+            return json.loads(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
 def regenerate_index(home: Path) -> None:
     """Rewrite ``results_index.md`` from every run's ``index.json``, grouped by tag."""
     entries = [entry for _, entry in index_entries(home)]
@@ -214,7 +252,9 @@ def regenerate_index(home: Path) -> None:
                 f"{metric}: " + ", ".join(
                     f"{t}={r}" + (f" {verdicts[metric][t]}" if t in verdicts.get(metric, {})
                                   else "") for t, r in ratios.items())
-                for metric, ratios in (entry.get("primary") or {}).items()) or "-"
+                for metric, ratios in (entry.get("primary") or {}).items() if ratios) or (
+                "one configuration: no in-run ratio" if "treatment_variable" in entry
+                and entry["treatment_variable"] is None else "-")
             state = entry["state"] + (f", flagged x{entry['flags']}" if entry.get("flags")
                                       else "")
             lines.append(f"| [{entry['run_id']}](runs/{entry['run_id']}/report.md) | "

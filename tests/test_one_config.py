@@ -78,6 +78,8 @@ def test_runs_its_replicates_and_compares_nothing_within_the_run(
         "one configuration (`default`), compared with nothing within this run")
     index = json.loads((loop_project.runs()[-1] / "index.json").read_text())
     assert index["control"] == "default" and index["treatment_variable"] is None
+    listing = (loop_project.home / "results_index.md").read_text()
+    assert "| 3/3 | one configuration: no in-run ratio |" in listing
 
     text = result.stdout.str()
     assert "needs two" not in text and "refused:" not in text
