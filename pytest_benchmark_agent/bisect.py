@@ -16,10 +16,12 @@ commit; its exit code is the outcome (0 good, 1 bad, 125 skip, 255 stops the bis
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -378,6 +380,8 @@ def bisect(state: Bisection, say: Callable[[str], None]) -> Result:
         return result
     finally:
         remove_worktree(repo, driver)
+        with contextlib.suppress(OSError):  # the commits' worktrees went as each was measured
+            (state.folder / "worktrees").rmdir()
         release_lock(lock)
 
 
@@ -443,17 +447,32 @@ def tested_in_order(state: Bisection) -> list[str]:
 
 # -- the step git bisect run calls ----------------------------------------------------------------
 
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (a CI job cancelled, ``timeout``) ends a bisection like Ctrl-C: the running
+    pytest records what it measured, and every worktree is removed."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def step(state_path: Path) -> int:
-    """Decide the commit at the driver's BISECT_HEAD; an unexpected error stops the bisection
-    (any other exit code would be read as good or bad) and is kept in the state."""
-    state = Bisection.load(state_path)
-    sha = git(state.folder / DRIVER, "rev-parse", "BISECT_HEAD").stdout.strip()
+    """Decide the commit at the driver's BISECT_HEAD. Any failure or interruption stops the
+    bisection (exit 255; any other code would be read as good or bad); a failure is kept in
+    the state when it can be."""
+    interrupt_on_sigterm()
+    state: Bisection | None = None
     try:
+        state = Bisection.load(state_path)
+        sha = git(state.folder / DRIVER, "rev-parse", "BISECT_HEAD").stdout.strip()
         record = decide(state, sha, lambda line: print(line, file=sys.stderr, flush=True))
+    except KeyboardInterrupt:
+        return _ABORT
     except Exception as exc:  # every failure must reach git as "stop", never as "bad"
         traceback.print_exc()
-        state.error = f"measuring {sha[:7]} failed: {exc}"
-        state.save()
+        if state is not None:
+            state.error = f"a step of the bisection failed: {exc}"
+            state.save()
         return _ABORT
     return _CODES[record["outcome"]]
 

@@ -22,7 +22,8 @@ interrupted bisection, or to report a finished one again without measuring.
 
 exit codes: 0 found, 1 BAD did not regress against GOOD, 2 bad input (unknown revision, GOOD
 not an ancestor of BAD, FILE missing, GOOD gives no baseline), 3 undecided (skipped commits
-hide the first bad one, BAD could not be judged, or the bisection stopped)."""
+hide the first bad one, BAD could not be judged, or the bisection stopped), 130 interrupted
+(rerun to resume)."""
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -31,6 +32,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     own, pytest_args = _command_line(args.rest)
     home = home_of(own) if own.home else home_of(args)
     say = _stderr
+    bisect.interrupt_on_sigterm()
     try:
         state = bisect.prepare(Path.cwd(), own.good, own.bad, own.file, home, pytest_args)
         say(f"bisect {state.name} ({state.file}): GOOD {state.good[:7]}, BAD {state.bad[:7]}; "
