@@ -257,8 +257,9 @@ def _write_run(folder: Path, document: Mapping[str, Any], record: dict[str, Any]
 def index_entry(record: Mapping[str, Any], frozen: Mapping[str, Any],
                 exported: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ``index.json`` entry the engine writes at a run's end, rebuilt from the record (the
-    file's own entry is not trusted), with the code block baseline resolution reads: from the
-    fingerprint's code identity, else the exported entry's."""
+    file's own entry gives only the keys this version does not build), with the code block
+    baseline resolution reads: from the fingerprint's code identity, else the exported
+    entry's."""
     config = BenchmarkConfig.model_validate(frozen["config"])
     control = str(record.get("control"))
     summary, verdicts = _obj(record.get("summary")), _obj(record.get("verdicts"))
@@ -268,7 +269,8 @@ def index_entry(record: Mapping[str, Any], frozen: Mapping[str, Any],
             else _obj(exported).get("code") or None)
     code = code if isinstance(code, dict) else None
     baseline, reproduces = _obj(record.get("baseline")), _obj(record.get("reproduces"))
-    return {"run_id": record["run_id"], "name": record["name"], "state": record["state"],
+    return {**_obj(exported),
+            "run_id": record["run_id"], "name": record["name"], "state": record["state"],
             "tag": record["tag"], "started": record.get("started"),
             "ended": record.get("ended"),
             "counts": dict(Counter(str(t["status"]) for t in record["trials"])),
@@ -279,8 +281,10 @@ def index_entry(record: Mapping[str, Any], frozen: Mapping[str, Any],
             "verdicts": {m: {label: _obj(v).get("verdict") for label, v in _obj(per).items()}
                          for m, per in verdicts.items() if m in primaries},
             "config_hash": record.get("config_hash"),
-            "cites": sorted({c for c in (baseline.get("run_id"), reproduces.get("run_id")) if c}),
-            "flags": len(record.get("flags") or []), "code": code,
+            "cites": sorted({c for c in (baseline.get("run_id"), reproduces.get("run_id"))
+                             if isinstance(c, str) and c}),
+            "flags": len(flags) if isinstance(flags := record.get("flags"), list) else 0,
+            "code": code,
             "comparison_key": comparison_key(config), "imported": utc_now()}
 
 
