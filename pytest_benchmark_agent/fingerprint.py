@@ -1,29 +1,37 @@
 """Environment / code / accelerator fingerprints of a run, and which differences matter.
 
 :func:`collect_fingerprint` is called once per session: it reads the interpreter, the OS and
-``/proc``, runs a few ``git`` plumbing commands per code path and asks NVML once; no network,
-no heavy imports (pynvml loads only through :mod:`.nvml`, ~20 ms). Its sections:
+``/proc``, runs a few ``git`` plumbing commands and asks NVML once; no network, no heavy
+imports (pynvml loads only through :mod:`.nvml`, ~20 ms). Its sections:
 
 - ``env``: Python version and implementation, OS, distribution, kernel, machine, CPU model,
   CPU count and CPUs available to the process, total memory, hostname; ``packages``: versions
   of the packages the benchmark named; ``tool_packages``: this plugin and its dependencies.
-- ``code``: per code path (as the config wrote it): in git, the commit, the tree hash of the
-  path at that commit, whether it is dirty and a hash of its uncommitted changes (the diff
-  against HEAD plus the untracked files' content); outside git, a hash of its content. Excluded
-  files and folders inside a code path (the data directory, the benchmark file) count nowhere:
-  where one is committed, ``tree`` is a hash of the path's listing at HEAD without them.
+- ``code``: per declared code path (:func:`default_code`: the ``code:`` paths; else, in git,
+  the benchmark's folder; else the stage files named in ``inputs:``; else nothing). In git, the
+  commit, the tree hash of the path at that commit, whether its tracked files changed and a
+  hash of that diff (untracked files never count); outside git, a hash of its content.
+- ``code_identity``: what code the run measured, for comparisons and labels
+  (:func:`code_label`): in the git work tree holding the benchmark, the commit, branch, and
+  whether the tracked files differ from it with a hash of the diff; outside git, a hash of the
+  declared code (None when nothing is declared).
 - ``accelerator``: NVML's driver and CUDA versions and each device, or the reason it is absent.
 - ``vars``: the declared environment variables (None when unset), secrets redacted.
 
-:func:`compare_fingerprints` splits the differences in two. **Blocking** (the two runs did not
-measure the same thing): the code's tree, dirty flag and change hash; Python major.minor and
+Excluded paths (the data directory, the benchmark file) count nowhere in ``code`` or
+``code_identity``; where one is committed, ``tree`` hashes the path's listing without it. Only
+regular files are read (never past the size ``fstat`` gave, never blocking): a FIFO, socket,
+device or link to one counts by name and type.
+
+:func:`compare_fingerprints` splits the differences in three. **Code** (what a comparison of
+code is about: neither blocking nor benign): every field of ``code`` and ``code_identity``.
+**Blocking** (the two runs did not measure the same thing): Python major.minor and
 implementation; OS, distribution, machine, kernel major.minor; CPU model and counts; total
 memory by more than 10%; the benchmark's own packages; the accelerator's presence, device
 models, memory, driver and CUDA versions (benign when the benchmark uses no GPU); every
-declared variable; any field this module does not know. **Benign** (listed in the report): the
-commit when the tree is the same (a commit that did not touch the code under test), the
-checkout's location, hostname, Python patch, kernel patch, this tool's own packages (stages are
-subprocesses; pytest or scipy do not time them), device UUIDs (another card of one model).
+declared variable; any field this module does not know. **Benign** (listed in the report):
+hostname, Python patch, kernel patch, this tool's own packages (stages are subprocesses; pytest
+or scipy do not time them), device UUIDs (another card of one model).
 """
 
 from __future__ import annotations
