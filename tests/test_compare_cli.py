@@ -6,6 +6,7 @@ import pytest
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
 
+from pytest_benchmark_agent.baseline import RecordView
 from pytest_benchmark_agent.cli import main
 
 
@@ -27,7 +28,8 @@ def test_compare_two_runs_of_one_config_shows_b_against_a_and_the_reproduction(
     rows = {line.split()[0]: line.split() for line in out.splitlines()
             if line.startswith("  a ") or line.startswith("  b ")}
     assert rows["a"][1:4] == ["6", "6", "no_change"] and rows["b"][1:4] == ["9", "9", "no_change"]
-    assert "Same frozen config: does B reproduce A's verdicts? yes" in out
+    assert "code: content:" in out and "(the same code)" in out
+    assert "Same frozen config and code: does B reproduce A's verdicts? yes" in out
     assert "`score` [b]: improved x1.5 here, improved x1.5 in r1: reproduced (tolerance 10%)" in out
 
 
@@ -56,17 +58,46 @@ def test_compare_refuses_runs_that_differ_in_a_control_naming_it(
     assert "not_comparable" in next(line for line in out.splitlines() if line.startswith("  b "))
 
 
-def test_compare_refuses_different_code_naming_the_field(
+def test_compare_across_code_names_both_sides_and_checks_no_reproduction(
         project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
     scored(project)
     run_as(project, "r1")
     project.write("code/measure.sh", '# v2\nread v < "data/$1.txt"; echo score=$(( v * $2 ))\n')
     run_as(project, "r2")
+    code, out = cli(project, capsys, "compare", "r1", "latest")
+    assert code == 0  # a difference of code is what is compared, not a refusal
+    labels = [RecordView.load(project.home / "runs" / run).code for run in ("r1", "r2")]
+    assert labels[0] != labels[1] and all(label.startswith("content:") for label in labels)
+    assert f"code: {labels[0]} -> {labels[1]} (B measured other code: this is a comparison of " \
+           "code)" in out
+    assert f"B against A ({labels[0]} -> {labels[1]})" in out
+    assert f"  code difference: code[{project.path / 'code'}].content_hash" in out
+    assert "Same frozen config, other code: B is compared with A across code, not a rerun" in out
+
+
+def test_compare_refuses_a_differing_declared_variable_naming_it(
+        project: BenchProject, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCH_FLAVOUR", "plain")
+    scored(project, env_vars=["BENCH_FLAVOUR"])
+    run_as(project, "r1")
+    monkeypatch.setenv("BENCH_FLAVOUR", "spicy")
+    run_as(project, "r2")
     code, out = cli(project, capsys, "compare", "r1", "r2")
     assert code == 1
-    assert (f"  - fingerprints differ in fields that matter: code[{project.path / 'code'}]"
-            ".content_hash") in out
-    assert "fingerprint difference that matters: code[" in out
+    assert "  - fingerprints differ in fields that matter: vars[BENCH_FLAVOUR]" in out
+    assert "fingerprint difference that matters: vars[BENCH_FLAVOUR]: plain -> spicy" in out
+
+
+def test_compare_says_what_it_searched_when_a_ref_names_no_run(
+        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    scored(project)
+    run_as(project, "r1")
+    code = main(["--home", str(project.home), "compare", "r1", "nope"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("benchmark-agent compare: unjudged: `nope` is no run id or unique "
+                          "prefix of one among 1 recorded run(s)")
 
 
 def test_history_lists_runs_with_tag_and_primary_verdicts_filtered_by_name(

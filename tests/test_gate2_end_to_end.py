@@ -11,6 +11,7 @@ from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
 
 from pytest_benchmark_agent.plots import NO_MATPLOTLIB
+from pytest_benchmark_agent.record import load_results
 
 
 def two_way(cmd: str, metrics: dict, fields: list[str], **overrides) -> dict:
@@ -114,20 +115,49 @@ def test_a_baseline_may_differ_in_the_treatment_variable_only(project: BenchProj
     result = project.run("--bench-baseline", "r2", "--bench-set", "size=4")
     assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error, exit code 2
     result.stdout.fnmatch_lines(["*params.size: is '4' here but '3' in baseline r2: a baseline "
-                                 "may differ in the treatment variable ('mode') only.*"])
+                                 "may differ in the treatment variable ('mode') and the code "
+                                 "only.*"])
 
 
-@pytest.mark.parametrize(("ref", "message"), [
-    ("r1", "*run r1 is EXPLORATORY (it was never reproduced) and cannot be a baseline*"),
-    ("nope", "*'nope' names no single recorded run*"),
-])
-def test_an_unreproduced_or_unknown_run_cannot_be_a_baseline(project: BenchProject, ref: str,
-                                                            message: str) -> None:
+def test_an_exploratory_baseline_serves_and_is_noted(project: BenchProject) -> None:
     scored(project)
     run_as(project, "r1")
-    result = project.run("--bench-baseline", ref)
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines([message])
+    record = run_as(project, "r2", "--bench-baseline", "r1", "--bench-fail-on=regression")
+    base = record["baseline"]
+    assert base["tag"] == "EXPLORATORY" and base["refused"] is None
+    assert "the baseline r1 is EXPLORATORY: one session, never reproduced" in base["notes"][1]
+    assert base["gate"]["outcome"] == "passed"
+    assert record["reproduces"]["run_id"] == "r1" and record["tag"] == "RELIABLE"
+
+
+@pytest.mark.parametrize(("fail_on", "exit_code"), [
+    ("regression", pytest.ExitCode.OK), ("regression,unjudged", pytest.ExitCode.TESTS_FAILED)])
+def test_an_unknown_baseline_leaves_the_gate_unjudged(project: BenchProject, fail_on: str,
+                                                      exit_code: int) -> None:
+    scored(project)
+    run_as(project, "r1")
+    result = project.run("--bench-run-id", "r2", "--bench-baseline", "nope",
+                         f"--bench-fail-on={fail_on}")
+    assert result.ret == exit_code, result.stdout.str()
+    result.stdout.fnmatch_lines(["  CI gate: UNJUDGED: baseline `nope`: `nope` is no run id or "
+                                 "unique prefix of one among 1 recorded run(s)*"])
+    record = load_results(project.home / "runs" / "r2")
+    assert record["baseline"]["gate"]["outcome"] == "unjudged"
+    assert record["tag"] == "RELIABLE"  # the run itself is fine: it reproduces r1
+
+
+def test_an_unreliable_baseline_is_refused_naming_why(project: BenchProject) -> None:
+    scored(project)
+    run_as(project, "r1")
+    scored(project, stages=[{"name": "measure", "kind": "measure", "cmd": "echo {mode}; exit 3",
+                             "metrics_from": {"stdout": True, "fields": ["score"]}}])
+    assert project.run("--bench-run-id", "broken").ret == pytest.ExitCode.TESTS_FAILED
+    assert load_results(project.home / "runs" / "broken")["tag"] == "UNRELIABLE"
+    scored(project)
+    record = run_as(project, "r3", "--bench-baseline", "broken")
+    assert record["baseline"]["refused"].startswith("run broken is UNRELIABLE (a gate failed in "
+                                                    "it) and cannot be a baseline")
+    assert record["baseline"]["gate"]["outcome"] == "unjudged"
 
 
 def test_a_baseline_of_other_treatments_anchors_the_run(project: BenchProject) -> None:
@@ -160,25 +190,32 @@ def test_a_qualified_baseline_carries_its_caveat(project: BenchProject) -> None:
 
 # -- fingerprints ---------------------------------------------------------------------------------
 
-def test_changed_code_makes_the_baseline_not_comparable(project: BenchProject) -> None:
+def test_changed_code_is_compared_with_the_baseline_not_refused(project: BenchProject) -> None:
     scored(project)
     run_as(project, "r1")
     run_as(project, "r2")
     project.write("code/measure.sh", '# edited\nread v < "data/$1.txt"; echo score=$(( v * $2 ))\n')
     record = run_as(project, "r3", "--bench-baseline", "r2")
-    refused = record["baseline"]["verdicts"]["score"]["a"]
-    assert refused["verdict"] == "not_comparable"
+    base = record["baseline"]
+    assert base["refused"] is None and base["fingerprint"]["blocking"] == []
     code_field = f"code[{project.path / 'code'}].content_hash"
-    assert refused["reason"] == f"fingerprints differ in fields that matter: {code_field}"
-    assert record["tag"] == "UNRELIABLE"
-    assert record["tag_reasons"] == [f"gate 2 refused the comparison with baseline r2: "
-                                     f"fingerprints differ in fields that matter: {code_field}"]
+    assert any(d.startswith(f"{code_field}: ") for d in base["fingerprint"]["code"])
+    assert base["code"]["changed"] and base["code"]["baseline"] != base["code"]["this"]
+    assert base["verdicts"]["score"]["a"]["verdict"] == "no_change"
+    assert base["gate"]["outcome"] == "passed"
+    # other code is no rerun: r3 is one session of its code, and says why
+    assert record["tag"] == "EXPLORATORY"
+    assert record["reproduces"]["run_id"] is None
+    assert record["reproduces"]["skipped"] == [
+        "2 earlier run(s) of this frozen config measured other code (e.g. "
+        f"{base['code']['baseline']}; this run {base['code']['this']}): a rerun needs the same "
+        "code"]
     report = (project.home / "runs" / "r3" / "report.md").read_text()
-    assert "The comparison with baseline r2 was refused: fingerprints differ" in report
-    # the same edit keeps a run without a baseline from reproducing r2, and says why
-    later = run_as(project, "r4")
-    assert later["tag"] == "EXPLORATORY"
-    assert later["reproduces"]["skipped"][0].startswith("r2 (same config) is not comparable")
+    both = f"{base['code']['baseline']} -> {base['code']['this']}"
+    assert f"- **Code:** {both} (changed: this is a comparison of code)" in report
+    assert f"### `score` against the baseline ({both})" in report
+    # the same edited code again reproduces r3
+    assert run_as(project, "r4")["reproduces"]["run_id"] == "r3"
 
 
 def test_a_declared_variable_that_differs_blocks_and_a_secret_never_reaches_a_file(

@@ -94,7 +94,8 @@ def test_tags_follow_reproduction_caveats_and_contradiction(project: BenchProjec
     fourth = run_as(project, "r4")
     assert fourth["tag"] == "QUALIFIED" and fourth["reproduces"]["ok"]
     assert "reproduced the verdict of r3, not its size: `score` [b]: improved x2 here, improved " \
-           "x1.5 in r3 (reproduce_tolerance 10%)" in fourth["tag_reasons"]
+           "x1.5 in r3 (95% intervals [2, 2] and [1.5, 1.5] apart, beyond reproduce_tolerance " \
+           "10%)" in fourth["tag_reasons"]
     project.write("data/b.txt", "2\n")  # now b is no better than a: the verdict flips
     fifth = run_as(project, "r5")
     assert fifth["tag"] == "UNRELIABLE"

@@ -1,0 +1,204 @@
+"""The CI gate across commits, on a real git repository and real ``pytest --bench`` processes.
+
+A benchmark of one configuration times a Python loop. Commit A is the loop, commit B does five
+times the work, commit C only edits the README. Each session names its baseline as CI would
+(``HEAD~1``, ``latest``, a commit without a run, a REF naming nothing) and the gate's outcome,
+exit code, terminal lines and record are checked; so are ``benchmark-agent compare`` between
+revisions and the refusal of a baseline with another param value.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_benchmark_agent.record import load_results
+
+LOOP = '''import sys
+import time
+
+WORK = {work}
+start = time.process_time()
+total = 0
+for i in range(WORK * int(sys.argv[1])):
+    total += i
+print(f"loop_s={{time.process_time() - start}}")
+'''
+BENCH = {
+    "name": "loop", "hypothesis": "the loop keeps its speed from commit to commit",
+    "params": {"size": 1}, "replicates": 5,
+    "stages": [{"name": "measure", "kind": "measure", "cmd": f"{sys.executable} loop.py {{size}}",
+                "metrics_from": {"stdout": True, "fields": ["loop_s"]}}],
+    # noise_threshold and fail_threshold are wide: the gate must catch x5, never a busy machine
+    "metrics": {"loop_s": {"direction": "lower", "primary": True, "noise_threshold": 0.5,
+                           "fail_threshold": 1.0}},
+}
+GIT_ENV = {"GIT_AUTHOR_NAME": "ci", "GIT_AUTHOR_EMAIL": "ci@example.invalid",
+           "GIT_COMMITTER_NAME": "ci", "GIT_COMMITTER_EMAIL": "ci@example.invalid"}
+
+
+class Repo:
+    """A git work tree holding the benchmark, its data home beside it, sessions run in it."""
+
+    def __init__(self, root: Path):
+        self.path = root / "repo"
+        self.home = root / "home"
+        self.path.mkdir()
+        self.env = {k: v for k, v in os.environ.items() if k != "BENCHMARK_HOME"} | GIT_ENV
+        self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=self.path, env=self.env, capture_output=True,
+                              text=True, check=True)
+        return done.stdout.strip()
+
+    def commit(self, message: str, **files: str) -> str:
+        """Write ``files`` (name -> text), commit them; the new commit's 7-hex label."""
+        for name, text in files.items():
+            (self.path / name).write_text(text)
+        self.git("add", *files)
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")[:7]
+
+    def bench(self, run_id: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest", "--bench", "bench.yaml",
+                               "--bench-home", str(self.home), "--bench-run-id", run_id,
+                               "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+                              cwd=self.path, env=self.env, capture_output=True, text=True,
+                              timeout=300)
+
+    def record(self, run_id: str) -> dict[str, Any]:
+        return load_results(self.home / "runs" / run_id)
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Commits 0 (README only, never benchmarked), A, B (x5 work) and C (README), each
+    benchmarked as CI would against the commit before it, then the odd cases."""
+    repo = Repo(tmp_path_factory.mktemp("ci"))
+    out: dict[str, Any] = {"repo": repo}
+    out["zero"] = repo.commit("readme", **{"README.md": "# loop\n"})
+    out["a"] = repo.commit("the loop", **{"loop.py": LOOP.format(work=300_000),
+                                          "bench.yaml": yaml.safe_dump(BENCH, sort_keys=False)})
+    out["at-a"] = repo.bench("at-a")
+    out["b"] = repo.commit("five times the work", **{"loop.py": LOOP.format(work=1_500_000)})
+    out["at-b"] = repo.bench("at-b", "--bench-baseline", "HEAD~1", "--bench-fail-on=regression")
+    out["c"] = repo.commit("docs only", **{"README.md": "# loop\n\nIt loops.\n"})
+    out["at-c"] = repo.bench("at-c", "--bench-baseline", "HEAD~1", "--bench-fail-on=regression")
+    (repo.path / "notes.txt").write_text("an untracked file\n")
+    out["untracked"] = repo.bench("untracked", "--bench-baseline", "latest",
+                                  "--bench-fail-on=regression")
+    out["other-param"] = repo.bench("other-param", "--bench-baseline", "HEAD~1",
+                                    "--bench-set", "size=2")
+    out["no-run"] = repo.bench("no-run", "--bench-baseline", out["zero"],
+                               "--bench-fail-on=regression")
+    out["no-run-strict"] = repo.bench("no-run-strict", "--bench-baseline", "no-such-ref",
+                                      "--bench-fail-on=regression,unjudged")
+    return out
+
+
+def test_a_slower_commit_fails_the_gate_naming_both_commits(history: dict[str, Any]) -> None:
+    done = history["at-b"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    a, b = history["a"], history["b"]
+    assert f"code {a} -> {b}" in done.stdout
+    gate_line = next(line for line in done.stdout.splitlines() if "CI gate:" in line)
+    assert gate_line.startswith("  CI gate: REGRESSED: `loop_s`")
+    assert "against at-a" in gate_line
+    assert f"({a} -> {b}), beyond fail_threshold 100%" in gate_line
+    base = history["repo"].record("at-b")["baseline"]
+    assert base["run_id"] == "at-a" and base["ref"] == "HEAD~1"
+    assert base["resolved"] == f"git revision {a}"
+    assert base["code"] == {"baseline": a, "this": b, "changed": True}
+    assert base["gate"]["outcome"] == "regressed"
+    (verdict,) = base["verdicts"]["loop_s"].values()
+    assert verdict["verdict"] == "regressed" and verdict["ratio"] > 2
+    assert {"verdict", "ratio", "ci", "p", "p_holm", "n", "reason", "against"} <= set(verdict)
+    report = (history["repo"].home / "runs" / "at-b" / "report.md").read_text()
+    assert f"- **Code:** {a} -> {b} (changed: this is a comparison of code)" in report
+    assert "- **CI gate:** REGRESSED" in report
+    assert f"### `loop_s` against the baseline ({a} -> {b})" in report
+    assert "the baseline at-a is EXPLORATORY" in report
+
+
+def test_a_commit_that_only_edits_the_readme_passes(history: dict[str, Any]) -> None:
+    done = history["at-c"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    b, c = history["b"], history["c"]
+    assert "  CI gate: passed: no primary metric regressed beyond its fail_threshold against " \
+           f"baseline at-b ({b} -> {c})" in done.stdout
+    record = history["repo"].record("at-c")
+    assert record["baseline"]["code"] == {"baseline": b, "this": c, "changed": True}
+    # every CI run of a new commit is one session of its code: EXPLORATORY, and it says why
+    assert record["tag"] == "EXPLORATORY"
+    assert any(reason.startswith("no earlier run of this frozen config and code to reproduce")
+               for reason in record["tag_reasons"])
+
+
+def test_an_untracked_file_changes_nothing_and_latest_is_the_last_run(
+        history: dict[str, Any]) -> None:
+    done = history["untracked"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    c = history["c"]
+    record = history["repo"].record("untracked")
+    base = record["baseline"]
+    assert base["run_id"] == "at-c" and base["resolved"] == "latest"
+    assert base["code"] == {"baseline": c, "this": c, "changed": False}
+    assert base["fingerprint"]["blocking"] == [] and base["fingerprint"]["code"] == []
+    assert base["gate"]["outcome"] == "passed"
+    # the same config and code again: a faithful rerun of at-c, every primary no_change
+    assert record["reproduces"]["run_id"] == "at-c" and record["reproduces"]["ok"]
+    assert record["tag"] in ("RELIABLE", "QUALIFIED")
+
+
+def test_a_baseline_with_another_param_value_is_refused_naming_it(
+        history: dict[str, Any]) -> None:
+    done = history["other-param"]
+    assert done.returncode == 2, done.stdout + done.stderr  # a collection error
+    assert ("params.size: is '2' here but '1' in baseline at-b (HEAD~1): a baseline may differ "
+            "in the code only.") in done.stdout
+    assert not (history["repo"].home / "runs" / "other-param").exists()
+
+
+def test_a_missing_baseline_is_unjudged_loudly_and_fails_only_when_asked(
+        history: dict[str, Any]) -> None:
+    done = history["no-run"]
+    assert done.returncode == 0, done.stdout + done.stderr  # regression only: nothing regressed
+    zero = history["zero"]
+    gate_line = next(line for line in done.stdout.splitlines() if "CI gate:" in line)
+    assert gate_line.startswith(f"  CI gate: UNJUDGED: baseline `{zero}`: `{zero}` is git commit "
+                                f"{zero} (in {history['repo'].path}), but no finished run of "
+                                "benchmark 'loop' measured it with a clean tree")
+    assert "fix: run `pytest --bench` at that commit first" in gate_line
+    record = history["repo"].record("no-run")
+    assert record["baseline"]["run_id"] is None
+    assert record["baseline"]["gate"]["outcome"] == "unjudged"
+    strict = history["no-run-strict"]
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    assert "  CI gate: UNJUDGED: baseline `no-such-ref`: `no-such-ref` is no run id" in \
+        strict.stdout
+
+
+def test_compare_takes_revisions_and_names_both_commits(history: dict[str, Any]) -> None:
+    repo = history["repo"]
+    done = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli", "--home",
+                           str(repo.home), "compare", "HEAD~2", "HEAD~1"], cwd=repo.path,
+                          env=repo.env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    a, b = history["a"], history["b"]
+    assert done.stdout.startswith("compare at-a (EXPLORATORY, complete) -> at-b")
+    assert f"code: {a} -> {b} (B measured other code: this is a comparison of code)" in done.stdout
+    row = next(line.split() for line in done.stdout.splitlines() if "regressed" in line)
+    assert row[3] == "regressed"
+    missing = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli", "--home",
+                              str(repo.home), "compare", history["zero"], "latest"],
+                             cwd=repo.path, env=repo.env, capture_output=True, text=True,
+                             timeout=120)
+    assert missing.returncode == 2
+    assert f"unjudged: `{history['zero']}` is git commit" in missing.stderr
