@@ -4,12 +4,15 @@ A benchmark of one configuration times a Python loop. Commit A is the loop, comm
 times the work, commit C only edits the README. Each session names its baseline as CI would
 (``HEAD~1``, ``latest``, a commit without a run, a REF naming nothing) and the gate's outcome,
 exit code, terminal lines and record are checked; so are ``benchmark-agent compare`` between
-revisions and the refusal of a baseline with another param value.
+revisions and the refusal of a baseline with another param value. Then REF resolution on its
+own (index entries written by hand in a real repository) and the resolution benchmark's table.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pytest_benchmark_agent.baseline import Resolution, resolve_ref
 from pytest_benchmark_agent.record import load_results
 
 LOOP = '''import sys
@@ -202,3 +206,110 @@ def test_compare_takes_revisions_and_names_both_commits(history: dict[str, Any])
                              timeout=120)
     assert missing.returncode == 2
     assert f"unjudged: `{history['zero']}` is git commit" in missing.stderr
+
+
+# -- resolving a REF from the index entries -------------------------------------------------------
+
+def entry(home: Path, run_id: str, commit: str | None, *, name: str = "loop",
+          state: str = "complete", tag: str = "EXPLORATORY", dirty: bool = False,
+          key: str = "k", ended: str = "2026-01-01T00:00:00.000Z") -> None:
+    """A recorded run as the index knows it (its index.json and a minimal results.yaml)."""
+    folder = home / "runs" / run_id
+    folder.mkdir(parents=True)
+    code = None if commit is None else {"commit": commit, "short": commit[:7], "branch": "main",
+                                        "dirty": dirty, "label": commit[:7]}
+    (folder / "index.json").write_text(json.dumps(
+        {"run_id": run_id, "name": name, "state": state, "tag": tag, "ended": ended,
+         "code": code, "comparison_key": key}))
+    (folder / "results.yaml").write_text(f"run_id: {run_id}\nstate: {state}\n")
+
+
+@pytest.fixture
+def two_commits(tmp_path: Path) -> tuple[Repo, str, str]:
+    repo = Repo(tmp_path)
+    repo.commit("one", **{"a.txt": "1\n"})
+    repo.commit("two", **{"a.txt": "2\n"})
+    return repo, repo.git("rev-parse", "HEAD~1"), repo.git("rev-parse", "HEAD")
+
+
+def test_a_ref_is_a_run_id_a_prefix_latest_or_a_revision(two_commits) -> None:
+    repo, first, second = two_commits
+    home = repo.home
+    entry(home, "2026-01-01T00-00-00-loop-aaaa", first, ended="2026-01-01T00:00:01.000Z")
+    entry(home, "2026-01-01T00-00-05-loop-bbbb", first, dirty=True,
+          ended="2026-01-01T00:00:06.000Z")
+    entry(home, "2026-01-01T00-00-09-loop-cccc", second, key="other",
+          ended="2026-01-01T00:00:10.000Z")
+    entry(home, "2026-01-01T00-00-12-loop-dddd", second, ended="2026-01-01T00:00:13.000Z")
+    entry(home, "2026-01-01T00-00-15-loop-eeee", second, tag="UNRELIABLE",
+          ended="2026-01-01T00:00:16.000Z")
+    entry(home, "2026-01-01T00-00-20-other-ffff", second, name="other",
+          ended="2026-01-01T00:00:21.000Z")
+
+    def resolve(ref: str, **kwargs: Any) -> Resolution:
+        return resolve_ref(home, ref, "loop", repo.path, key="k", **kwargs)
+
+    assert resolve("2026-01-01T00-00-00-loop-aaaa").how == "run id"
+    assert resolve("2026-01-01T00-00-09").run_id == "2026-01-01T00-00-09-loop-cccc"
+    latest = resolve("latest")  # the UNRELIABLE and the other benchmark's runs are skipped,
+    assert (latest.run_id, latest.how) == ("2026-01-01T00-00-12-loop-dddd", "latest")
+    # ... and a run sharing the comparison key is preferred to a newer one of other params
+    assert resolve("latest", exclude="2026-01-01T00-00-12-loop-dddd").run_id == \
+        "2026-01-01T00-00-05-loop-bbbb"
+    assert resolve_ref(home, "latest", "loop", repo.path, key="other").run_id == \
+        "2026-01-01T00-00-09-loop-cccc"
+    head = resolve("HEAD")
+    assert (head.run_id, head.how) == ("2026-01-01T00-00-12-loop-dddd",
+                                       f"git revision {second[:7]}")
+    assert resolve("main~1").run_id == "2026-01-01T00-00-00-loop-aaaa"  # the clean one
+    assert resolve(first[:10]).run_id == "2026-01-01T00-00-00-loop-aaaa"
+    refused = resolve("2026-01-01T00-00-15")
+    assert refused.run_id == "2026-01-01T00-00-15-loop-eeee"
+    assert refused.problem.startswith("run 2026-01-01T00-00-15-loop-eeee is UNRELIABLE (a gate "
+                                      "failed in it) and cannot be a baseline")
+    assert resolve_ref(home, "2026-01-01T00-00-15", None, repo.path, strict=False).problem is None
+    ambiguous = resolve("2026-01-01T00-00-")
+    assert ambiguous.run_dir is None
+    assert ambiguous.problem.startswith("`2026-01-01T00-00-` is a prefix of 6 run ids")
+
+
+def test_a_revision_without_a_clean_run_says_what_it_searched(two_commits) -> None:
+    repo, first, _ = two_commits
+    entry(repo.home, "r-dirty", first, dirty=True)
+    entry(repo.home, "r-old", None)
+    found = resolve_ref(repo.home, "HEAD~1", "loop", repo.path)
+    assert found.run_dir is None
+    assert found.problem == (
+        f"`HEAD~1` is git commit {first[:7]} (in {repo.path}), but no finished run of benchmark "
+        f"'loop' measured it with a clean tree in {repo.home / 'runs'} (2 run(s) of it recorded: "
+        "0 at other commits, 1 at it with a dirty tree, 1 without a recorded commit); fix: run "
+        "`pytest --bench` at that commit first (in CI: on the base branch, keeping or importing "
+        "its data home), or name a run id (benchmark-agent history lists them)")
+    outside = resolve_ref(repo.home, "HEAD", "loop", repo.home)
+    assert outside.problem.endswith("(that folder is in no git repository); fix: give a run id "
+                                    "(benchmark-agent history lists them), `latest`, or a "
+                                    "commit, branch or tag of that repository")
+
+
+def test_a_bad_fail_on_value_is_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--bench", "--bench-fail-on=regresion",
+                           "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 4
+    assert "'regresion': give a comma list of regression, unjudged" in done.stderr
+
+
+def test_the_resolution_benchmark_prints_its_table() -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "baseline_resolution.py"
+    done = subprocess.run([sys.executable, str(script), "--runs", "40", "--repeat", "2"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("baseline resolution in a home of 40 recorded runs")
+    assert lines[1].split() == ["REF", "median", "min", "n", "target", "result"]
+    rows = [re.match(r"^(.+?)\s+(\d+\.\d{3}) ms\s+(\d+\.\d{3}) ms\s+2  < 50 ms\s+(met|MISSED)$",
+                     line) for line in lines[2:5]]
+    assert all(rows), lines
+    assert [row.group(1) for row in rows] == [
+        "latest", f"run id prefix ({rows[1].group(1).split('(')[1][:-1]})",
+        "git revision (HEAD~2)"]
+    assert lines[5] == "files one resolution opens: 40 index.json, 0 results.yaml, 0 config.yaml"

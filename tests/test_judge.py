@@ -14,10 +14,12 @@ import pytest
 import yaml
 
 from pytest_benchmark_agent import judge
-from pytest_benchmark_agent.config import load_config
+from pytest_benchmark_agent.baseline import RecordView, reproduction
+from pytest_benchmark_agent.config import MetricSpec, load_config
 from pytest_benchmark_agent.isolation import CAVEAT_NONE
 from pytest_benchmark_agent.plan import build_plan
 from pytest_benchmark_agent.run import BenchRun
+from pytest_benchmark_agent.tags import compute_tag
 
 Value = Callable[[str, int], float]  # (treatment, replicate) -> the metric's value
 
@@ -339,3 +341,122 @@ def test_regressions_name_the_metric_and_the_treatment(tmp_path: Path) -> None:
     record(faster, lambda t, r: twice_as_slow("a" if t == "b" else "b", r))
     judge.judge_run(faster, None)
     assert faster.verdicts["t"]["b"]["verdict"] == "improved" and judge.regressions(faster) == []
+
+
+# -- reproduction across runs ---------------------------------------------------------------------
+
+def view(run_id: str, verdicts: dict | None = None, trials: list | None = None,
+         treatments: tuple[str, ...] = ("a", "b")) -> RecordView:
+    """A recorded run as a comparison reads it: verdicts of ``t`` for b, or trials."""
+    return RecordView(run_id=run_id, name="judged", tag="EXPLORATORY", state="complete",
+                      control="a", treatments=list(treatments), config={}, fingerprint={},
+                      trials=trials or [], verdicts={"t": verdicts or {}})
+
+
+SPECS = {"t": MetricSpec(direction="lower", primary=True)}
+
+
+@pytest.mark.parametrize(("mine", "theirs", "tag", "said"), [
+    # identical reruns of a clear effect: x6.2 then x8.3, far beyond the 10% tolerance
+    ({"verdict": "regressed", "ratio": 8.3, "ci": [6.9, 9.8]},
+     {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]}, "RELIABLE",
+     "reproduced (95% intervals [6.9, 9.8] and [5.1, 7.4] overlap)"),
+    ({"verdict": "regressed", "ratio": 2.05, "ci": [2.0, 2.1]},
+     {"verdict": "regressed", "ratio": 2.0, "ci": [1.9, 1.95]}, "RELIABLE",
+     "reproduced (tolerance 10%)"),
+    # the same verdict, an effect of another size: reproduced with a caveat
+    ({"verdict": "regressed", "ratio": 8.3, "ci": [8.0, 8.6]},
+     {"verdict": "regressed", "ratio": 2.0, "ci": [1.9, 2.1]}, "QUALIFIED",
+     "the verdict reproduced, the size did not (intervals apart, beyond 10%)"),
+    # a flipped or a vanished effect contradicts the earlier run
+    ({"verdict": "improved", "ratio": 0.5, "ci": [0.4, 0.6]},
+     {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]}, "UNRELIABLE", "NOT reproduced"),
+    ({"verdict": "no_change", "ratio": 1.0, "ci": [0.9, 1.1]},
+     {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]}, "UNRELIABLE", "NOT reproduced"),
+])
+def test_a_rerun_reproduces_when_verdicts_agree_and_intervals_overlap(
+        mine: dict, theirs: dict, tag: str, said: str) -> None:
+    check = reproduction(view("r2", {"b": mine}), view("r1", {"b": theirs}), SPECS, [])
+    assert check.lines[0].endswith(said)
+    assert compute_tag([], [], [], check)[0] == tag
+
+
+def alone(values: list[float]) -> list[dict]:
+    """Passed trials of one configuration (``a``) with these values of ``t``."""
+    return [{"treatment": "a", "replicate": i, "seed": None, "status": "passed",
+             "metrics": {"t": value}} for i, value in enumerate(values)]
+
+
+@pytest.mark.parametrize(("later", "tag", "said"), [
+    ([10.0, 10.2, 9.9, 10.1, 10.0], "RELIABLE", "reproduced (no change)"),
+    ([20.0, 20.4, 19.8, 20.2, 20.0], "UNRELIABLE", "NOT reproduced"),
+    ([10.0, 10.2, 9.9], "EXPLORATORY", "not compared (too few replicates (n=3, needed 5))"),
+])
+def test_one_configuration_reproduces_by_no_change_against_the_prior_run(
+        later: list[float], tag: str, said: str) -> None:
+    prior = view("r1", trials=alone([10.0, 10.1, 10.2, 9.9, 10.0]), treatments=("a",))
+    check = reproduction(view("r2", trials=alone(later), treatments=("a",)), prior, SPECS, [])
+    assert check.lines[0].startswith("`t` [a] against r1 `a`: ") and check.lines[0].endswith(said)
+    assert compute_tag([], [], [], check)[0] == tag
+
+
+# -- the CI gate ----------------------------------------------------------------------------------
+
+def against(verdicts: dict, **extra: object) -> dict:
+    """``run.baseline`` of a comparison with baseline r1, code a1 -> b2."""
+    return {"run_id": "r1", "code": {"baseline": "a1", "this": "b2", "changed": True},
+            "refused": None, "verdicts": verdicts, **extra}
+
+
+def regressed(ratio: float | None, reason: str | None = None) -> dict:
+    return {"verdict": "regressed", "ratio": ratio, "reason": reason, "against": "r1 `a`"}
+
+
+GATED = {"t": MetricSpec(direction="lower", primary=True, fail_threshold=0.05),
+         "digest": MetricSpec(direction="equal", guard=True),
+         "mem": MetricSpec(direction="lower")}
+
+
+@pytest.mark.parametrize(("verdicts", "outcome", "first"), [
+    ({"t": {"a": regressed(1.2)}}, "regressed",
+     "`t` [a] regressed x1.2 against r1 `a` (a1 -> b2), beyond fail_threshold 5%"),
+    ({"t": {"a": regressed(1.03)}}, "passed",
+     "no primary metric regressed beyond its fail_threshold against baseline r1 (a1 -> b2)"),
+    ({"t": {"a": {"verdict": "no_change", "ratio": 1.0, "against": "r1 `a`"}},
+      "digest": {"a": regressed(None, "1 of 5 values differ from the control's 7 (e.g. 8)")}},
+     "regressed", "guard `digest` [a] changed against r1 `a` (a1 -> b2): 1 of 5 values differ "
+     "from the control's 7 (e.g. 8)"),
+    ({"t": {"a": {"verdict": "no_change", "ratio": 1.0, "against": "r1 `a`"}},
+      "mem": {"a": regressed(3.0)}}, "passed",  # not a primary, not a guard
+     "no primary metric regressed beyond its fail_threshold against baseline r1 (a1 -> b2)"),
+    ({"t": {"a": {"verdict": "not_comparable", "reason": "too few replicates (n=3, needed 5)",
+                  "against": "r1 `a`"}}}, "unjudged",
+     "no primary metric could be compared with baseline r1 (a1 -> b2)"),
+])
+def test_the_gate_fails_beyond_fail_threshold_and_on_a_changed_guard(
+        verdicts: dict, outcome: str, first: str) -> None:
+    gate = judge.baseline_gate(against(verdicts), GATED)
+    assert gate["outcome"] == outcome and gate["reasons"][0] == first
+    if outcome == "passed" and "t" in verdicts and verdicts["t"]["a"]["verdict"] == "regressed":
+        assert gate["reasons"][1].endswith("within fail_threshold 5%")
+
+
+def test_a_refused_baseline_leaves_the_gate_unjudged() -> None:
+    gate = judge.baseline_gate(against({}, refused="fingerprints differ in fields that matter: "
+                                           "env.cpu_model"), GATED)
+    assert gate == {"outcome": "unjudged", "reasons": [
+        "not comparable with baseline r1 (a1 -> b2): fingerprints differ in fields that matter: "
+        "env.cpu_model"]}
+
+
+@pytest.mark.parametrize(("replicates", "value", "outcome"), [
+    (5, twice_as_slow, "regressed"),
+    (5, lambda t, r: 10.0 + r % 3, "passed"),
+    (3, twice_as_slow, "unjudged"),  # too few replicates: nothing could be judged
+])
+def test_without_a_baseline_the_gate_keeps_the_in_run_meaning(
+        tmp_path: Path, replicates: int, value: Value, outcome: str) -> None:
+    run = make_run(tmp_path, replicates=replicates)
+    record(run, value)
+    judge.judge_run(run, None)
+    assert judge.ci_gate(run)["outcome"] == outcome
