@@ -38,7 +38,8 @@ _MEANS = {
 # -- history --------------------------------------------------------------------------------------
 
 def cmd_history(args: argparse.Namespace) -> int:
-    """One line per recorded run, oldest first: id, state, tag, name, trials, primary verdicts."""
+    """One line per recorded run, oldest first: id, state, tag, name, code, trials, primary
+    verdicts."""
     for run_dir in runs_in(home_of(args)):
         entry = _entry(run_dir)
         if args.name and entry.get("name") != args.name:
@@ -48,8 +49,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         primary = "; ".join(f"{metric} " + ", ".join(f"{t} {v}" for t, v in per.items())
                             for metric, per in verdicts.items() if per)
         flags = f"  flagged x{entry['flags']}" if entry.get("flags") else ""
+        code = (entry.get("code") or {}).get("label")
         print(f"{run_dir.name}  {entry.get('state', '?'):<11} {entry.get('tag', '?'):<11} "
-              f"{entry.get('name')}  trials: "
+              f"{entry.get('name')}" + (f"  code {code}" if code else "") + "  trials: "
               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
               + (f"  primary: {primary}" if primary else "") + flags)
     return 0
@@ -162,9 +164,11 @@ def _fingerprint_checks(record: dict[str, Any]) -> list[str]:
                      + (f"; benign differences: {'; '.join(benign)}" if benign else "") + ".")
     if baseline:
         fingerprint = baseline.get("fingerprint") or {}
-        lines.append(f"- Fingerprint against baseline {baseline.get('run_id')}: "
+        code = baseline.get("code") or {}
+        lines.append(f"- Fingerprint against baseline {baseline.get('run_id') or 'none found'} "
+                     f"(`{baseline.get('ref')}`): "
                      + ("; ".join(fingerprint.get("blocking") or []) or "equal where it matters")
-                     + ".")
+                     + f"; code {code.get('baseline')} -> {code.get('this')}.")
         control = next((v for per in (baseline.get("verdicts") or {}).values()
                         for t, v in per.items() if t == record.get("control")), None)
         if control:

@@ -22,6 +22,10 @@ run. The statistics are :mod:`.analysis`'s; this module decides what goes in:
   when every comparison would be refused before a test runs (a side without samples, or fewer
   than ``min_replicates``), :func:`evaluate` writes those refusals itself, by the rules of
   :mod:`.comparability` that the analysis applies too, without importing it.
+* **The CI gate** (``run.baseline["gate"]``, read by ``--bench-fail-on``): against a baseline,
+  ``regressed`` when a primary metric regressed beyond its ``fail_threshold`` or a guard metric
+  regressed, ``unjudged`` when the baseline was not found, not comparable, or no primary could
+  be compared, else ``passed``; without one, :func:`ci_gate` judges within the run as before.
 * **One configuration** (a file without ``treatment_variable``): no comparison inside the run,
   so no verdict and no refusal; only its guards (floor, ceiling) and caveats. It is compared
   with other runs only, and its tag says so while there is none.
