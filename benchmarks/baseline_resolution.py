@@ -98,20 +98,25 @@ def timed(resolve: Callable[[], object], repeat: int) -> list[float]:
 
 
 def opened(resolve: Callable[[], object]) -> Counter:
-    """Which kinds of file one resolution opens (by file name)."""
+    """Which kinds of file one resolution opens (by file name), through ``open`` or
+    ``os.open``."""
     seen: Counter = Counter()
-    real = builtins.open
+    real_open, real_os_open = builtins.open, os.open
 
     def spy(file, *args, **kwargs):
         seen[Path(str(file)).name] += 1
-        return real(file, *args, **kwargs)
+        return real_open(file, *args, **kwargs)
+
+    def os_spy(file, *args, **kwargs):
+        seen[Path(str(file)).name] += 1
+        return real_os_open(file, *args, **kwargs)
 
     record._index_cache.clear()
-    builtins.open = spy
+    builtins.open, os.open = spy, os_spy
     try:
         resolve()
     finally:
-        builtins.open = real
+        builtins.open, os.open = real_open, real_os_open
     return seen
 
 

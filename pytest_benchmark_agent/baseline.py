@@ -172,8 +172,9 @@ def resolve_ref(home: Path, ref: str, name: str | None, repo: Path, *, exclude: 
     if ref != "latest" and len(prefixed) == 1:
         return _named(ref, runs / prefixed[0], "run id" if prefixed[0] == ref
                       else "run id prefix", strict)
-    entries = [(run_dir, entry) for run_dir, entry in index_entries(home)
-               if run_dir.name != exclude]
+    entries = index_entries(home)
+    if exclude is not None:
+        entries = [(run_dir, entry) for run_dir, entry in entries if run_dir.name != exclude]
     if ref == "latest":
         pool = [(d, e) for d, e in entries if name is None or e.get("name") == name]
         return _newest(ref, pool, "latest", key, f"no finished run of {_which(name)} that may "

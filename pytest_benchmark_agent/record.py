@@ -197,7 +197,8 @@ def index_entries(home: Path) -> list[tuple[Path, dict[str, Any]]]:
     a file this process already read is parsed again only when it changed (its inode, mtime or
     size: every write is an atomic replace, so a new inode). The entries are shared: read only.
     The folder is listed with ``os.listdir`` and each file opened once: ``Path.glob`` (an lstat
-    per run) and ``read_text`` made a scan about twice as slow.
+    per run) and ``read_text`` made a scan about twice as slow; a file not cached yet is not
+    stat'ed first but read by :func:`_read_entry`.
     """
     runs = home / "runs"
     try:
@@ -208,18 +209,33 @@ def index_entries(home: Path) -> list[tuple[Path, dict[str, Any]]]:
     seen: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
     for name in names:
         path = os.path.join(runs, name, "index.json")
+        cached = known.get(name)
         try:
-            info = os.stat(path)
-            identity = (info.st_ino, info.st_mtime_ns, info.st_size)
-            cached = known.get(name)
-            if cached is None or cached[0] != identity:
-                with open(path, "rb") as handle:
-                    cached = (identity, json.loads(handle.read()))
+            if cached is not None:
+                info = os.stat(path)
+                if cached[0] == (info.st_ino, info.st_mtime_ns, info.st_size):
+                    seen[name] = cached
+                    continue
+            seen[name] = _read_entry(path)
         except (OSError, ValueError):
             continue
-        seen[name] = cached
     _index_cache[home] = seen
     return [(runs / name, entry) for name, (_, entry) in seen.items()]
+
+
+def _read_entry(path: str) -> tuple[tuple[int, int, int], dict[str, Any]]:
+    """An index file's identity (inode, mtime, size) and entry from one open descriptor:
+    ``os.open``, ``fstat`` and ``read`` cost about two thirds of ``open()`` with its buffered
+    reader, which is most of resolving a baseline among 1,000 runs."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        info = os.fstat(fd)
+        chunks = [os.read(fd, info.st_size + 1)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 1 << 16))
+    finally:
+        os.close(fd)
+    return (info.st_ino, info.st_mtime_ns, info.st_size), json.loads(b"".join(chunks))
 
 
 def index_entry(run_dir: Path) -> dict[str, Any] | None:
