@@ -489,16 +489,24 @@ def reproduction(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
 def _rerun(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
            benign: list[str]) -> Reproduction:
     """One configuration, no verdict of its own: it reproduces the prior run when every primary
-    metric is ``no_change`` against it (a change contradicts it; a comparison refused for want
-    of data limits it)."""
+    metric is ``no_change`` against it with its 95% interval inside ``reproduce_tolerance``
+    (evidence of agreement, not a shared miss: a ``no_change`` whose interval reaches beyond
+    the tolerance is too noisy to show it, which limits the run). A change contradicts it; a
+    comparison refused for want of data limits it."""
     verdicts, _ = cross_verdicts(this, prior, specs)
     lines, problems, limits = [], [], []
     for metric in primary_metrics(specs):
+        tolerance = specs[metric].reproduce_tolerance
         for label, v in verdicts.get(metric, {}).items():
             line = (f"`{metric}` [{label}] against {v['against']}: {v['verdict']} "
                     f"x{_num(v.get('ratio'))} {_interval(v.get('ci'))}")
-            if v["verdict"] == "no_change":
-                lines.append(f"{line}: reproduced (no change)")
+            if v["verdict"] == "no_change" and not _inside(v.get("ci"), tolerance):
+                limits.append(f"too noisy to show that it reproduces {prior.run_id}: {line} "
+                              f"reaches beyond reproduce_tolerance {tolerance:.0%} (add "
+                              "replicates)")
+                lines.append(f"{line}: not shown (the interval is wider than {tolerance:.0%})")
+            elif v["verdict"] == "no_change":
+                lines.append(f"{line}: reproduced (no change, within {tolerance:.0%})")
             elif v["verdict"] == "not_comparable":
                 limits.append(f"could not compare with {prior.run_id}: {line} ({v.get('reason')})")
                 lines.append(f"{line}: not compared ({v.get('reason')})")
@@ -507,6 +515,12 @@ def _rerun(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
                 lines.append(f"{line}: NOT reproduced")
     return Reproduction(prior.run_id, "reproduction", lines, problems, prior.tag,
                         _carried(prior), benign, limits)
+
+
+def _inside(ci: Any, tolerance: float) -> bool:
+    """Whether a ratio's interval lies within ``1 +- tolerance`` (no interval: an exact
+    comparison, whose ``no_change`` is itself exact)."""
+    return not ci or (1 - tolerance - 1e-12 <= ci[0] and ci[1] <= 1 + tolerance + 1e-12)
 
 
 def _overlap(a: Any, b: Any) -> bool:
