@@ -68,6 +68,22 @@ NonNegative = _number(float, "number", ge=0)
 Steps = _number(int, "integer", ge=2)
 
 
+def _percent(value: Any) -> Any:
+    """``"5%"`` as 0.05, so a threshold can be written the way people say it; else unchanged."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            return float(value.strip()[:-1]) / 100
+        except ValueError:
+            raise PydanticCustomError("fraction_type", "Input should be a fraction (0.05) or a "
+                                      "percentage ('5%')") from None
+    return value
+
+
+#: A share such as a noise threshold: a number (0.05) or a percentage string ("5%").
+Fraction = Annotated[NonNegative, BeforeValidator(_percent,
+                                                  json_schema_input_type=float | str)]
+
+
 def _by_shape(expected: str, **members: tuple[Any, tuple[type, ...]]) -> Any:
     """A union of ``members`` (tag -> (type, the input types it owns)): an input is validated
     by the member owning its type only, or refused as not ``expected`` when none does.
@@ -133,11 +149,11 @@ class MetricSpec(FileModel):
     guard: bool = False
     floor: Float | None = None
     ceiling: Float | None = None
-    noise_threshold: NonNegative = 0.01
-    reproduce_tolerance: NonNegative = 0.10
+    noise_threshold: Fraction = 0.01
+    reproduce_tolerance: Fraction = 0.10
     #: How far a primary metric may regress against a baseline before the CI gate fails (a
-    #: fraction, 0.05 for 5%); None: any regressed verdict (one beyond noise_threshold) fails.
-    fail_threshold: NonNegative | None = None
+    #: fraction, 0.05 or "5%"); None: any regressed verdict (one beyond noise_threshold) fails.
+    fail_threshold: Fraction | None = None
     min_replicates: Count = 5
 
 

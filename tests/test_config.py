@@ -312,3 +312,21 @@ def test_every_example_validates_against_the_schema() -> None:
     document = simple_bench(replicats=3)
     del document["name"]
     assert [e.validator for e in validator.iter_errors(document)] == ["additionalProperties"]
+
+
+def test_a_threshold_may_be_written_as_a_percentage(tmp_path) -> None:
+    path = tmp_path / "bench.yaml"
+    path.write_text('name: p\nmetrics:\n  t: {fail_threshold: "5%", noise_threshold: 2.5%,'
+                    ' reproduce_tolerance: 0.1}\n')
+    spec = load_config(path).metrics["t"]
+    assert (spec.fail_threshold, spec.noise_threshold, spec.reproduce_tolerance) == (
+        pytest.approx(0.05), pytest.approx(0.025), 0.1)
+
+
+def test_a_malformed_percentage_names_the_field_and_both_forms(tmp_path) -> None:
+    path = tmp_path / "bench.yaml"
+    path.write_text('name: p\nmetrics:\n  t: {fail_threshold: "five%"}\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert "metrics.t.fail_threshold" in message and "'5%'" in message
