@@ -17,7 +17,6 @@ import json
 import re
 import shutil
 import tempfile
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,15 +25,7 @@ import yaml
 
 from .config import BenchmarkConfig
 from .fsutil import atomic_write, file_lock, fsync_dir, utc_now
-from .record import (
-    JOURNAL,
-    code_entry,
-    comparison_key,
-    dump_yaml,
-    load_results,
-    load_yaml,
-    regenerate_index,
-)
+from .record import JOURNAL, build_index_entry, dump_yaml, load_results, load_yaml, regenerate_index
 
 FORMAT = "pytest-benchmark-agent/run"
 SCHEMA_VERSION = 1
@@ -256,36 +247,16 @@ def _write_run(folder: Path, document: Mapping[str, Any], record: dict[str, Any]
 
 def index_entry(record: Mapping[str, Any], frozen: Mapping[str, Any],
                 exported: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The ``index.json`` entry the engine writes at a run's end, rebuilt from the record (the
-    file's own entry gives only the keys this version does not build), with the code block
-    baseline resolution reads: from the fingerprint's code identity, else the exported
-    entry's."""
+    """The ``index.json`` entry the engine writes at a run's end, rebuilt from the record by
+    :func:`.record.build_index_entry`; the file's own entry gives only the keys this version
+    does not build, and the code block where the fingerprint has no code identity."""
     config = BenchmarkConfig.model_validate(frozen["config"])
-    control = str(record.get("control"))
-    summary, verdicts = _obj(record.get("summary")), _obj(record.get("verdicts"))
-    primaries = [m for m, spec in config.metrics.items() if spec.primary]
     identity = (frozen.get("fingerprint") or {}).get("code_identity")
-    code = (code_entry(identity) if isinstance(identity, dict)
-            else _obj(exported).get("code") or None)
-    code = code if isinstance(code, dict) else None
-    baseline, reproduces = _obj(record.get("baseline")), _obj(record.get("reproduces"))
-    return {**_obj(exported),
-            "run_id": record["run_id"], "name": record["name"], "state": record["state"],
-            "tag": record["tag"], "started": record.get("started"),
-            "ended": record.get("ended"),
-            "counts": dict(Counter(str(t["status"]) for t in record["trials"])),
-            "treatment_variable": record.get("treatment_variable"), "control": control,
-            "primary": {m: {label: _obj(row).get("ratio_to_control")
-                            for label, row in _obj(summary.get(m)).items() if label != control}
-                        for m in primaries},
-            "verdicts": {m: {label: _obj(v).get("verdict") for label, v in _obj(per).items()}
-                         for m, per in verdicts.items() if m in primaries},
-            "config_hash": record.get("config_hash"),
-            "cites": sorted({c for c in (baseline.get("run_id"), reproduces.get("run_id"))
-                             if isinstance(c, str) and c}),
-            "flags": len(flags) if isinstance(flags := record.get("flags"), list) else 0,
-            "code": code,
-            "comparison_key": comparison_key(config), "imported": utc_now()}
+    entry = {**_obj(exported), **build_index_entry(record, config, identity),
+             "imported": utc_now()}
+    if entry["code"] is None and isinstance(_obj(exported).get("code"), dict):
+        entry["code"] = _obj(exported)["code"]
+    return entry
 
 
 def _existing(run_dir: Path) -> dict[str, Any] | None:

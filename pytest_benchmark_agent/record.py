@@ -15,6 +15,8 @@ import hashlib
 import json
 import os
 import time
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -85,20 +87,16 @@ class RecordWriter:
         if fd is not None:
             os.close(fd)
         self._write_config(run)
-        self._snapshot(run)
-        entry = {"run_id": run.run_id, "name": run.name, "state": run.state, "tag": run.tag,
-                 "started": run.started, "ended": run.ended, "counts": run.counts(),
-                 "treatment_variable": run.variable, "control": run.control,
-                 "primary": _primary_ratios(run), "verdicts": _primary_verdicts(run),
-                 "config_hash": run.config_hash, "cites": _cited(run), "flags": 0,
-                 "code": code_entry(run.fingerprint.get("code_identity")),
-                 "comparison_key": comparison_key(run.plan.config)}
+        results = run.results()
+        self._snapshot(run, results)
+        entry = build_index_entry(results, run.plan.config,
+                                  run.fingerprint.get("code_identity"))
         atomic_write(run.dir / "index.json", json.dumps(entry, indent=1))
         regenerate_index(run.home)
 
-    def _snapshot(self, run: BenchRun) -> None:
+    def _snapshot(self, run: BenchRun, results: dict[str, Any] | None = None) -> None:
         start = time.monotonic()
-        atomic_write(run.dir / "results.yaml", dump_yaml(run.results()))
+        atomic_write(run.dir / "results.yaml", dump_yaml(results or run.results()))
         end = time.monotonic()
         self._next_snapshot[run.run_id] = end + max(SNAPSHOT_INTERVAL_S,
                                                     SNAPSHOT_COST_FACTOR * (end - start))
@@ -115,7 +113,7 @@ class RecordWriter:
         atomic_write(run.dir / "config.yaml", dump_yaml(document))
 
 
-def code_entry(identity: dict[str, Any] | None) -> dict[str, Any] | None:
+def code_entry(identity: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The code a run measured, as its index entry keeps it: a baseline named by a git revision
     is found from these entries alone."""
     if identity is None:
@@ -139,26 +137,39 @@ def comparison_key(config: BenchmarkConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _primary_ratios(run: BenchRun) -> dict[str, Any]:
-    primaries = [m for m, spec in run.plan.config.metrics.items() if spec.primary]
-    out: dict[str, Any] = {}
-    for metric in primaries:
-        rows = run.summary.get(metric, {})
-        out[metric] = {label: row.get("ratio_to_control") for label, row in rows.items()
-                       if label != run.control}
-    return out
+def build_index_entry(results: Mapping[str, Any], config: BenchmarkConfig,
+                      code_identity: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``index.json`` entry of a run, from its ``results.yaml`` document: the few fields
+    ``results_index.md``, ``history`` and baseline resolution read without opening the record.
+    Built the same way at a run's end and when a run is imported (whose record is input, so
+    every nested value is read defensively)."""
+    control = str(results.get("control"))
+    primaries = [m for m, spec in config.metrics.items() if spec.primary]
+    summary, verdicts = _mapping(results.get("summary")), _mapping(results.get("verdicts"))
+    cited = {_mapping(results.get(key)).get("run_id") for key in ("baseline", "reproduces")}
+    flags = results.get("flags")
+    trials = results.get("trials") if isinstance(results.get("trials"), list) else []
+    return {"run_id": results.get("run_id"), "name": results.get("name"),
+            "state": results.get("state"), "tag": results.get("tag"),
+            "started": results.get("started"), "ended": results.get("ended"),
+            "counts": dict(Counter(str(_mapping(t).get("status")) for t in trials)),
+            "treatment_variable": results.get("treatment_variable"), "control": control,
+            "primary": {m: {label: _mapping(row).get("ratio_to_control")
+                            for label, row in _mapping(summary.get(m)).items()
+                            if label != control} for m in primaries},
+            "verdicts": {m: {label: _mapping(v).get("verdict")
+                             for label, v in _mapping(per).items()}
+                         for m, per in verdicts.items() if m in primaries},
+            "config_hash": results.get("config_hash"),
+            "cites": sorted(c for c in cited if isinstance(c, str) and c),
+            "flags": len(flags) if isinstance(flags, list) else 0,
+            "code": code_entry(code_identity) if isinstance(code_identity, Mapping) else None,
+            "comparison_key": comparison_key(config)}
 
 
-def _primary_verdicts(run: BenchRun) -> dict[str, dict[str, str]]:
-    return {metric: {label: verdict.get("verdict") for label, verdict in per.items()}
-            for metric, per in run.verdicts.items() if metric in _primary_ratios(run)}
-
-
-def _cited(run: BenchRun) -> list[str]:
-    """Runs this one relied on (its baseline, the run it reproduced): a reclassification of
-    one of them flags this run."""
-    cited = [(run.baseline or {}).get("run_id"), (run.reproduces or {}).get("run_id")]
-    return sorted({c for c in cited if c})
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` where it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def read_journal(run_dir: Path) -> list[dict[str, Any]]:
