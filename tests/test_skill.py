@@ -47,7 +47,7 @@ SKILL_FIELDS = SKILL_REQUIRED | {"disable-model-invocation", "user-invocable", "
                                  "agent", "hooks"}
 KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 VERBS = ("plan", "run", "tune", "analyze", "compare", "history", "status", "reclassify",
-         "domain")
+         "domain", "bisect", "export", "import")
 #: Verbs another issue owns that had not landed when this skill was written.
 def test_marketplace_lists_the_plugin_with_documented_fields_only() -> None:
     market = json.loads(MARKETPLACE.read_text())
