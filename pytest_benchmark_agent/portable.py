@@ -26,9 +26,9 @@ import yaml
 from .config import BenchmarkConfig
 from .fsutil import atomic_write, file_lock, fsync_dir, utc_now
 from .record import JOURNAL, build_index_entry, dump_yaml, load_results, load_yaml, regenerate_index
+from .run import SCHEMA_VERSION
 
 FORMAT = "pytest-benchmark-agent/run"
-SCHEMA_VERSION = 1
 #: Longest run id accepted (a folder name; filesystems stop at 255 bytes).
 MAX_RUN_ID = 200
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=@-]*")

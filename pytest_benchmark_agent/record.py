@@ -27,7 +27,7 @@ from .config import BenchmarkConfig, parse_yaml
 from .fingerprint import code_label
 from .fsutil import atomic_write, file_lock, open_appending, write_line
 from .gate1 import treatment_variable
-from .run import BenchRun
+from .run import SCHEMA_VERSION, BenchRun
 from .yamlwrite import to_yaml
 
 JOURNAL = "trials.jsonl"
@@ -106,7 +106,8 @@ class RecordWriter:
         effective: dict[str, dict[str, str]] = {}
         for trial in run.trials:
             effective.setdefault(trial["treatment"], {}).update(trial.get("effective", {}))
-        document = {"run_id": run.run_id, "source": str(plan.path.resolve()),
+        document = {"schema_version": SCHEMA_VERSION, "run_id": run.run_id,
+                    "source": str(plan.path.resolve()),
                     "config": plan.config.model_dump(mode="json", exclude_none=True),
                     "planned_trials": [run.trial_id(spec) for spec in run.planned],
                     "effective_params": effective, "fingerprint": run.fingerprint}
@@ -149,7 +150,8 @@ def build_index_entry(results: Mapping[str, Any], config: BenchmarkConfig,
     cited = {_mapping(results.get(key)).get("run_id") for key in ("baseline", "reproduces")}
     flags = results.get("flags")
     trials = results.get("trials") if isinstance(results.get("trials"), list) else []
-    return {"run_id": results.get("run_id"), "name": results.get("name"),
+    return {"schema_version": SCHEMA_VERSION,
+            "run_id": results.get("run_id"), "name": results.get("name"),
             "state": results.get("state"), "tag": results.get("tag"),
             "started": results.get("started"), "ended": results.get("ended"),
             "counts": dict(Counter(str(_mapping(t).get("status")) for t in trials)),

@@ -2,7 +2,7 @@
 
 A run is one benchmark file executed in one pytest session. It is created at collection (so
 ``--collect-only`` can plan it without touching the disk) and started before its first trial.
-``results()`` is the ``results.yaml`` document of CONTRACT.md section 4.
+``results()`` is the ``results.yaml`` document of docs/benchmark/FORMAT.md.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from .placeholders import as_text
 from .plan import BenchPlan, TrialSpec
 from .stats import describe, describe_exact, median_ratio
 
+#: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
+SCHEMA_VERSION = 1
 TRIAL_STATUSES = ("passed", "failed", "guard:memory", "guard:vram", "not_comparable",
                   "interrupted", "not_run")
 
@@ -216,8 +218,9 @@ class BenchRun:
         return dict(counts)
 
     def results(self) -> dict[str, Any]:
-        """The ``results.yaml`` document (CONTRACT.md section 4; extra keys follow the fixed)."""
+        """The ``results.yaml`` document (docs/benchmark/FORMAT.md)."""
         return {
+            "schema_version": SCHEMA_VERSION,
             "run_id": self.run_id,
             "name": self.name,
             "state": self.state,

@@ -69,11 +69,11 @@ def _check_file(path: Path, where: str) -> None:
 
 
 def test_the_yaml_reference_lists_every_model_field() -> None:
-    text = (DOCS / "README.md").read_text()
+    text = (DOCS / "FORMAT.md").read_text()
     for model in (models.BenchmarkConfig, models.Stage, models.MetricsFrom, models.MetricSpec,
                   models.Resources, models.Budget, models.ManifestEntry):
         section = text.split(f"### {model.__name__}\n", 1)
-        assert len(section) == 2, f"README.md has no section for {model.__name__}"
+        assert len(section) == 2, f"FORMAT.md has no section for {model.__name__}"
         table = section[1].strip().split("\n\n", 1)[0]
         documented = re.findall(r"^\| `([\w]+)` \|", table, re.M)
         assert documented == list(model.model_fields), model.__name__
