@@ -3,7 +3,7 @@
 Builds a temporary git repository with a few commits and a data home holding ``--runs``
 recorded runs of two benchmarks spread over those commits (each run folder: an ``index.json``
 entry as the engine writes it and a minimal ``results.yaml``), then times
-:func:`pytest_benchmark_agent.baseline.resolve_ref` for the three kinds of REF: ``latest``, a
+:func:`pytest_benchmark_agent.judge.baseline.resolve_ref` for the three kinds of REF: ``latest``, a
 unique prefix of a run id, and a git revision (``HEAD~2``: one ``git rev-parse`` plus the index
 entries at that commit). Each timing starts with the process's cache of index entries emptied,
 as a new ``pytest`` or ``benchmark-agent`` process starts (the OS's file cache stays warm). It
@@ -32,8 +32,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from pytest_benchmark_agent import record
-from pytest_benchmark_agent.baseline import resolve_ref
+from pytest_benchmark_agent.judge.baseline import resolve_ref
+from pytest_benchmark_agent.records import writer as record
 
 TARGET_MS = 50.0
 COMMITS = 8

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu_check.sh: prove pytest_benchmark_agent.nvml against a real NVIDIA GPU.
+# gpu_check.sh: prove pytest_benchmark_agent.guards.gpu against a real NVIDIA GPU.
 #
 #   bash benchmarks/gpu_check.sh            (PYTHON=... to choose the interpreter)
 #
@@ -136,7 +136,7 @@ import time
 
 import pynvml
 
-from pytest_benchmark_agent import nvml
+from pytest_benchmark_agent.guards import gpu as nvml
 
 CHILD = os.environ["GPU_CHILD"]
 results = []

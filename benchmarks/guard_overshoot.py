@@ -35,13 +35,18 @@ from dataclasses import dataclass
 
 import psutil
 
-from pytest_benchmark_agent.cgroup import (
+from pytest_benchmark_agent.guards.cgroup import (
     MIB,
     CgroupMemory,
     ChildCgroup,
     child_cgroup_unavailable,
 )
-from pytest_benchmark_agent.guard import GuardReport, MemoryGuard, _ProcessTree, child_preexec
+from pytest_benchmark_agent.guards.memory import (
+    GuardReport,
+    MemoryGuard,
+    _ProcessTree,
+    child_preexec,
+)
 
 # PROCS processes (forked, so the guard must see the tree) together make TOP MiB resident at
 # RATE MiB/s in 4 MiB steps; MAP_POPULATE faults the pages in during mmap, fast enough for 2 GiB/s.

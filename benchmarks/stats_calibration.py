@@ -9,7 +9,7 @@ order), optionally multiplied by a slow random-walk drift shared by the runs of 
 reports, for each rule, how often it calls a change: on A/A that is the false-positive rate, on
 +2%/+5% (counted only in the right direction) the power.
 
-Rules: ours (pytest_benchmark_agent.analysis.analyze_run), plain Mann-Whitney U at p<0.05
+Rules: ours (pytest_benchmark_agent.stats.analysis.analyze_run), plain Mann-Whitney U at p<0.05
 (what benchstat does), a fixed 5% threshold on means, and ours in sequential mode
 (sequential_decision, 5 to 20 blocks).
 
@@ -32,7 +32,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats
 
-from pytest_benchmark_agent.analysis import (
+from pytest_benchmark_agent.stats.analysis import (
     MetricSpec,
     Observation,
     analyze_run,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from .run import BenchRun
+    from pytest_benchmark_agent.records.run import BenchRun
 
 
 @pytest.hookspec

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from . import hookspecs
+from pytest_benchmark_agent import hookspecs
 
 BENCH_FILE_PATTERNS = ("bench*.yaml", "*.bench.yaml", "bench*.yml", "*.bench.yml")
 
@@ -71,7 +71,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--bench-tune``: run the tuner instead of a session; its exit code is pytest's."""
     if not config.getoption("bench_tune"):
         return None
-    from .tune import tune_from_pytest
+    from pytest_benchmark_agent.tune.tuner import tune_from_pytest
 
     return tune_from_pytest(config)
 
@@ -79,12 +79,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("bench"):
         return
-    from .ci_summary import step_summary_writer
-    from .collect import SESSION_KEY
-    from .heartbeat import HeartbeatWriter
-    from .record import RecordWriter
-    from .report import ReportWriter
-    from .session import BenchSession, default_home
+    from pytest_benchmark_agent.engine.collect import SESSION_KEY
+    from pytest_benchmark_agent.engine.session import BenchSession, default_home
+    from pytest_benchmark_agent.records.writer import RecordWriter
+    from pytest_benchmark_agent.report.ci_summary import step_summary_writer
+    from pytest_benchmark_agent.report.markdown import ReportWriter
+    from pytest_benchmark_agent.report.progress import HeartbeatWriter
 
     worker = getattr(config, "workerinput", None)  # set by pytest-xdist in its workers
     if worker is not None:
@@ -104,7 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker is None and (summary := step_summary_writer()) is not None:
         config.pluginmanager.register(summary, "benchmark_agent_step_summary")
     if worker is None and getattr(config.option, "dist", "no") != "no":
-        from .distributed import DistributedController
+        from pytest_benchmark_agent.engine.distributed import DistributedController
 
         config.pluginmanager.register(DistributedController(bench), "benchmark_agent_controller")
 
@@ -115,7 +115,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
         return None
     if any(file_path.match(p) for p in BENCH_FILE_PATTERNS) or _named_on_command_line(
             config, file_path):
-        from .collect import BenchFile
+        from pytest_benchmark_agent.engine.collect import BenchFile
 
         return BenchFile.from_parent(parent, path=file_path)
     return None
@@ -125,8 +125,8 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
 def bench(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Run a benchmark file or a Python Domain from a test; returns a ``BenchRunner`` whose
     ``run(...)`` / ``run_domain(...)`` give a result with samples, stats and verdicts
-    (``pytest_benchmark_agent.bench_fixture``). Its data directory is shared by the session."""
-    from .bench_fixture import BenchRunner
+    (``pytest_benchmark_agent.engine.fixture``). Its data directory is shared by the session."""
+    from pytest_benchmark_agent.engine.fixture import BenchRunner
 
     return BenchRunner(home=tmp_path_factory.getbasetemp() / "bench_home",
                        base=request.path.parent, scratch=tmp_path_factory.mktemp("bench"))

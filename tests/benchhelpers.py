@@ -32,13 +32,13 @@ class BenchProject:
         return runner("--bench", "-p", "no:cacheprovider", "-p", "no:randomly", *args)
 
     def runs(self) -> list[Path]:
-        from pytest_benchmark_agent.cli_common import run_order
+        from pytest_benchmark_agent.cli.common import run_order
 
         folder = self.home / "runs"
         return sorted(folder.iterdir(), key=run_order) if folder.exists() else []
 
     def results(self, index: int = -1) -> dict:
-        from pytest_benchmark_agent.record import load_results
+        from pytest_benchmark_agent.records.writer import load_results
 
         return load_results(self.runs()[index])
 

@@ -1,6 +1,6 @@
 """FakeNvml: an NVML test double, for machines without an NVIDIA GPU.
 
-It answers the pynvml functions ``pytest_benchmark_agent.nvml`` calls, with the same names,
+It answers the pynvml functions ``pytest_benchmark_agent.guards.gpu`` calls, with the same names,
 return shapes (bytes, ``.pid`` / ``.usedGpuMemory`` records) and the real ``pynvml.NVMLError``
 classes, from a scripted state: devices with memory and utilisation, and per-process VRAM that
 can grow on every sample. Install it with ``nvml.use_backend(FakeNvml(...))``; the module under

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from pytest_benchmark_agent.analysis import (
+from pytest_benchmark_agent.stats.analysis import (
     MetricSpec,
     Observation,
     analyze_run,
@@ -422,7 +422,7 @@ def test_tied_discrete_values_still_get_a_finite_interval():
 def test_importing_the_analysis_imports_no_scipy():
     """Its import is paid by every judged session that compares: scipy.stats comes with the
     Mann-Whitney fallback only."""
-    code = ("import sys; import pytest_benchmark_agent.analysis; "
+    code = ("import sys; import pytest_benchmark_agent.stats.analysis; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['numpy']"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_benchmark_agent.bench_fixture import BenchSessionError
-from pytest_benchmark_agent.domain import Domain, StageCall, measure
+from pytest_benchmark_agent.domains.api import Domain, StageCall, measure
+from pytest_benchmark_agent.engine.fixture import BenchSessionError
 
 
 class Doubling(Domain):

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_benchmark_agent import cli
-from pytest_benchmark_agent.bisect import STATE, Bisection
+from pytest_benchmark_agent.cli import main as cli
+from pytest_benchmark_agent.engine.bisect import STATE, Bisection
 
 WORK = """\
 import sys

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_benchmark_agent.baseline import Resolution, resolve_ref
-from pytest_benchmark_agent.record import load_results
+from pytest_benchmark_agent.judge.baseline import Resolution, resolve_ref
+from pytest_benchmark_agent.records.writer import load_results
 
 LOOP = '''import sys
 import time
@@ -192,7 +192,7 @@ def test_a_missing_baseline_is_unjudged_loudly_and_fails_only_when_asked(
 
 def test_compare_takes_revisions_and_names_both_commits(history: dict[str, Any]) -> None:
     repo = history["repo"]
-    done = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli", "--home",
+    done = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli.main", "--home",
                            str(repo.home), "compare", "HEAD~2", "HEAD~1"], cwd=repo.path,
                           env=repo.env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -201,7 +201,7 @@ def test_compare_takes_revisions_and_names_both_commits(history: dict[str, Any])
     assert f"code: {a} -> {b} (B measured other code: this is a comparison of code)" in done.stdout
     row = next(line.split() for line in done.stdout.splitlines() if "regressed" in line)
     assert row[3] == "regressed"
-    missing = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli", "--home",
+    missing = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli.main", "--home",
                               str(repo.home), "compare", history["zero"], "latest"],
                              cwd=repo.path, env=repo.env, capture_output=True, text=True,
                              timeout=120)

@@ -14,8 +14,8 @@ import yaml
 from benchhelpers import BenchProject, simple_bench
 from nvml_double import FakeNvml
 
-from pytest_benchmark_agent import nvml
-from pytest_benchmark_agent.fingerprint import (
+from pytest_benchmark_agent.guards import gpu as nvml
+from pytest_benchmark_agent.records.fingerprint import (
     code_label,
     collect_fingerprint,
     compare_fingerprints,
@@ -183,7 +183,7 @@ def hash_in_subprocess(folder: Path) -> str:
     """The code identity of ``folder`` computed in a child process, so that a hang fails the
     test (TimeoutExpired) instead of stopping the suite."""
     script = ("import sys; from pathlib import Path; "
-              "from pytest_benchmark_agent.fingerprint import collect_fingerprint; "
+              "from pytest_benchmark_agent.records.fingerprint import collect_fingerprint; "
               "p = Path(sys.argv[1]); "
               "print(collect_fingerprint([p], [], origin=p)['code_identity']['content_hash'])")
     done = subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True,

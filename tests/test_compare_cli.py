@@ -6,8 +6,8 @@ import pytest
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
 
-from pytest_benchmark_agent.baseline import RecordView
-from pytest_benchmark_agent.cli import main
+from pytest_benchmark_agent.cli.main import main
+from pytest_benchmark_agent.judge.baseline import RecordView
 
 
 def cli(project: BenchProject, capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, str]:

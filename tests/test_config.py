@@ -16,8 +16,8 @@ import yaml
 from benchhelpers import simple_bench
 from pydantic import ValidationError
 
-from pytest_benchmark_agent import cli
-from pytest_benchmark_agent.config import (
+from pytest_benchmark_agent.cli import main as cli
+from pytest_benchmark_agent.config.models import (
     BenchmarkConfig,
     MetricSpec,
     Range,
@@ -27,8 +27,8 @@ from pytest_benchmark_agent.config import (
     json_schema,
     load_config,
 )
+from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.recipe import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "docs" / "benchmark" / "bench.schema.json"
@@ -275,7 +275,8 @@ def test_the_plugin_imports_without_pydantic() -> None:
     """pydantic (~0.1 s) loads with the first benchmark file, never with the plugin."""
     code = ("import sys, pytest_benchmark_agent.plugin; "
             "assert 'pydantic' not in sys.modules, 'pydantic was imported'; "
-            "assert 'pytest_benchmark_agent.config' not in sys.modules, 'config was imported'")
+            "assert 'pytest_benchmark_agent.config.models' not in sys.modules, "
+            "'config was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -18,10 +18,10 @@ import psutil
 import pytest
 from benchhelpers import BenchProject, simple_bench
 
-from pytest_benchmark_agent.cli import main
-from pytest_benchmark_agent.detach import COMPLETE, FAILED, PID_FILE, process_alive
-from pytest_benchmark_agent.heartbeat import HEARTBEAT, PROGRESS_LOG
-from pytest_benchmark_agent.record import load_results
+from pytest_benchmark_agent.cli.main import main
+from pytest_benchmark_agent.engine.detach import COMPLETE, FAILED, PID_FILE, process_alive
+from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.report.progress import HEARTBEAT, PROGRESS_LOG
 
 QUIET = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest -p no:benchmark "
                                          "-p no:cacheprovider"}

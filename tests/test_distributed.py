@@ -84,7 +84,7 @@ def test_two_hosts_run_every_treatment_and_get_per_host_rows(project: BenchProje
 
 def test_a_python_domain_file_merges_with_its_metrics(project: BenchProject) -> None:
     project.write("tiny.py", '''
-from pytest_benchmark_agent.domain import Domain, measure
+from pytest_benchmark_agent.domains.api import Domain, measure
 
 
 class Tiny(Domain):

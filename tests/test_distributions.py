@@ -8,7 +8,7 @@ import math
 import pytest
 from scipy import special
 
-from pytest_benchmark_agent.distributions import ndtr, ndtri, stdtr, stdtrit
+from pytest_benchmark_agent.stats.distributions import ndtr, ndtri, stdtr, stdtrit
 
 #: Integer and non-integer df (Welch and Yuen give fractions), up to 1e6.
 DFS = [1, 1.3, 2, 2.5, 3, 4.7, 5, 9, 10, 10.5, 19, 30, 99.3, 100, 1e3, 3333.3, 1e4, 1e5, 1e6]

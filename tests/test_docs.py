@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_benchmark_agent import config as models
+from pytest_benchmark_agent.config import models
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs" / "benchmark"
@@ -77,3 +77,18 @@ def test_the_yaml_reference_lists_every_model_field() -> None:
         table = section[1].strip().split("\n\n", 1)[0]
         documented = re.findall(r"^\| `([\w]+)` \|", table, re.M)
         assert documented == list(model.model_fields), model.__name__
+
+
+def test_the_design_table_names_every_module_under_its_package() -> None:
+    rows = [line for line in (DOCS / "DESIGN.md").read_text().splitlines()
+            if line.startswith("| ")]
+    package, listed = "(top)", set()
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        package = cells[0].strip("`/") if cells[0] else package
+        listed |= {(package, name) for name in re.findall(r"`([\w]+\.py)`", cells[1])}
+    source = REPO / "pytest_benchmark_agent"
+    modules = {("(top)" if path.parent == source else path.parent.name, path.name)
+               for path in source.rglob("*.py") if path.name != "__init__.py"}
+    assert modules - listed == set(), "modules missing from DESIGN.md's table"
+    assert listed - modules == set(), "DESIGN.md names modules that do not exist"

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from benchhelpers import BenchProject
 
-from pytest_benchmark_agent.domain import (
+from pytest_benchmark_agent.domains.api import (
     Domain,
     DomainDefinitionError,
     StageCall,
@@ -20,12 +20,12 @@ from pytest_benchmark_agent.domain import (
     register_domain,
     stage_source,
 )
-from pytest_benchmark_agent.domain_runner import decode, result_lines
+from pytest_benchmark_agent.domains.runner import decode, result_lines
 
 COUNTER_DOMAIN = '''
 from pathlib import Path
 
-from pytest_benchmark_agent.domain import Domain, measure, prep
+from pytest_benchmark_agent.domains.api import Domain, measure, prep
 
 SCALE = 2
 
@@ -160,7 +160,7 @@ def test_registered_domain_is_picked_by_name(project: BenchProject) -> None:
     project.write("counter.py", COUNTER_DOMAIN)
     project.write("conftest.py", """
         from counter import Counter
-        from pytest_benchmark_agent.domain import register_domain
+        from pytest_benchmark_agent.domains.api import register_domain
 
         register_domain("counter-registered", Counter)
     """)
@@ -178,7 +178,7 @@ def test_unknown_domain_names_the_known_ones(project: BenchProject) -> None:
 
 def test_seeded_prep_is_bound_per_seed(project: BenchProject) -> None:
     project.write("seeded.py", """
-        from pytest_benchmark_agent.domain import Domain, measure, prep
+        from pytest_benchmark_agent.domains.api import Domain, measure, prep
 
         class Seeded(Domain):
             manifest = {"mode": {"default": "a", "why": "the treatment"},

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchmark_agent.domain import domain_class
+from pytest_benchmark_agent.domains.api import domain_class
 
 URL = os.environ.get("OPENSEARCH_URL")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_benchmark_agent.domain import domain_class
+from pytest_benchmark_agent.domains.api import domain_class
 
 FTS5_PARAMS = {"corpus.n_docs": 400, "corpus.seed": 1, "fts.docs_per_commit": 20,
                "fts.automerge": 0, "fts.crisismerge": 1999, "fts.merge": "none",

@@ -10,9 +10,9 @@ import pytest
 from benchhelpers import BenchProject
 from nvml_double import FakeDevice, FakeNvml
 
-from pytest_benchmark_agent import nvml
-from pytest_benchmark_agent.cli import main
-from pytest_benchmark_agent.recipe import available_recipes
+from pytest_benchmark_agent.cli.main import main
+from pytest_benchmark_agent.config.recipe import available_recipes
+from pytest_benchmark_agent.guards import gpu as nvml
 
 GPU_RECIPES = ("llm-finetune-eval", "llm-eval-only")
 

@@ -292,7 +292,7 @@ def test_interrupted_session_keeps_its_samples(project: BenchProject, signum: in
     os.kill(proc.pid, signum)
     output = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
-    from pytest_benchmark_agent.record import load_results
+    from pytest_benchmark_agent.records.writer import load_results
 
     record = load_results(run_dir)
     statuses = [t["status"] for t in record["trials"]]
@@ -310,7 +310,7 @@ def test_killed_session_keeps_every_finished_trial_on_disk(project: BenchProject
     run_dir = _wait_for_trials(home, 3)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
-    from pytest_benchmark_agent.record import load_results
+    from pytest_benchmark_agent.records.writer import load_results
 
     record = load_results(run_dir)
     journal = (run_dir / "trials.jsonl").read_text().splitlines()
@@ -458,7 +458,8 @@ def test_a_plain_session_loads_no_module_it_does_not_use(project: BenchProject) 
     project.write("conftest.py", """
         import json, sys
         def pytest_bench_run_finished(run):
-            heavy = ("pynvml", "pytest_benchmark_agent.planning", "pytest_benchmark_agent.domain")
+            heavy = ("pynvml", "pytest_benchmark_agent.config.review",
+                     "pytest_benchmark_agent.domains.api")
             open("loaded.json", "w").write(json.dumps([m for m in heavy if m in sys.modules]))
     """)
     assert project.run(subprocess=True).ret == 0

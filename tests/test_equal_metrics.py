@@ -13,18 +13,18 @@ import yaml
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as  # noqa: F401
 
-from pytest_benchmark_agent import judge
-from pytest_benchmark_agent.analysis import MetricSpec, Observation, analyze_run
-from pytest_benchmark_agent.baseline import RecordView, cross_verdicts
-from pytest_benchmark_agent.cli import main
-from pytest_benchmark_agent.comparability import usable
-from pytest_benchmark_agent.config import load_config, parse_yaml
+from pytest_benchmark_agent.cli.main import main
+from pytest_benchmark_agent.config.models import load_config, parse_yaml
+from pytest_benchmark_agent.engine.metrics import parse_metrics, show_value
+from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.errors import MetricError
-from pytest_benchmark_agent.metrics import parse_metrics, show_value
-from pytest_benchmark_agent.plan import build_plan
-from pytest_benchmark_agent.record import dump_yaml
-from pytest_benchmark_agent.run import BenchRun
-from pytest_benchmark_agent.stats import describe, describe_exact, values_text
+from pytest_benchmark_agent.judge import gate2 as judge
+from pytest_benchmark_agent.judge.baseline import RecordView, cross_verdicts
+from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.writer import dump_yaml
+from pytest_benchmark_agent.stats.analysis import MetricSpec, Observation, analyze_run
+from pytest_benchmark_agent.stats.comparability import usable
+from pytest_benchmark_agent.stats.describe import describe, describe_exact, values_text
 
 BIG, NEXT = 2**53 + 1, 2**53  # one and the same float: 9007199254740993 and 9007199254740992
 EQUAL = MetricSpec(direction="equal", guard=True)
@@ -311,7 +311,7 @@ def test_a_hash_changed_since_an_earlier_run_is_a_regression_across_runs(
 
 def test_the_plot_of_an_exact_metric_has_its_values_verbatim_as_its_rows(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from pytest_benchmark_agent.plots import _figure, write_plots
+    from pytest_benchmark_agent.report.plots import _figure, write_plots
 
     trials = [{"status": "passed", "treatment": t, "replicate": k, "seed": None, "host": "h",
                "metrics": {"h": NEXT if (t, k) == ("b", 1) else BIG, "t": 1.0 + k}}

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from nvml_double import FakeDevice, FakeNvml
 
-from pytest_benchmark_agent import nvml
-from pytest_benchmark_agent.fingerprint import (
+from pytest_benchmark_agent.guards import gpu as nvml
+from pytest_benchmark_agent.records.fingerprint import (
     FingerprintError,
     _header,
     _tool_packages,
@@ -24,7 +24,7 @@ from pytest_benchmark_agent.fingerprint import (
     collect_fingerprint,
     compare_fingerprints,
 )
-from pytest_benchmark_agent.redact import REDACTED, redact_mapping, redact_value
+from pytest_benchmark_agent.records.redact import REDACTED, redact_mapping, redact_value
 
 FAKE_TOKEN = "tok-4f9a2c-never-in-any-file"
 DB_PASSWORD = "hunter2-db-secret"

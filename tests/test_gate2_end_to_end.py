@@ -10,8 +10,8 @@ import pytest
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
 
-from pytest_benchmark_agent.plots import NO_MATPLOTLIB
-from pytest_benchmark_agent.record import load_results
+from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.report.plots import NO_MATPLOTLIB
 
 
 def two_way(cmd: str, metrics: dict, fields: list[str], **overrides) -> dict:

@@ -19,7 +19,7 @@ import sys
 sys.path.insert(0, {str(TESTS)!r})
 import psutil
 from nvml_double import FakeDevice, FakeNvml
-from pytest_benchmark_agent import nvml
+from pytest_benchmark_agent.guards import gpu as nvml
 
 
 class AttachingNvml(FakeNvml):

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchmark_agent.cgroup import MIB, CgroupMemory
-from pytest_benchmark_agent.guard import (
+from pytest_benchmark_agent.guards.cgroup import MIB, CgroupMemory
+from pytest_benchmark_agent.guards.memory import (
     REASON_CGROUP,
     REASON_TREE,
     GuardReport,

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_benchmark_agent import judge
-from pytest_benchmark_agent.baseline import RecordView, reproduction
-from pytest_benchmark_agent.config import MetricSpec, load_config
-from pytest_benchmark_agent.isolation import CAVEAT_NONE
-from pytest_benchmark_agent.plan import build_plan
-from pytest_benchmark_agent.run import BenchRun
-from pytest_benchmark_agent.tags import compute_tag
+from pytest_benchmark_agent.config.models import MetricSpec, load_config
+from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE
+from pytest_benchmark_agent.engine.plan import build_plan
+from pytest_benchmark_agent.judge import gate2 as judge
+from pytest_benchmark_agent.judge.baseline import RecordView, reproduction
+from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.tags import compute_tag
 
 Value = Callable[[str, int], float]  # (treatment, replicate) -> the metric's value
 
@@ -207,11 +207,11 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from test_judge import make_run, only, record, twice_as_slow
-from pytest_benchmark_agent import judge
+from pytest_benchmark_agent.judge import gate2 as judge
 run = make_run(Path(sys.argv[2]), replicates=int(sys.argv[3]))
 record(run, twice_as_slow, status=only("a") if sys.argv[4] == "one" else lambda t, r: "passed")
 judge.judge_run(run, judge.sequential_outcome(run))
-heavy = ("pytest_benchmark_agent.analysis", "numpy", "scipy")
+heavy = ("pytest_benchmark_agent.stats.analysis", "numpy", "scipy")
 print(json.dumps({"tag": run.tag, "loaded": [m for m in heavy if m in sys.modules]}))
 """
 
@@ -219,7 +219,7 @@ print(json.dumps({"tag": run.tag, "loaded": [m for m in heavy if m in sys.module
 @pytest.mark.parametrize(("replicates", "treatments", "tag", "loaded"), [
     (1, "one", "UNRELIABLE", []),  # the cached session: one trial of one treatment
     (2, "both", "EXPLORATORY", []),  # too few replicates
-    (5, "both", "EXPLORATORY", ["pytest_benchmark_agent.analysis", "numpy"]),
+    (5, "both", "EXPLORATORY", ["pytest_benchmark_agent.stats.analysis", "numpy"]),
 ])
 def test_judging_a_run_without_comparisons_imports_no_analysis(
         tmp_path: Path, replicates: int, treatments: str, tag: str, loaded: list[str]) -> None:

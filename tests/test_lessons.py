@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from pytest_benchmark_agent.lessons import Note, add_note, notes_for, read_notes
+from pytest_benchmark_agent.records.lessons import Note, add_note, notes_for, read_notes
 
 
 def agent(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -14,8 +14,8 @@ import sys
 import pytest
 from nvml_double import FakeDevice, FakeNvml
 
-from pytest_benchmark_agent import nvml
-from pytest_benchmark_agent.nvml import GpuUnavailable, VramGuard
+from pytest_benchmark_agent.guards import gpu as nvml
+from pytest_benchmark_agent.guards.gpu import GpuUnavailable, VramGuard
 
 
 @pytest.fixture

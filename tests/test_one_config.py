@@ -13,7 +13,7 @@ import sys
 import pytest
 from benchhelpers import BenchProject
 
-from pytest_benchmark_agent.domain import Domain, StageCall, measure
+from pytest_benchmark_agent.domains.api import Domain, StageCall, measure
 
 LOOP = """\
 import hashlib, sys, time

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_benchmark_agent.cgroup import MIB, ChildCgroup, child_cgroup_unavailable
-from pytest_benchmark_agent.guard import REASON_CGROUP, MemoryGuard, child_preexec
+from pytest_benchmark_agent.guards.cgroup import MIB, ChildCgroup, child_cgroup_unavailable
+from pytest_benchmark_agent.guards.memory import REASON_CGROUP, MemoryGuard, child_preexec
 
 UNAVAILABLE = child_cgroup_unavailable()
 pytestmark = [

@@ -9,8 +9,8 @@ import subprocess
 import yaml
 from benchhelpers import BenchProject, simple_bench
 
-from pytest_benchmark_agent.cli_session import EXIT_CHALLENGED
-from pytest_benchmark_agent.lessons import LESSONS, Note, add_note
+from pytest_benchmark_agent.cli.session import EXIT_CHALLENGED
+from pytest_benchmark_agent.records.lessons import LESSONS, Note, add_note
 
 #: Plugins these sessions never use, left out of the pytest runs plan and run start.
 QUIET = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest -p no:benchmark "

@@ -9,7 +9,7 @@ import pytest
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.collections import PathCollection  # noqa: E402
 
-from pytest_benchmark_agent.plots import (  # noqa: E402
+from pytest_benchmark_agent.report.plots import (  # noqa: E402
     NO_MATPLOTLIB,
     SINGLE_BLOCK,
     _figure,

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.cli import main
-from pytest_benchmark_agent.cli_common import runs_in
-from pytest_benchmark_agent.portable import FORMAT, MAX_RUN_ID
-from pytest_benchmark_agent.record import load_results, load_yaml
+from pytest_benchmark_agent.cli.common import runs_in
+from pytest_benchmark_agent.cli.main import main
+from pytest_benchmark_agent.records.portable import FORMAT, MAX_RUN_ID
+from pytest_benchmark_agent.records.writer import load_results, load_yaml
 
 SECRET = "hunter2-do-not-leak"
 BENCH = """\
@@ -213,7 +213,7 @@ def test_a_file_that_is_no_export_is_refused(tmp_path, capsys, text, said) -> No
 def test_a_truncated_download_is_refused_without_a_traceback(project, tmp_path) -> None:
     text = project["file"].read_text()
     file = written(tmp_path, "cut.json", text[: len(text) // 2])
-    done = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli", "import",
+    done = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli.main", "import",
                            str(file), "--home", str(tmp_path / "home")], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchmark_agent.cgroup import MIB, CgroupMemory
-from pytest_benchmark_agent.preflight import check_resources
+from pytest_benchmark_agent.engine.preflight import check_resources
+from pytest_benchmark_agent.guards.cgroup import MIB, CgroupMemory
 
 V1_UNLIMITED = "9223372036854771712"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from benchhelpers import BenchProject, simple_bench
 
-from pytest_benchmark_agent.protocol import TrialProtocol
+from pytest_benchmark_agent.engine.protocol import TrialProtocol
 
 HOOK_LOG_CONFTEST = """
 import pytest

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.config import BenchmarkConfig, load_config
+from pytest_benchmark_agent.config.models import BenchmarkConfig, load_config
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.search_space import Dimension, load_space
+from pytest_benchmark_agent.tune.space import Dimension, load_space
 
 
 def tuning(**overrides: Any) -> dict[str, Any]:

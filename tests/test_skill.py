@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_benchmark_agent.cli import build_parser
+from pytest_benchmark_agent.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKETPLACE = ROOT / ".claude-plugin" / "marketplace.json"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchmark_agent import stages
-from pytest_benchmark_agent.cgroup import CgroupMemory
-from pytest_benchmark_agent.stages import StageOutput, StageRun, run_stage
+from pytest_benchmark_agent.engine import stages
+from pytest_benchmark_agent.engine.stages import StageOutput, StageRun, run_stage
+from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 
 
 def stage(tmp_path: Path, command: str, **options: object) -> StageRun:

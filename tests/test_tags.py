@@ -11,13 +11,13 @@ import yaml
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
 
-from pytest_benchmark_agent.baseline import Reproduction
-from pytest_benchmark_agent.cli import main
-from pytest_benchmark_agent.config import load_config
-from pytest_benchmark_agent.isolation import CAVEAT_NONE
-from pytest_benchmark_agent.planning import accept_deviation, review
-from pytest_benchmark_agent.record import load_results
-from pytest_benchmark_agent.tags import ReclassifyError, compute_tag, reclassify
+from pytest_benchmark_agent.cli.main import main
+from pytest_benchmark_agent.config.models import load_config
+from pytest_benchmark_agent.config.review import accept_deviation, review
+from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE
+from pytest_benchmark_agent.judge.baseline import Reproduction
+from pytest_benchmark_agent.records.tags import ReclassifyError, compute_tag, reclassify
+from pytest_benchmark_agent.records.writer import load_results
 
 
 def reference(kind: str = "reproduction", problems: tuple[str, ...] = (), tag: str = "EXPLORATORY",

@@ -19,13 +19,13 @@ import pytest
 import yaml
 from benchhelpers import BenchProject
 
-from pytest_benchmark_agent.cli import main as cli_main
-from pytest_benchmark_agent.cli_tune import STRATEGY_NAMES
-from pytest_benchmark_agent.config import BenchmarkConfig, TuneSettings
-from pytest_benchmark_agent.plan import point_label
-from pytest_benchmark_agent.record import load_yaml
-from pytest_benchmark_agent.search_space import load_space
-from pytest_benchmark_agent.tune import (
+from pytest_benchmark_agent.cli.main import main as cli_main
+from pytest_benchmark_agent.cli.tune import STRATEGY_NAMES
+from pytest_benchmark_agent.config.models import BenchmarkConfig, TuneSettings
+from pytest_benchmark_agent.engine.plan import point_label
+from pytest_benchmark_agent.records.writer import load_yaml
+from pytest_benchmark_agent.tune.space import load_space
+from pytest_benchmark_agent.tune.tuner import (
     STRATEGIES,
     ResumeMismatch,
     RoundOutcome,

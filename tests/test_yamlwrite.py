@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_benchmark_agent.record import dump_yaml
-from pytest_benchmark_agent.yamlwrite import to_yaml
+from pytest_benchmark_agent.records.writer import dump_yaml
+from pytest_benchmark_agent.records.yamlwrite import to_yaml
 
 TRICKY_STRINGS = [
     "", " ", "a ", " a", "yes", "No", "on", "OFF", "null", "~", "y", "n", "true", "False",

@@ -22,9 +22,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..domain import Domain, StageCall, measure, prep
-from .sqlite_fts5 import corpus
-from .timing import percentile
+from pytest_benchmark_agent.domains.api import Domain, StageCall, measure, prep
+from pytest_benchmark_agent.domains.sqlite_fts5 import corpus
+from pytest_benchmark_agent.domains.timing import percentile
 
 #: Index settings a force-merge comparison depends on: manifest param -> index setting.
 SETTINGS = {

@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..domain import Domain, StageCall, measure, prep
-from .timing import percentile
+from pytest_benchmark_agent.domains.api import Domain, StageCall, measure, prep
+from pytest_benchmark_agent.domains.timing import percentile
 
 INDEXES = ("none", "btree")
 MAINTENANCE = ("none", "vacuum", "cluster")

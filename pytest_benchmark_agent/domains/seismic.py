@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 
-from ..domain import Domain, StageCall, measure, prep
-from .timing import percentile
+from pytest_benchmark_agent.domains.api import Domain, StageCall, measure, prep
+from pytest_benchmark_agent.domains.timing import percentile
 
 DIMENSION = 30_000
 DOC_NONZEROS = 100

@@ -19,8 +19,8 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
-from ..domain import Domain, StageCall, measure, prep
-from .timing import percentile
+from pytest_benchmark_agent.domains.api import Domain, StageCall, measure, prep
+from pytest_benchmark_agent.domains.timing import percentile
 
 TABLE = "docs"
 MERGE_MODES = ("none", "optimize")

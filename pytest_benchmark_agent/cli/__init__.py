@@ -1,0 +1,1 @@
+"""``benchmark-agent``: one module per group of verbs; :mod:`.main` parses and dispatches."""

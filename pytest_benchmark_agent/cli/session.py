@@ -1,0 +1,173 @@
+"""Verbs that drive pytest sessions: ``plan``, ``run`` (in the foreground or ``--detach``ed) and
+``status``.
+
+Their command line is ``FILE... [OPTIONS] [-- PYTEST_ARGS]``: the verb's own options may come
+before or after the files; anything the verb does not know goes to pytest unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_benchmark_agent.cli.common import home_of
+from pytest_benchmark_agent.config.models import load_config
+from pytest_benchmark_agent.config.review import (
+    accept_deviation,
+    accepted_deviation,
+    bench_set_overrides,
+    request_of,
+    review,
+    set_hypothesis,
+)
+from pytest_benchmark_agent.engine import detach
+from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records.run import new_run_id
+
+#: ``benchmark-agent plan`` exit code when the request is challenged (2 is a gate-1 error).
+EXIT_CHALLENGED = 3
+
+
+def _own_options(parser: argparse.ArgumentParser, verb: str) -> None:
+    if verb == "run":
+        parser.add_argument("--detach", action="store_true",
+                            help="run in its own process session, surviving this shell; "
+                                 "follow it with 'benchmark-agent status RUN'")
+    else:
+        parser.add_argument("--hypothesis", metavar="TEXT",
+                            help="set (or replace) the file's hypothesis before planning")
+        parser.add_argument("--accept-deviation", metavar="REASON",
+                            help="run a challenged request anyway: records REASON, and the run "
+                                 "carries the caveat 'comparability limited'")
+
+
+def _command_line(args: argparse.Namespace) -> tuple[list[str], argparse.Namespace, list[str]]:
+    """Split ``FILE... [OPTIONS] [-- PYTEST_ARGS]`` into files, own options and pytest args."""
+    rest = list(args.rest)
+    cut = rest.index("--") if "--" in rest else len(rest)
+    before, after = rest[:cut], rest[cut + 1:]
+    count = next((i for i, token in enumerate(before) if token.startswith("-")), len(before))
+    own_parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    _own_options(own_parser, args.verb)
+    own, unknown = own_parser.parse_known_args(before[count:])
+    for name, value in vars(own).items():  # options given before the files count as well
+        setattr(own, name, value or getattr(args, name))
+    if not before[:count]:
+        raise SystemExit(f"benchmark-agent {args.verb}: name at least one benchmark file, e.g. "
+                         f"benchmark-agent {args.verb} examples/sqlite-fts5/bench.yaml")
+    return before[:count], own, unknown + after
+
+
+def _pytest(files: list[str], home: Path, extra: list[str], pytest_args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", "--bench", *files, "--bench-home", str(home), *extra,
+            *pytest_args]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run benchmark files as a pytest session (or one file, detached)."""
+    files, own, pytest_args = _command_line(args)
+    home = home_of(args)
+    if not own.detach:
+        return subprocess.call(_pytest(files, home, [], pytest_args))
+    if len(files) != 1:
+        raise SystemExit(f"benchmark-agent run --detach: give exactly one benchmark file (one "
+                         f"run per detached session); got {len(files)}")
+    try:
+        config = load_config(files[0], bench_set_overrides(pytest_args))
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    run_id = new_run_id(config.name)
+    run_dir = home / "runs" / run_id
+    pid = detach.start(run_dir, _pytest(files, home, ["--bench-run-id", run_id], pytest_args),
+                       Path.cwd())
+    print(f"{run_id}: detached (pid {pid})\n"
+          f"  follow: benchmark-agent --home {home} status {run_id}\n"
+          f"  log:    {run_dir / detach.LOG_FILE}\n"
+          f"  stop:   kill {pid}   (the running stage is stopped, every sample kept)")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Gate 1 and preflight (nothing is executed), then the comparison with the latest RELIABLE
+    run, the lessons and risks that apply, and a challenge of any misaligned request."""
+    files, own, pytest_args = _command_line(args)
+    home = home_of(args)
+    if own.hypothesis is not None:
+        if len(files) != 1:
+            raise SystemExit("benchmark-agent plan --hypothesis: give exactly one benchmark file")
+        set_hypothesis(Path(files[0]), own.hypothesis)
+        print(f"{files[0]}: hypothesis set", flush=True)
+    code = subprocess.call(_pytest(files, home, ["--collect-only", "-q"], pytest_args))
+    if code != 0:
+        return code
+    challenged = 0
+    for file in files:
+        config = load_config(file, bench_set_overrides(pytest_args))
+        result = review(home, config)
+        print("\n".join(result.lines(home)))
+        if not result.challenges:
+            continue
+        earlier = accepted_deviation(home, config.name, config)
+        if own.accept_deviation is not None:
+            path = accept_deviation(home, result, own.accept_deviation)
+            print(f"deviation accepted and recorded in {path}: a run of {config.name} with these "
+                  "values carries the caveat 'comparability limited'.")
+        elif earlier and earlier.get("request") == request_of(result.challenges):
+            print(f"deviation accepted earlier ({earlier['accepted']}: {earlier['reason']}): a "
+                  "run with these values carries the caveat 'comparability limited'.")
+        else:
+            challenged += 1
+            print(f"plan challenged ({len(result.challenges)}): follow the aligned alternative, "
+                  f"or record why you deviate: benchmark-agent plan {file} --accept-deviation "
+                  '"REASON"')
+    return EXIT_CHALLENGED if challenged else 0
+
+
+def _run_folders(home: Path) -> list[Path]:
+    """Run folders with a record, a heartbeat or a pid file (a detached run before its first
+    trial has only the last two), oldest first (run ids sort by time)."""
+    runs = home / "runs"
+    if not runs.is_dir():
+        return []
+    marks = ("results.yaml", detach.PID_FILE, "heartbeat.json")
+    return sorted(p for p in runs.iterdir() if any((p / m).is_file() for m in marks))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """One line on the latest (or a named) run: starting, running (trials done of total, stage,
+    elapsed, ETA, peak memory), complete/halted, interrupted, failed (why) or died. Exit code 1
+    for interrupted, failed or died."""
+    home = home_of(args)
+    folders = _run_folders(home)
+    if not folders:
+        print(f"no runs in {home / 'runs'}")
+        return 0
+    if args.run == "latest":
+        matches = folders[-1:]
+    else:
+        matches = [p for p in folders if p.name == args.run] or \
+                  [p for p in folders if p.name.startswith(args.run)]
+    if len(matches) != 1:
+        known = ", ".join(p.name for p in folders[-5:])
+        raise SystemExit(f"benchmark-agent: no unique run '{args.run}' in {home / 'runs'} "
+                         f"(latest runs: {known})")
+    status = detach.run_status(matches[0])
+    print(status.line)
+    return 0 if status.ok else 1
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    for name, func in (("run", cmd_run), ("plan", cmd_plan)):
+        summary = (func.__doc__ or "").split("\n\n")[0]
+        verb = verbs.add_parser(name, help=summary.splitlines()[0], description=summary)
+        _own_options(verb, name)
+        verb.add_argument("rest", nargs=argparse.REMAINDER, metavar="FILE... [-- PYTEST_ARGS]",
+                          help="benchmark YAML files, then further pytest options after --")
+        verb.set_defaults(func=func)
+    status = verbs.add_parser("status", help=cmd_status.__doc__.splitlines()[0],
+                              description=cmd_status.__doc__)
+    status.add_argument("run", nargs="?", default="latest", help="run id, unique prefix, or latest")
+    status.set_defaults(func=cmd_status)

@@ -1,0 +1,135 @@
+"""Recipes: YAML templates of common pipelines (``recipes/*.yaml`` at the repository's top level).
+
+A recipe pre-fills stages (with ``resources`` for GPU stages), metric specs, resources and a
+provenance **manifest**: the params a fair comparison depends on, each with its default and why.
+A benchmark file with ``recipe: NAME`` (or ``recipe: path/to/recipe.yaml``, relative to the
+file) inherits all of it and may override:
+
+- a file stage with a recipe stage's name overrides the fields it sets (``kind`` is restated);
+  when it sets ``cmd`` but not ``inputs``, the recipe's inputs (the recipe command's scripts)
+  are dropped with it; stages with new names are appended;
+- metric specs and resources override field by field; manifest entries are added or replaced;
+- ``replicates`` is the recipe's unless the file sets it.
+
+Manifest params are never filled in: gate 1 requires the file to declare each (even at its
+default) and says why, so a run's record always states them. A ``must_match`` param (the ML
+recipes' ``eval_suite``) can never be what varies; across runs, a baseline or comparison that
+differs in any param but the treatment variable is refused (``baseline.py``), so runs of
+different evaluation suites are never compared.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError
+
+from pytest_benchmark_agent.config.models import (
+    BenchmarkConfig,
+    FileModel,
+    ManifestEntry,
+    MetricSpec,
+    Replicates,
+    Resources,
+    Stage,
+    load_config,
+    parse_yaml,
+)
+from pytest_benchmark_agent.errors import ConfigError
+
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+
+
+class Recipe(FileModel):
+    """One recipe file."""
+
+    description: str
+    #: Training recipes replicate over seeds by default (their manifest requires ``seeds``).
+    training: bool = False
+    manifest: dict[str, ManifestEntry] = Field(default_factory=dict)
+    stages: list[Stage]
+    #: What each stage's command must do (shown by the scaffold in the scripts it writes).
+    stage_notes: dict[str, str] = Field(default_factory=dict)
+    metrics: dict[str, MetricSpec] = Field(default_factory=dict)
+    resources: Resources = Field(default_factory=Resources)
+    replicates: Replicates | None = None
+    #: Fields a scaffolded benchmark file starts from (hypothesis, treatment_variable, ...).
+    example: dict[str, Any] = Field(default_factory=dict)
+
+
+def available_recipes() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def recipe_path(name: str, base: Path) -> Path:
+    """The file ``recipe: name`` stands for: a path ending in .yaml, else ``recipes/NAME.yaml``."""
+    if name.endswith((".yaml", ".yml")):
+        return (base / name).resolve()
+    return RECIPES_DIR / f"{name}.yaml"
+
+
+def load_recipe(name: str, path: Path) -> Recipe:
+    """The recipe ``name`` used by the benchmark file at ``path``; ConfigError when unusable."""
+    file = recipe_path(name, path.parent)
+    if not file.is_file():
+        known = ", ".join(available_recipes()) or "none"
+        raise ConfigError(path, [("recipe", f"'{name}' is not a recipe (no {file}).",
+                                  f"use one of: {known}, or a path to a recipe .yaml file.")])
+    try:
+        return Recipe.model_validate(parse_yaml(file.read_text()))
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ConfigError(path, [("recipe", f"the recipe file {file} is not valid ({exc}).",
+                                  "fix the recipe file.")]) from None
+
+
+def apply_recipe(config: BenchmarkConfig, path: Path) -> BenchmarkConfig:
+    """``config`` with its recipe's stages, manifest, metrics and resources merged in."""
+    if not config.recipe:
+        return config
+    from pytest_benchmark_agent.domains.api import merge_metrics, merge_resources
+
+    recipe = load_recipe(config.recipe, path)
+    update: dict[str, Any] = {
+        "stages": merge_stages(recipe.stages, config.stages),
+        "manifest": {**recipe.manifest, **config.manifest},
+        "metrics": merge_metrics(recipe.metrics, config),
+        "resources": merge_resources(recipe.resources, config),
+    }
+    if recipe.replicates is not None and "replicates" not in config.model_fields_set:
+        update["replicates"] = recipe.replicates
+    return config.model_copy(update=update)
+
+
+def merge_stages(inherited: list[Stage], own: list[Stage]) -> list[Stage]:
+    """Recipe stages overridden field by field by same-named file stages, then the new ones."""
+    by_name = {stage.name: stage for stage in own}
+    merged = []
+    for stage in inherited:
+        override = by_name.pop(stage.name, None)
+        if override is None:
+            merged.append(stage)
+            continue
+        fields = {f: getattr(override, f) for f in override.model_fields_set if f != "name"}
+        if "cmd" in fields and "inputs" not in fields:
+            fields["inputs"] = []
+        merged.append(stage.model_copy(update=fields))
+    return merged + list(by_name.values())
+
+
+def expand(config: BenchmarkConfig, path: Path) -> BenchmarkConfig:
+    """What gate 1 checks and the plan runs: the recipe merged in, the domain compiled.
+
+    The domain layer (~2-3 ms to import) loads only for a recipe or a Python Domain."""
+    merged = apply_recipe(config, path)
+    if merged.domain == "command":
+        return merged
+    from pytest_benchmark_agent.domains.api import expand_domain
+
+    return expand_domain(merged, path)
+
+
+def load_benchmark(path: Path | str, overrides: dict[str, Any] | None = None) -> BenchmarkConfig:
+    """:func:`~.config.load_config`, then :func:`expand`: the config as the session runs it."""
+    return expand(load_config(path, overrides), Path(path))

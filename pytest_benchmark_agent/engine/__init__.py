@@ -1,0 +1,1 @@
+"""A pytest session that runs a plan: collection, protocol, preps, stages, metrics."""

@@ -1,0 +1,133 @@
+"""Benchmark files as pytest collectors: trials become items, preps become session fixtures.
+
+``BenchFile.collect`` validates the file (config models; its recipe merged in and its Python
+domain compiled to stages; then gate 1: any problem is a collection error, pytest exit code 2),
+builds the plan, registers one session-scoped fixture per prep signature (so ``--setup-show``
+shows each prep built once and reused) and yields one ``BenchItem`` per trial, in the plan's
+interleaved order.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_benchmark_agent.config import gate1
+from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.engine.execute import (
+    PrepOutcome,
+    TrialNotPassed,
+    interrupted_record,
+    obtain_prep,
+    run_trial,
+)
+from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, build_plan
+from pytest_benchmark_agent.errors import BenchError
+
+if TYPE_CHECKING:
+    from pytest_benchmark_agent.engine.session import BenchSession
+    from pytest_benchmark_agent.records.run import BenchRun
+
+
+class BenchFile(pytest.File):
+    """A benchmark YAML file."""
+
+    def collect(self):
+        bench: BenchSession = self.config.stash[SESSION_KEY]
+        config = load_benchmark(self.path, bench.overrides)
+        points = bench.round_points if config.search_space is not None else None
+        gate1.check(config, self.path, tuning=points is not None, home=bench.home)
+        caveat = bench.preflight(config, self.path)
+        plan = build_plan(config, self.path, points)
+        run = bench.new_run(plan)
+        if caveat:
+            run.caveats.append(f"preflight: {caveat}")
+        for node in plan.preps.values():
+            self._register_prep(bench, run, node)
+        # Trials needing the same preps share one fixture resolution: planning 10,000 trials
+        # must not cost 10,000 fixture-closure computations.
+        shared: dict[tuple[str, ...], tuple[Any, Any]] = {}
+        for spec in plan.trials:
+            needed = tuple(node.fixture_name for node in spec.needs)
+            callobj, info = shared.get(needed, (_needs(needed), None))
+            item = BenchItem.from_parent(self, name=run.trial_id(spec), callobj=callobj,
+                                         fixtureinfo=info, spec=spec, run=run, bench=bench)
+            shared.setdefault(needed, (callobj, item._fixtureinfo))
+            yield item
+
+    def _register_prep(self, bench: BenchSession, run: BenchRun, node: PrepNode) -> None:
+        needed = [dep.fixture_name for dep in node.needs]
+
+        def build_or_reuse(**upstream: PrepOutcome) -> PrepOutcome:
+            return obtain_prep(run, bench.stage_context, node,
+                               [upstream[name] for name in needed])
+
+        build_or_reuse.__name__ = node.fixture_name
+        build_or_reuse.__signature__ = _signature(needed)  # type: ignore[attr-defined]
+        # pytest has no public API to add a fixture at collection time; this is the one it uses
+        # for its own plugin fixtures, and it makes preps real session-scoped fixtures. pytest
+        # 9.2 scopes it by node (and deprecates the nodeid), 9.0 and 9.1 by nodeid.
+        manager = self.session._fixturemanager
+        where = ({"node": self} if "node" in inspect.signature(manager._register_fixture).parameters
+                 else {"nodeid": self.nodeid})
+        manager._register_fixture(name=node.fixture_name, func=build_or_reuse, scope="session",
+                                  **where)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, BenchError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class BenchItem(pytest.Function):
+    """One trial: the measure stage for one treatment, replicate and seed."""
+
+    def __init__(self, *, spec: TrialSpec, run: BenchRun, bench: BenchSession, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.run = run
+        self.bench = bench
+
+    def runtest(self) -> None:
+        """Run the trial's measure stage with the prep outcomes its fixtures provided."""
+        preps = [self.funcargs[node.fixture_name] for node in self.spec.needs]
+        try:
+            record = run_trial(self.run, self.bench.stage_context, self.spec, preps)
+        except TrialNotPassed as exc:
+            self.bench.finish_trial(self.run, exc.record)
+            raise exc.cause from None
+        except KeyboardInterrupt as exc:
+            record = interrupted_record(exc)
+            if record is not None:
+                self.bench.finish_trial(self.run, record)
+            raise
+        self.bench.finish_trial(self.run, record)
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]):  # type: ignore[override]
+        if isinstance(excinfo.value, BenchError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+def _needs(names: tuple[str, ...]):
+    """The item's function object: it only names the prep fixtures a trial requests (its
+    signature); ``BenchItem.runtest`` runs the trial itself."""
+
+    def trial(**preps: PrepOutcome) -> None:
+        raise NotImplementedError("BenchItem.runtest runs trials")  # pragma: no cover
+
+    trial.__signature__ = _signature(list(names))  # type: ignore[attr-defined]
+    return trial
+
+
+def _signature(names: list[str]) -> inspect.Signature:
+    return inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                              for n in names])
+
+
+SESSION_KEY = pytest.StashKey["BenchSession"]()

@@ -1,0 +1,343 @@
+"""Executing the plan: building or reusing preps, and running one trial's measure stage.
+
+``obtain_prep`` is what a prep's session-scoped fixture does; ``run_trial`` is what a trial
+item does. Both turn every way a stage can go wrong into a recorded outcome with a readable
+reason, and hand each finished trial to the ``pytest_bench_trial_finished`` hook at once, so
+its samples are on disk before the next trial starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark_agent.config.models import BUILTIN_METRICS, Stage
+from pytest_benchmark_agent.config.placeholders import names_in, render
+from pytest_benchmark_agent.engine.cache import PrepCache
+from pytest_benchmark_agent.engine.isolation import HostIsolation, host_id
+from pytest_benchmark_agent.engine.metrics import (
+    Value,
+    effective_mismatches,
+    exact_metrics,
+    parse_effective,
+    parse_metrics,
+    read_metrics_file,
+)
+from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, closure_nodes, describe_binding
+from pytest_benchmark_agent.engine.stages import DEFAULT_PROGRESS_S, StageRun, run_stage
+from pytest_benchmark_agent.errors import MetricError, StageFailed
+from pytest_benchmark_agent.guards.cgroup import CgroupMemory
+from pytest_benchmark_agent.guards.gpu import (
+    GpuUnavailable,
+    cost_usd,
+    cuda_oom_in,
+    gpu_hours,
+    pin_devices,
+)
+from pytest_benchmark_agent.records.fsutil import release_lock, utc_now
+from pytest_benchmark_agent.records.run import BenchRun
+
+
+@dataclass
+class StageContext:
+    """What every stage of a session runs with: the cache, the memory cgroup, the host lock."""
+
+    cache: PrepCache
+    cgroup: CgroupMemory | None
+    isolation: HostIsolation
+    hook: Any  # the pytest hook relay: stage start and progress are published through it
+    progress_every_s: float = DEFAULT_PROGRESS_S
+    #: Signatures this process has already verified or built (skipped when helping others).
+    settled: set[str] = field(default_factory=set)
+    #: The environment every stage starts from: this process's, as the session began (copying
+    #: ``os.environ`` decodes every variable, a cost per stage worth avoiding).
+    base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    def announce(self, run: BenchRun, stage: str,
+                 trial_id: str | None) -> Callable[[float, float], None]:
+        """Publish a stage's start; returns the progress callback for its run."""
+        self.hook.pytest_bench_stage_started(run=run, stage=stage, trial_id=trial_id)
+
+        def progress(elapsed_s: float, peak_rss_mb: float) -> None:
+            self.hook.pytest_bench_stage_progress(run=run, stage=stage, trial_id=trial_id,
+                                                  elapsed_s=elapsed_s, peak_rss_mb=peak_rss_mb)
+        return progress
+
+
+@dataclass
+class PrepOutcome:
+    """What a prep fixture hands to the trials that need it (success or the reason it failed)."""
+
+    node: PrepNode
+    artifacts: dict[str, Path] = field(default_factory=dict)  # own and every upstream artifact
+    effective: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+def obtain_prep(run: BenchRun, ctx: StageContext, node: PrepNode,
+                upstream: list[PrepOutcome]) -> PrepOutcome:
+    """Reuse a verified cache entry for ``node`` or build it; never raises for a stage failure."""
+    failed = next((dep for dep in upstream if dep.error), None)
+    if failed:
+        return PrepOutcome(node, error=f"needs '{failed.node.stage.name}', which failed: "
+                                       f"{failed.error}")
+    artifacts, effective = _merged(upstream)
+    lock = ctx.cache.lock(node.signature, wait=False)
+    while lock is None:  # another worker is building it: build something else meanwhile
+        if not _build_another(run, ctx, node):
+            lock = ctx.cache.lock(node.signature)
+    try:
+        return _reuse_or_build(run, ctx, node, artifacts, effective)
+    finally:
+        release_lock(lock)
+
+
+def _build_another(run: BenchRun, ctx: StageContext, waiting_for: PrepNode) -> bool:
+    """Build one prep of the plan that nobody holds and whose needs are cached; False if none.
+
+    Under xdist this is what makes preps parallel: workers start their blocks with the same
+    prep, and the ones that find it locked build the next ones instead of waiting idle.
+    """
+    for other in run.plan.preps.values():  # dependencies come before their dependents
+        if other is waiting_for or other.signature in ctx.settled:
+            continue
+        upstream = [ctx.cache.verify(dep)[0] for dep in closure_nodes(other.needs)]
+        if any(entry is None for entry in upstream):
+            continue
+        lock = ctx.cache.lock(other.signature, wait=False)
+        if lock is None:
+            continue
+        try:
+            if ctx.cache.verify(other)[0] is not None:
+                ctx.settled.add(other.signature)
+                continue
+            _reuse_or_build(run, ctx, other, *_merged(upstream))
+            return True
+        finally:
+            release_lock(lock)
+    return False
+
+
+def _merged(sources: list[Any]) -> tuple[dict[str, Path], dict[str, str]]:
+    """The artifacts and effective params of several prep outcomes or cache entries, merged."""
+    artifacts = {name: path for source in sources for name, path in source.artifacts.items()}
+    effective = {name: value for source in sources for name, value in source.effective.items()}
+    return artifacts, effective
+
+
+def _reuse_or_build(run: BenchRun, ctx: StageContext, node: PrepNode, artifacts: dict[str, Path],
+                    effective: dict[str, str]) -> PrepOutcome:
+    """Under the node's lock: reuse its verified entry, or (re)build and publish it."""
+    event: dict[str, Any] = {"stage": node.stage.name, "signature": node.signature,
+                             "binding": describe_binding(node)}
+    cache = ctx.cache
+    ctx.settled.add(node.signature)
+    entry, why = cache.verify(node)
+    if entry is not None:
+        event.update(action="reused", folder=str(entry.folder))
+        run.preps.append(event)
+        return PrepOutcome(node, {**artifacts, **entry.artifacts},
+                           {**effective, **entry.effective})
+    event["rebuild_reason"] = why
+    if why not in ("no cache entry",):
+        run.caveats.append(f"cache entry of prep '{node.stage.name}' ({node.signature[:12]}) "
+                           f"was rebuilt: {why}")
+    folder, scratch = cache.prepare(node)
+    own = cache.artifact_paths(node)
+    values = {**node.params_used, "seed": node.seed, "out": scratch, **artifacts, **own}
+    command = render(node.stage.cmd or "", values)
+    log_dir = run.dir / "preps" / f"{node.stage.name}-{node.signature[:12]}"
+    t0 = time.perf_counter()
+    try:
+        devices, env, vram_mb = _pin_gpus(run, node.stage, _stage_env(ctx, node.stage.env, values))
+        with ctx.isolation.stage("prep"):
+            progress = ctx.announce(run, node.stage.name, None)
+            result = run_stage(node.stage.name, command, cwd=node.cwd, env=env, log_dir=log_dir,
+                               timeout_s=node.stage.timeout_s, cgroup=ctx.cgroup,
+                               mem_ceiling_mb=_ceiling(run, node.stage), progress=progress,
+                               progress_every_s=ctx.progress_every_s, gpus=devices,
+                               vram_ceiling_mb=vram_mb)
+        event.update(_gpu_spend(run, result))
+        _check_exit(result)
+        stage_effective = parse_effective(result.stdout(), scratch)
+        entry = cache.publish(node, run_id=run.run_id, command=command,
+                              duration_s=time.perf_counter() - t0, effective=stage_effective)
+    except (StageFailed, GpuUnavailable) as exc:
+        event.update(action="failed", reason=str(exc))
+        run.preps.append(event)
+        return PrepOutcome(node, error=str(exc))
+    except FileNotFoundError as exc:
+        reason = (f"stage '{node.stage.name}' exited 0 but did not create its artifact(s) "
+                  f"{exc}; a prep must create every path it produces.")
+        event.update(action="failed", reason=reason)
+        run.preps.append(event)
+        return PrepOutcome(node, error=reason)
+    event.update(action="built", folder=str(folder), **result.as_record())
+    run.preps.append(event)
+    return PrepOutcome(node, {**artifacts, **entry.artifacts}, {**effective, **entry.effective})
+
+
+def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
+              preps: list[PrepOutcome]) -> dict[str, Any]:
+    """Run the measure stage of one trial and return its record (not yet published).
+
+    Raises StageFailed after building the record when the trial did not pass, so pytest shows
+    it as a failure with the stage's reason; the record is attached to the exception.
+    """
+    record = run.blank_trial(spec, "passed")
+    record["host"] = host_id()
+    failed = next((p for p in preps if p.error), None)
+    if failed:
+        raise _not_passed(record, StageFailed(failed.node.stage.name, "(a prep) failed",
+                                              detail=failed.error or ""))
+    folder = run.trial_dir(spec)
+    scratch = folder / "out"
+    uses_out = _uses_out(spec.stage.cmd or "",
+                         spec.stage.metrics_from and spec.stage.metrics_from.file)
+    if uses_out:
+        scratch.mkdir(parents=True, exist_ok=True)  # else nothing is made unless output comes
+    artifacts, upstream_effective = _merged(preps)
+    values = {**spec.params, "seed": spec.seed, "out": scratch, **artifacts}
+    command = render(spec.stage.cmd or "", values)
+    record.update(command=command, logs=str(folder))
+    try:
+        devices, env, vram_mb = _pin_gpus(run, spec.stage, _stage_env(ctx, spec.stage.env, values))
+    except GpuUnavailable as exc:
+        raise _not_passed(record, StageFailed(spec.stage.name, "could not get its GPUs",
+                                              detail=str(exc))) from None
+    try:
+        progress = ctx.announce(run, spec.stage.name, record["id"])
+        with ctx.isolation.stage("measure"):
+            result = run_stage(spec.stage.name, command, cwd=spec.cwd, env=env, log_dir=folder,
+                               timeout_s=spec.stage.timeout_s, cgroup=ctx.cgroup,
+                               mem_ceiling_mb=_ceiling(run, spec.stage), progress=progress,
+                               progress_every_s=ctx.progress_every_s, gpus=devices,
+                               vram_ceiling_mb=vram_mb)
+    except KeyboardInterrupt:
+        record.update(status="interrupted", reason="the session was interrupted during this trial",
+                      ended=utc_now())
+        raise _Interrupted(record) from None
+    record.update(result.as_record())
+    record.update(_gpu_spend(run, result))
+    record["metrics"] = {name: record[name] for name in BUILTIN_METRICS}
+    try:
+        _check_exit(result)
+        record["metrics"].update(_read_metrics(spec, result, values,
+                                               exact_metrics(run.plan.config.metrics)))
+    except (StageFailed, MetricError) as exc:
+        cause = exc if isinstance(exc, StageFailed) else StageFailed(
+            spec.stage.name, "reported bad metrics", detail=str(exc))
+        raise _not_passed(record, cause) from None
+    effective = {**upstream_effective,
+                 **parse_effective(result.stdout(), scratch if uses_out else None)}
+    if effective:
+        record["effective"] = effective
+    mismatches = effective_mismatches(spec.params, effective)
+    if mismatches:
+        raise _not_passed(record, StageFailed(
+            spec.stage.name, "is not comparable", status="not_comparable",
+            detail="effective params differ from declared: " + "; ".join(mismatches)))
+    return record
+
+
+class TrialNotPassed(Exception):
+    """Carries a finished trial's record out of the item so it is published, then shown."""
+
+    def __init__(self, record: dict[str, Any], cause: StageFailed):
+        self.record = record
+        self.cause = cause
+        super().__init__(str(cause))
+
+
+class _Interrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt that still carries the record of the trial it cut short."""
+
+    def __init__(self, record: dict[str, Any]):
+        super().__init__()
+        self.record = record
+
+
+def interrupted_record(exc: BaseException) -> dict[str, Any] | None:
+    return exc.record if isinstance(exc, _Interrupted) else None
+
+
+def _not_passed(record: dict[str, Any], exc: StageFailed) -> TrialNotPassed:
+    record.update(status=exc.status, reason=str(exc))
+    return TrialNotPassed(record, exc)
+
+
+@functools.lru_cache(maxsize=256)
+def _uses_out(cmd: str, metrics_file: str | None) -> bool:
+    """Whether a measure stage refers to ``{out}`` (its scratch folder is made only then)."""
+    return "out" in names_in(cmd) or "out" in names_in(metrics_file or "")
+
+
+def _ceiling(run: BenchRun, stage: Stage) -> float | None:
+    """A stage's memory ceiling: its own ``mem_mb``, else the benchmark's ``resources.mem_mb``."""
+    return stage.mem_mb or run.plan.config.resources.mem_mb
+
+
+def _pin_gpus(run: BenchRun, stage: Stage,
+              env: dict[str, str]) -> tuple[list[int], dict[str, str], float]:
+    """The devices a stage gets (its ``gpus``, else ``resources.gpus``; none hides every GPU),
+    its env with ``CUDA_VISIBLE_DEVICES`` pinned, and its VRAM ceiling."""
+    resources = run.plan.config.resources
+    count = stage.gpus if stage.gpus is not None else resources.gpus
+    vram_mb = stage.vram_mb or resources.vram_mb
+    field_name = f"stages ({stage.name}).gpus" if stage.gpus is not None else "resources.gpus"
+    devices, pinned = pin_devices(count, env, vram_mb=vram_mb, field=field_name)
+    return devices, pinned, vram_mb
+
+
+def _gpu_spend(run: BenchRun, result: StageRun) -> dict[str, Any]:
+    """GPU-hours (wall time x pinned GPUs) and their cost, for stages that had GPUs."""
+    if not result.gpus:
+        return {}
+    hours = gpu_hours(result.wall_s, len(result.gpus))
+    return {"gpu_hours": hours,
+            "cost_usd": cost_usd(hours, run.plan.config.resources.price_per_gpu_hour)}
+
+
+def _check_exit(result: StageRun) -> None:
+    for event in result.guard_events:
+        raise StageFailed(result.stage, f"was stopped by the {event['kind']} guard "
+                          f"({event['reason']}: peak {event['peak_mb']} MB, ceiling "
+                          f"{event['ceiling_mb']} MB)", status=f"guard:{event['kind']}",
+                          detail=f"stderr (last lines):\n{result.stderr_tail()}")
+    if result.timed_out:
+        raise StageFailed(result.stage, "timed out and was stopped",
+                          detail=f"stderr (last lines):\n{result.stderr_tail()}")
+    if result.exit_code != 0:
+        oom = cuda_oom_in(result.stderr_tail(200))
+        if oom:
+            raise StageFailed(result.stage, "ran out of GPU memory (CUDA out of memory)",
+                              detail=f"{oom}\nexit code {result.exit_code}; stderr (last lines):"
+                                     f"\n{result.stderr_tail()}")
+        raise StageFailed(result.stage, f"exited with code {result.exit_code}",
+                          detail=f"command: {result.command}\n"
+                                 f"stderr (last lines):\n{result.stderr_tail()}")
+
+
+def _read_metrics(spec: TrialSpec, result: StageRun, values: dict[str, Any],
+                  exact: frozenset[str]) -> dict[str, Value]:
+    """The stage's declared metrics; the ``exact`` ones (``direction: equal``) as written."""
+    source = spec.stage.metrics_from
+    assert source is not None, "gate 1 guarantees a measure stage declares its metrics"
+    fields = [f for f in source.fields if f not in BUILTIN_METRICS]
+    if not fields:
+        return {}
+    if source.file:
+        return read_metrics_file(spec.cwd / render(source.file, values, quote=False), fields,
+                                 exact)
+    return parse_metrics(result.stdout(), fields, "stdout", exact)
+
+
+def _stage_env(ctx: StageContext, extra: dict[str, str],
+               values: dict[str, Any]) -> dict[str, str]:
+    return {**ctx.base_env,
+            **{key: render(text, values, quote=False) for key, text in extra.items()}}

@@ -1,0 +1,188 @@
+"""Reading what a stage reports: metric values and point-of-use (effective) parameters.
+
+Metrics come from stdout (``name=value``, ``name: value`` or one JSON object line) or from a
+file (JSON object or the same lines). A declared metric that is missing, or not a finite
+number, is an error, never a silent 0. A ``direction: equal`` metric (a checksum, a hash) is
+kept exactly as the stage wrote it: an integer of any size as an ``int``, any other token (hex,
+base64, text) as a ``str``, never rounded through a float. ``BENCH_EFFECTIVE name=value`` lines
+on stdout and ``{out}/effective.json`` report the parameters a stage really used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.errors import MetricError
+
+_PAIR = re.compile(r"^\s*([A-Za-z_][\w.@\-/]*)\s*[=:]\s*(.*?)\s*$")
+#: An integer as written in canonical form (no sign but ``-``, no leading zero): kept as an
+#: ``int``; ``007`` or ``+7`` stay text, so the value reads back exactly as it was written.
+_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_EFFECTIVE = "BENCH_EFFECTIVE"
+
+#: A metric's value in a trial record: a float, or an exact (``direction: equal``) int or str.
+Value = float | int | str
+
+
+def exact_metrics(specs: Mapping[str, object]) -> frozenset[str]:
+    """The names of the ``direction: equal`` metrics of ``specs`` (kept as written)."""
+    return frozenset(name for name, spec in specs.items()
+                     if getattr(spec, "direction", None) == "equal")
+
+
+def read_pairs(text: str) -> dict[str, Any]:
+    """Every ``name=value`` / ``name: value`` / JSON-object line of ``text``; the last one wins."""
+    found: dict[str, Any] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(_EFFECTIVE):
+            continue
+        if stripped.startswith("{") and stripped.endswith("}"):
+            try:
+                obj = json.loads(stripped, parse_float=_JsonNumber)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                found.update(obj)
+            continue
+        match = _PAIR.match(stripped)
+        if match:
+            found[match.group(1)] = _Token(match.group(2))
+    return found
+
+
+def parse_metrics(text: str, fields: Iterable[str], source: str,
+                  exact: Collection[str] = ()) -> dict[str, Value]:
+    """The declared ``fields`` from a stage's output ``text``; ``source`` names it in errors.
+
+    The ``exact`` ones (``direction: equal``) are kept as written, the others are finite floats.
+    """
+    pairs = read_pairs(text)
+    values: dict[str, Value] = {}
+    for name in fields:
+        if name not in pairs:
+            tail = "\n".join(text.strip().splitlines()[-5:]) or "(nothing)"
+            what = "<value>" if name in exact else "<number>"
+            raise MetricError(f"metric '{name}' was not reported on {source}; it must print "
+                              f"'{name}={what}'. Last lines of {source}:\n{tail}")
+        raw = pairs[name]
+        values[name] = _exact(name, raw, source) if name in exact else _number(name, raw, source)
+    return values
+
+
+def _number(name: str, raw: Any, source: str) -> float:
+    hint = (" (a value compared exactly, such as a hash or a checksum, needs "
+            f"`{name}: {{direction: equal}}`)")
+    if isinstance(raw, bool) or raw is None:
+        raise MetricError(f"metric '{name}' on {source} is {raw!r}, not a number.")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise MetricError(f"metric '{name}' on {source} is {raw!r}, not a number"
+                          f"{hint if isinstance(raw, str) and raw else ''}.") from None
+    except OverflowError:  # a JSON integer beyond a float's range
+        raise MetricError(f"metric '{name}' on {source} is {raw!r}, not a finite number"
+                          f"{hint}.") from None
+    if not math.isfinite(value):
+        raise MetricError(f"metric '{name}' on {source} is {raw!r}, not a finite number.")
+    return value
+
+
+def _exact(name: str, raw: Any, source: str) -> int | str:
+    """A ``direction: equal`` value as written: a JSON integer or string as given (a JSON
+    boolean as ``true``/``false``, a JSON float as its literal), a printed token as an int
+    when it is one in canonical form (of any size), else as the text itself."""
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, _JsonNumber):
+        return str(raw)
+    if isinstance(raw, str) and not isinstance(raw, _Token):  # a JSON string
+        return raw
+    if not isinstance(raw, str):
+        raise MetricError(f"metric '{name}' on {source} is {raw!r}: a metric compared exactly "
+                          "must be one value (an integer or a string), not a list, an object "
+                          "or null.")
+    if not raw:
+        raise MetricError(f"metric '{name}' on {source} is empty; it must print "
+                          f"'{name}=<value>'.")
+    if _INTEGER.fullmatch(raw):
+        try:
+            return int(raw)
+        except ValueError:  # beyond Python's digit limit for int(): kept as its text
+            return str(raw)
+    return str(raw)
+
+
+class _Token(str):
+    """The text of a ``name=value`` line, as opposed to a string of a JSON object."""
+
+
+class _JsonNumber(str):
+    """A JSON float's literal (``1.50`` stays ``1.50``); read as a float where one is wanted."""
+
+
+def show_value(value: Any) -> str:
+    """A recorded value as the stage wrote it: an int's every digit, a str verbatim (quoted
+    when it reads as an integer, so a JSON ``"7"`` is not taken for the int 7), a float in the
+    shortest spelling that reads back as it (``4242`` for 4242.0)."""
+    if isinstance(value, str):
+        return json.dumps(value) if _INTEGER.fullmatch(value) else value
+    if isinstance(value, float):
+        text = repr(value)
+        return text[:-2] if text.endswith(".0") else text
+    return str(value)
+
+
+def read_metrics_file(path: Path, fields: Iterable[str],
+                      exact: Collection[str] = ()) -> dict[str, Value]:
+    """Metrics from a file a stage wrote (a JSON object, or ``name=value`` lines)."""
+    if not path.is_file():
+        raise MetricError(f"metrics file {path} was not written by the stage.")
+    return parse_metrics(path.read_text(), fields, f"metrics file {path}", exact)
+
+
+def parse_effective(stdout: str, out_dir: Path | None) -> dict[str, str]:
+    """Parameters the stage says it really used, as text (stdout lines win over the file)."""
+    effective: dict[str, str] = {}
+    if out_dir is not None and (out_dir / "effective.json").is_file():
+        try:
+            data = json.loads((out_dir / "effective.json").read_text())
+        except ValueError as exc:
+            raise MetricError(f"{out_dir / 'effective.json'} is not valid JSON ({exc}).") from None
+        if not isinstance(data, dict):
+            raise MetricError(f"{out_dir / 'effective.json'} must hold a JSON object.")
+        effective.update({str(k): as_text(v) for k, v in data.items()})
+    for line in stdout.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(_EFFECTIVE):
+            match = _PAIR.match(stripped[len(_EFFECTIVE):])
+            if match:
+                effective[match.group(1)] = match.group(2)
+    return effective
+
+
+def effective_mismatches(declared: Mapping[str, Any], effective: Mapping[str, str]) -> list[str]:
+    """``name: declared X, effective Y`` for every reported param that differs from its value."""
+    mismatches = []
+    for name, used in effective.items():
+        if name in declared and not _same(declared[name], used):
+            mismatches.append(f"{name}: declared {as_text(declared[name])!r}, effective {used!r}")
+    return mismatches
+
+
+def _same(declared: Any, used: str) -> bool:
+    text = as_text(declared)
+    if text == used:
+        return True
+    try:
+        return float(text) == float(used)
+    except ValueError:
+        return False

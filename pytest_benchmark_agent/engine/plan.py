@@ -1,0 +1,253 @@
+"""From a gate-1-clean config to concrete work: prep nodes with signatures, and trials in order.
+
+A prep node is one prep stage bound to the param values it uses; its **signature** hashes what
+could change its output: the command (with needed artifacts named by their producers'
+signatures, so the home folder's location does not matter), the values of the params it uses,
+the signatures of what it needs, the content of its ``inputs:``, its folder and environment.
+Two treatments that bind a prep identically share one node, so it is built once.
+
+Trials are ordered in blocks: replicate k of every treatment runs adjacent (A B A B ...), so
+slow drift of the machine hits every treatment alike and the analysis can pair within blocks.
+A file of one configuration (no ``treatment_variable``) has one treatment, labelled
+:data:`ONE_CONFIGURATION` (``default``): a block is one trial, there is nothing to interleave,
+and its trial ids read ``search[default-rep2]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark_agent.config.gate1 import (
+    one_configuration,
+    treatment_values,
+    treatment_variable,
+)
+from pytest_benchmark_agent.config.models import BenchmarkConfig, Stage
+from pytest_benchmark_agent.config.placeholders import as_text, names_in, render
+from pytest_benchmark_agent.errors import ConfigError
+
+#: Bumped when the meaning of a signature changes, so old cache entries are never reused.
+SIGNATURE_VERSION = 1
+#: The label of the one treatment of a file of one configuration: its control, its trial ids
+#: (``search[default-rep0]``, selected with ``-k default``) and its column in the summary.
+ONE_CONFIGURATION = "default"
+
+
+@dataclass(frozen=True)
+class PrepNode:
+    """One prep stage bound to concrete values; identified (and cached) by its signature."""
+
+    stage: Stage
+    signature: str
+    needs: tuple[PrepNode, ...]
+    params_used: dict[str, Any]
+    seed: int | None
+    cwd: Path
+    inputs: tuple[Path, ...]
+
+    @property
+    def fixture_name(self) -> str:
+        """The session-scoped fixture that builds or reuses this node."""
+        return f"bench_prep_{_identifier(self.stage.name)}_{self.signature[:12]}"
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One test item: a measure stage for one treatment, replicate (block) and seed."""
+
+    stage: Stage
+    treatment: Any
+    replicate: int
+    seed: int | None
+    params: dict[str, Any]
+    needs: tuple[PrepNode, ...]
+    cwd: Path
+
+    @property
+    def treatment_label(self) -> str:
+        return as_text(self.treatment)
+
+    def test_name(self, variable: str | None) -> str:
+        """The contract's id: ``search[fts.merge=optimize-rep2]`` (``-seed3`` with seeds);
+        ``search[default-rep2]`` for one configuration (``variable`` None)."""
+        suffix = f"-seed{self.seed}" if self.seed is not None else ""
+        treatment = self.treatment_label if variable is None else \
+            f"{variable}={self.treatment_label}"
+        return f"{self.stage.name}[{treatment}-rep{self.replicate}{suffix}]"
+
+
+@dataclass
+class BenchPlan:
+    """Everything a benchmark file will run, known before the first trial."""
+
+    config: BenchmarkConfig
+    path: Path
+    #: The treatment variable; None for one configuration (``treatments == [ONE_CONFIGURATION]``).
+    variable: str | None
+    treatments: list[Any]
+    trials: list[TrialSpec]
+    preps: dict[str, PrepNode] = field(default_factory=dict)  # signature -> node
+
+    @property
+    def control(self) -> Any:
+        return self.treatments[0]
+
+
+#: The treatment variable of a tuning round, whose treatments are points of the search space.
+POINT = "point"
+
+
+def point_label(point: dict[str, Any]) -> str:
+    """``heap_factor=0.6,query_cut=10``: a tuning point as a treatment label."""
+    return ",".join(f"{name}={as_text(value)}" for name, value in point.items())
+
+
+def build_plan(config: BenchmarkConfig, path: Path,
+               points: list[dict[str, Any]] | None = None) -> BenchPlan:
+    """Bind every stage to every treatment and seed; dedupe preps by signature.
+
+    ``points`` makes this a tuning round: each point (values of the tuned params) is one
+    treatment of the synthetic variable ``point``, the first being the incumbent. A file of one
+    configuration binds its params as declared, as the one treatment ``default``.
+    """
+    variable: str | None
+    if points is not None:
+        variable = POINT
+        treatments: list[Any] = [point_label(p) for p in points]
+        bindings = [{**config.params, **p} for p in points]
+    elif one_configuration(config):
+        variable = None
+        treatments = [ONE_CONFIGURATION]
+        bindings = [dict(config.params)]
+    else:
+        name = treatment_variable(config)
+        assert name is not None, "gate 1 guarantees a treatment variable"
+        variable = name
+        treatments = treatment_values(config)
+        bindings = [{**config.params, variable: t} for t in treatments]
+    folder = path.parent.resolve()
+    by_name = {stage.name: stage for stage in config.stages}
+    hasher = _InputHasher()
+    plan = BenchPlan(config, path, variable, treatments, trials=[])
+    seeds: list[int | None] = list(config.seeds) if config.seeds is not None else [None]
+    measures = [stage for stage in config.stages if stage.kind == "measure"]
+    for replicate in range(config.max_replicates):
+        for seed in seeds:
+            for treatment, params in zip(treatments, bindings, strict=True):
+                for stage in measures:
+                    nodes = tuple(_bind(by_name[need], params, seed, by_name, folder, hasher, plan)
+                                  for need in stage.needs)
+                    plan.trials.append(TrialSpec(stage, treatment, replicate, seed, params, nodes,
+                                                 _stage_dir(stage, params, seed, folder)))
+    return plan
+
+
+def _bind(stage: Stage, params: dict[str, Any], seed: int | None, by_name: dict[str, Stage],
+          folder: Path, hasher: _InputHasher, plan: BenchPlan) -> PrepNode:
+    needs = tuple(_bind(by_name[n], params, seed, by_name, folder, hasher, plan)
+                  for n in stage.needs)
+    used = _names_used(stage)
+    params_used = {name: params[name] for name in sorted(used) if name in params}
+    cwd = _stage_dir(stage, params, seed, folder)
+    inputs = tuple(cwd / render(text, {**params, "seed": seed}, quote=False)
+                   for text in stage.inputs)
+    upstream = {a: f"<artifact {dep.signature}:{a}>" for dep in closure_nodes(needs)
+                for a in dep.stage.produces}
+    symbolic = {**params, "seed": seed, "out": "<out>", **upstream,
+                **{a: f"<own:{a}>" for a in stage.produces}}
+    payload = {
+        "version": SIGNATURE_VERSION,
+        "stage": stage.name,
+        "produces": stage.produces,
+        "cmd": render(stage.cmd or "", symbolic, quote=False),
+        "env": {k: render(v, symbolic, quote=False) for k, v in sorted(stage.env.items())},
+        "params": {k: as_text(v) for k, v in params_used.items()},
+        "seed": seed if "seed" in used else None,
+        "needs": [dep.signature for dep in needs],
+        "inputs": {str(p): hasher.digest(p, plan.path, stage.name) for p in inputs},
+        "wdir": str(cwd),
+    }
+    signature = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    node = plan.preps.get(signature)
+    if node is None:
+        node = PrepNode(stage, signature, needs, params_used,
+                        seed if "seed" in used else None, cwd, inputs)
+        plan.preps[signature] = node
+    return node
+
+
+def closure_nodes(nodes: tuple[PrepNode, ...]) -> list[PrepNode]:
+    """Every node in ``nodes`` and what they need, each once."""
+    seen: dict[str, PrepNode] = {}
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if node.signature not in seen:
+            seen[node.signature] = node
+            stack.extend(node.needs)
+    return list(seen.values())
+
+
+
+def _names_used(stage: Stage) -> set[str]:
+    texts = [stage.cmd or "", *stage.inputs, *stage.env.values(), stage.wdir or ""]
+    return {name for text in texts for name in names_in(text)}
+
+
+def _stage_dir(stage: Stage, params: dict[str, Any], seed: int | None, folder: Path) -> Path:
+    if not stage.wdir:
+        return folder
+    return (folder / render(stage.wdir, {**params, "seed": seed}, quote=False)).resolve()
+
+
+def _identifier(text: str) -> str:
+    return re.sub(r"\W", "_", text)
+
+
+class _InputHasher:
+    """Content hashes of input files and folders, each computed once per plan."""
+
+    def __init__(self) -> None:
+        self._memo: dict[Path, str] = {}
+
+    def digest(self, path: Path, config_path: Path, stage: str) -> str:
+        if path not in self._memo:
+            if not path.exists():
+                raise ConfigError(config_path, [(f"stages ({stage}).inputs", f"'{path}' does not "
+                                                 "exist.", "fix the path or the params in it.")])
+            self._memo[path] = content_hash(path)
+        return self._memo[path]
+
+
+def content_hash(path: Path) -> str:
+    """sha256 of a file, or of a folder's relative paths and file contents (sorted)."""
+    if path.is_file():
+        return _file_hash(path)
+    digest = hashlib.sha256()
+    for child in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(child.relative_to(path)).encode() + b"\0")
+        digest.update(_file_hash(child).encode())
+    return digest.hexdigest()
+
+
+def _file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def describe_binding(node: PrepNode) -> str:
+    """``build(corpus.n_docs=20000)``: a prep and the values it was bound to, for reports."""
+    values = ", ".join(f"{k}={as_text(v)}" for k, v in node.params_used.items())
+    return f"{node.stage.name}({values})"
+
+
+__all__ = ["ONE_CONFIGURATION", "BenchPlan", "PrepNode", "TrialSpec", "build_plan",
+           "closure_nodes", "content_hash", "describe_binding"]

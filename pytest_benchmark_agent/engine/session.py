@@ -1,0 +1,330 @@
+"""The benchmark side of one pytest session: its runs, cache, budgets and end of run.
+
+Registered as a plugin only under ``--bench``, so a normal test session never pays for it.
+It starts each run before the first trial, publishes every finished trial through the
+``pytest_bench_trial_finished`` hook, stops a run cleanly when a budget is spent (its remaining
+trials are skipped and recorded as ``not_run``), and on the way out, normal or interrupted,
+records what did not run, summarizes, and publishes the run.
+
+Gate 2 runs here too: a ``--bench-baseline REF`` is resolved at collection (gate 1 on the
+frozen configs: a baseline with another param value is a collection error; a REF naming no run
+leaves the run's CI gate unjudged), sequential replication skips the rest of a run once a look
+has decided it (its state stays ``complete``), every finished run is judged (:mod:`.judge`)
+before it is published, and ``--bench-fail-on`` turns the CI gate (:func:`.judge.ci_gate`) into
+exit code 1: ``regression`` when it regressed, ``unjudged`` when nothing could be judged.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.placeholders import render
+from pytest_benchmark_agent.engine.cache import PrepCache
+from pytest_benchmark_agent.engine.collect import BenchItem
+from pytest_benchmark_agent.engine.execute import StageContext
+from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE, HostIsolation, host_id
+from pytest_benchmark_agent.engine.plan import BenchPlan
+from pytest_benchmark_agent.engine.preflight import check_resources
+from pytest_benchmark_agent.engine.protocol import TrialProtocol
+from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.guards.cgroup import CgroupMemory
+from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
+from pytest_benchmark_agent.judge import gate2 as judge
+from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
+from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
+from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
+from pytest_benchmark_agent.records.run import BenchRun, new_run_id, new_session_token
+from pytest_benchmark_agent.records.writer import read_journal
+from pytest_benchmark_agent.report.markdown import terminal_lines, what_went_wrong
+
+
+class BenchSession:
+    """State shared by the collectors and items of one ``pytest --bench`` session."""
+
+    def __init__(self, config: pytest.Config, home: Path, overrides: dict[str, Any],
+                 round_points: list[dict[str, Any]] | None = None, *,
+                 token: tuple[str, str] | None = None, worker_id: str | None = None):
+        self.config = config
+        self.home = home
+        self.overrides = overrides
+        #: Shared by every run id of this session; under xdist the controller picks it.
+        self.token = token or new_session_token()
+        #: Set in an xdist worker: it records its trials, and the controller finishes the runs.
+        self.worker_id = worker_id
+        #: The points of a tuning round (``--bench-round``): the treatments of tuning files.
+        self.round_points = round_points
+        isolation = HostIsolation(home, config.getoption("bench_isolation"))
+        self.stage_context = StageContext(PrepCache(home / "cache"), CgroupMemory.of_self(),
+                                          isolation, config.hook,
+                                          config.getoption("bench_progress_every"))
+        self.runs: list[BenchRun] = []
+        self.protocol = TrialProtocol(config)
+        self._t0 = time.monotonic()
+        self._previous_sigterm: Any = None
+        self._interrupted = False
+        #: Sequential looks already taken, per run id (each look is taken once).
+        self._looked: dict[str, set[int]] = {}
+        self._froze = False
+        #: What ``--bench-baseline`` names, per run id (resolved at collection).
+        self._baselines: dict[str, Resolution] = {}
+        # Made at configure time, so before pytest's unraisable-exception cleanup, and cleanups
+        # run last in, first out: the objects stay frozen through its five gc.collect() calls.
+        config.add_cleanup(self._unfreeze)
+        # At exit the interpreter's collections walk every object again (~90 ms of a cached
+        # session here, ~35 ms of plain pytest's exit) to tear down what the OS reclaims anyway;
+        # Python does not promise __del__ for objects still alive at exit. Frozen then, they are
+        # skipped. Re-registered, so a process running many sessions holds one such hook.
+        atexit.unregister(gc.freeze)
+        atexit.register(gc.freeze)
+
+    @property
+    def hook(self):
+        return self.config.hook
+
+    def preflight(self, config: BenchmarkConfig, path: Path) -> str | None:
+        """Refuse (a collection error) a benchmark whose declared resources do not fit here.
+
+        Returns the caveat to record when the fit is tight and ``--bench-accept-risk`` was given.
+        """
+        resources = config.resources
+        accept = self.config.getoption("bench_accept_risk")
+        result = check_resources(resources.mem_mb, resources.disk_mb, [self.home], accept)
+        if not result.ok:
+            raise ConfigError(path, [("resources", result.message.replace("\n", "\n    "),
+                                      "lower the declared resources, free memory or disk, or "
+                                      "pass --bench-accept-risk where the margin is the issue.")])
+        wants_gpus = resources.gpus or any(stage.gpus for stage in config.stages)
+        if wants_gpus and (why := nvml_unavailable_reason()):
+            raise ConfigError(path, [("resources.gpus", f"asks for GPUs but NVML does not answer "
+                                      f"on this machine ({why}).", "run it where an NVIDIA GPU "
+                                      "and its driver are present, or set gpus: 0.")])
+        return result.caveat
+
+    def new_run(self, plan: BenchPlan) -> BenchRun:
+        forced = self.config.getoption("bench_run_id")
+        if forced and self.runs:
+            raise ConfigError(plan.path, [("", f"--bench-run-id {forced} names one run, but this "
+                                           "session collects a second benchmark file.",
+                                           "run one benchmark file per session with it.")])
+        run_id = forced or new_run_id(plan.config.name, self.token)
+        baseline = self.config.getoption("bench_baseline")
+        if baseline:
+            self._baselines[run_id] = check_baseline(self.home, baseline, plan.config, plan.path,
+                                                     exclude=run_id)
+        run = BenchRun(plan=plan, home=self.home, run_id=run_id)
+        self.runs.append(run)
+        return run
+
+    def baseline_of(self, run: BenchRun) -> Resolution | None:
+        """What ``--bench-baseline`` names for ``run`` (resolved again for a run the xdist
+        controller merged, which it did not collect)."""
+        ref = self.config.getoption("bench_baseline")
+        if not ref:
+            return None
+        known = self._baselines.get(run.run_id)
+        if known is None:
+            known = check_baseline(self.home, ref, run.plan.config, run.plan.path,
+                                   exclude=run.run_id)
+        return known
+
+    # -- collection -----------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """What runs is what survived selection (``-k``, ``-m``, ``--deselect``)."""
+        for run in self.runs:
+            run.planned = [i.spec for i in items if isinstance(i, BenchItem) and i.run is run]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Freeze what exists now (imported modules, plans, items: all live to the session's
+        end) out of the garbage collector's scans: later collections, pytest's five at exit
+        among them, then walk only what the run itself creates."""
+        if gc.get_freeze_count() == 0:  # a host process's own freeze is left as it is
+            gc.freeze()
+            self._froze = True
+
+    def _unfreeze(self) -> None:
+        """Give the frozen objects back to the collector (an in-process pytester run leaves
+        its host as it found it)."""
+        if self._froze:
+            self._froze = False
+            gc.unfreeze()
+
+    # -- running --------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        if session.config.option.collectonly:
+            return
+        self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        for run in self.runs:
+            if run.planned:
+                run.started = utc_now()
+                run.fingerprint = self._fingerprint(run)
+                if self.stage_context.isolation.policy == "none":
+                    run.caveats.append(CAVEAT_NONE)
+                self.hook.pytest_bench_run_started(run=run)
+
+    def _fingerprint(self, run: BenchRun) -> dict[str, Any]:
+        """Environment, code and accelerator; the code is what the benchmark declares
+        (:func:`.fingerprint.default_code`: ``code:`` paths, else in git the benchmark's
+        folder, else the stage files named in ``inputs:``, resolved as the plan resolves them).
+
+        The benchmark file is not code: its content is the frozen config, compared on its own,
+        so editing it (a param, the hypothesis) does not change the code's fingerprint."""
+        plan = run.plan
+        folder = plan.path.parent.resolve()
+        inputs = {path for node in plan.preps.values() for path in node.inputs}
+        inputs |= {trial.cwd / render(text, {**trial.params, "seed": trial.seed}, quote=False)
+                   for trial in plan.trials for text in trial.stage.inputs}
+        code = default_code(folder, [(folder / path).resolve() for path in plan.config.code],
+                            inputs)
+        return collect_fingerprint(code, plan.config.env_vars,
+                                   exclude=[self.home, plan.path.resolve()], origin=folder)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        """Trials run pytest's protocol without per-phase output capture (:mod:`.protocol`)."""
+        if not isinstance(item, BenchItem):
+            return None
+        self.protocol.run(item, nextitem)
+        return True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if isinstance(item, BenchItem) and (item.run.stop_reason or item.run.decided):
+            pytest.skip(f"not run: {item.run.stop_reason or item.run.decided}")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
+        report = yield
+        if (isinstance(item, BenchItem) and call.when == "setup" and report.failed
+                and call.excinfo is not None):
+            # A fixture or the engine itself broke before the trial could run: still a record.
+            record = item.run.blank_trial(item.spec, "failed",
+                                          f"setup failed: {call.excinfo.exconly()}")
+            record["ended"] = utc_now()
+            self.finish_trial(item.run, record)
+        return report
+
+    def finish_trial(self, run: BenchRun, record: dict[str, Any]) -> None:
+        """Publish a finished trial, then check the run's budget and sequential looks."""
+        run.trials.append(record)
+        self.hook.pytest_bench_trial_finished(trial=record, run=run)
+        run.stop_reason = run.stop_reason or self._budget_spent(run)
+        if not (run.stop_reason or run.decided):
+            # An xdist worker sees every worker's trials in the shared journal.
+            trials = run.trials if self.worker_id is None else read_journal(run.dir)
+            run.decided = judge.sequential_stop(run, trials,
+                                                self._looked.setdefault(run.run_id, set()))
+
+    def _budget_spent(self, run: BenchRun) -> str | None:
+        budget = run.plan.config.budget
+        ran = len(run.trials)  # while a run goes on it holds no not_run records (added at its end)
+        if budget.trials is not None and ran >= budget.trials:
+            return f"budget.trials spent ({ran} of {budget.trials})"
+        elapsed = time.monotonic() - self._t0
+        if budget.wall_clock_s is not None and elapsed >= budget.wall_clock_s:
+            return f"budget.wall_clock_s spent ({elapsed:.0f}s of {budget.wall_clock_s:g}s)"
+        if budget.gpu_hours is None and budget.cost_usd is None:
+            return None
+        spent = run.spent()  # sums every record: only for budgets that need it
+        if budget.gpu_hours is not None and spent["gpu_hours"] >= budget.gpu_hours:
+            return f"budget.gpu_hours spent ({spent['gpu_hours']:.4g} of {budget.gpu_hours:g})"
+        if budget.cost_usd is not None and spent["cost_usd"] >= budget.cost_usd:
+            return f"budget.cost_usd spent (${spent['cost_usd']:.4g} of ${budget.cost_usd:g})"
+        return None
+
+    # -- the end ----------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        self._interrupted = True
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
+        """Finish the runs before any other plugin's session end; after them all (the xdist
+        controller finishes its merged runs inside), apply ``--bench-fail-on``."""
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+        for run in self.runs:
+            if run.started is None or run.ended is not None:
+                continue
+            if self.worker_id is None:
+                self.finish_run(run)
+            else:
+                hand_over(run, self.worker_id)
+        result = yield
+        fail_on = self.config.getoption("bench_fail_on") or ()
+        if self.worker_id is None and fail_on and session.exitstatus == pytest.ExitCode.OK:
+            outcomes = {judge.ci_gate(run)["outcome"] for run in self.runs if run.ended}
+            if ("regression" in fail_on and "regressed" in outcomes) or (
+                    "unjudged" in fail_on and "unjudged" in outcomes):
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return result
+
+    def finish_run(self, run: BenchRun) -> None:
+        """Record what did not run, decide the state, summarize, judge, publish the run."""
+        done = {t["id"] for t in run.trials}
+        sequential = judge.sequential_outcome(run)
+        run.decided = run.decided or (sequential.decided if sequential else None)
+        why = ("the session was interrupted" if self._interrupted
+               else run.stop_reason or run.decided or "the session ended before it ran")
+        run.trials += [run.blank_trial(spec, "not_run", why) for spec in run.planned
+                       if run.trial_id(spec) not in done]
+        cut_short = self._interrupted or any(t["status"] == "interrupted" for t in run.trials)
+        run.state = ("interrupted" if cut_short
+                     else "halted" if run.stop_reason else "complete")
+        run.ended = utc_now()
+        run.summarize()
+        judge.judge_run(run, sequential, self.baseline_of(run))
+        run.what_went_wrong = what_went_wrong(run)
+        self.hook.pytest_bench_run_finished(run=run)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        finished = [run for run in self.runs if run.ended is not None]
+        if not finished:
+            return
+        terminalreporter.section("benchmark summary")
+        gated = bool(self.config.getoption("bench_baseline")
+                     or self.config.getoption("bench_fail_on"))
+        for run in finished:
+            gate = judge.ci_gate(run) if gated else None
+            for line in terminal_lines(run, gate):
+                loud = line.startswith("  CI gate: ") and not line.startswith("  CI gate: passed")
+                terminalreporter.write_line(line, red=loud, bold=loud)
+
+
+def hand_over(run: BenchRun, worker_id: str) -> None:
+    """An xdist worker's part of a run, for the controller to merge: its trials are already in
+    the shared journal; this adds the preps it saw, its caveats and its host's fingerprint."""
+    part = {"worker": worker_id, "host": host_id(), "started": run.started, "ended": utc_now(),
+            "preps": run.preps, "caveats": run.caveats, "fingerprint": run.fingerprint}
+    atomic_write(run.dir / "workers" / f"{worker_id}.json", json.dumps(part, default=str))
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM ends a benchmark session like Ctrl-C: stages stopped, records kept."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def default_home(config: pytest.Config) -> Path:
+    """``--bench-home``, else ``$BENCHMARK_HOME``, else ``./benchmark_data``."""
+    option = config.getoption("bench_home")
+    if option:
+        return Path(option).resolve()
+    env = os.environ.get("BENCHMARK_HOME")
+    base = config.invocation_params.dir
+    return (base / env).resolve() if env else (base / "benchmark_data").resolve()
+

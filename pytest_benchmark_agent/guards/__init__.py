@@ -1,0 +1,1 @@
+"""Guardrails: memory cgroups, the memory guard and the GPU layer."""

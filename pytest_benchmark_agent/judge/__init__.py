@@ -1,0 +1,1 @@
+"""Gate 2 of a finished run, its baseline comparison and its reproduction."""

@@ -1,0 +1,628 @@
+"""Gate 2 for a finished run: verdicts, refusals and caveats, per host, with sequential looks,
+the comparison with a baseline, the reproduction check, and the reliability tag.
+
+The session calls :func:`sequential_outcome` and :func:`judge_run` when a run ends (after
+``summarize``), and :func:`sequential_stop` after every trial of a ``replicates: {min, max}``
+run. The statistics are :mod:`.analysis`'s; this module decides what goes in:
+
+* **Observations** are the passed trials' values of the declared metrics, one per (treatment,
+  replicate, seed): the replicate is the block.
+* **Hosts** (``trial["host"]``): a block is only ever paired within one host (its replicate is
+  renumbered per host), so the paired test compares treatment and control within each host and
+  pools the within-host differences: a stratified analysis. Each host is also analysed alone;
+  when one host says ``improved`` and another ``regressed``, the run's verdict is
+  ``not_comparable`` naming both (the direction is reported, never averaged away), and opposite
+  point estimates beyond the noise threshold are a caveat even when neither is significant.
+* **Sequential replication**: at each look of :func:`.analysis.look_schedule` that the complete
+  blocks reach, :func:`.analysis.sequential_decision` on the first *k* blocks; the first look
+  that stops gives the verdicts. A run that ends between looks (a budget) is analysed as a final
+  look at its complete blocks; one that ends before ``min`` as a fixed design (no look taken,
+  no alpha spent).
+* **Nothing to compare** (a cached session measuring one treatment, a smoke run of 1 replicate):
+  when every comparison would be refused before a test runs (a side without samples, or fewer
+  than ``min_replicates``), :func:`evaluate` writes those refusals itself, by the rules of
+  :mod:`.comparability` that the analysis applies too, without importing it.
+* **The CI gate** (``run.baseline["gate"]``, read by ``--bench-fail-on``): against a baseline,
+  ``regressed`` when a primary metric regressed beyond its ``fail_threshold`` or a guard metric
+  regressed, ``unjudged`` when the baseline was not found, not comparable, or no primary could
+  be compared, else ``passed``; without one, :func:`ci_gate` judges within the run as before.
+* **One configuration** (a file without ``treatment_variable``): no comparison inside the run,
+  so no verdict and no refusal; only its guards (floor, ceiling) and caveats. It is compared
+  with other runs only, and its tag says so while there is none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_benchmark_agent.config.models import ReplicateRange
+from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE
+from pytest_benchmark_agent.judge.baseline import (
+    BASELINE_TAGS,
+    FINISHED,
+    RecordView,
+    Reproduction,
+    Resolution,
+    anchor,
+    blocking_reason,
+    code_changed,
+    cross_verdicts,
+    find_reproduction_target,
+    fingerprint_diff,
+    primary_metrics,
+    reproduction,
+    sides,
+)
+from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.tags import compute_tag
+from pytest_benchmark_agent.stats.comparability import (
+    Verdict,
+    guard_failures,
+    ignored_caveats,
+    refusal,
+    usable,
+)
+
+if TYPE_CHECKING:
+    from pytest_benchmark_agent.stats import analysis
+
+SEED = 0
+_FINDINGS = ("guard ", "direction differs between hosts")
+#: Refusals for want of data: the run is too small for a verdict, not broken.
+_TOO_SMALL = ("too few replicates", "fewer than 2 seeds", "a paired test needs at least 2")
+_UNPAIRED_ACROSS = ("the sessions were not interleaved: each comparison with the baseline is "
+                    "unpaired (Mann-Whitney U; paired by seed where seeds are used), so drift "
+                    "between the two sessions does not cancel")
+
+
+@dataclass
+class SequentialOutcome:
+    """Where sequential replication stands: the blocks its verdicts use and why."""
+
+    min_blocks: int
+    max_blocks: int
+    blocks: int
+    stopped: bool
+    reason: str
+    decision: analysis.SequentialDecision | None
+    looks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def decided(self) -> str | None:
+        """The stop that skips the remaining blocks (a stop at ``max`` skips nothing)."""
+        if not self.stopped or self.blocks >= self.max_blocks:
+            return None
+        return stop_text(self.blocks, self.max_blocks, self.reason)
+
+    def as_record(self) -> dict[str, Any]:
+        return {"min": self.min_blocks, "max": self.max_blocks, "blocks_used": self.blocks,
+                "stopped": self.stopped, "reason": self.reason, "looks": self.looks}
+
+
+@dataclass
+class Gate2:
+    """The verdict records of a run, per host too, with what the report must show."""
+
+    verdicts: dict[str, dict[str, dict[str, Any]]]
+    by_host: dict[str, dict[str, dict[str, dict[str, Any]]]]
+    caveats: list[str]
+    refusals: list[str]
+    #: Trials that passed after the sequential stop (xdist workers still busy): not analysed.
+    late: int = 0
+
+
+def stop_text(blocks: int, max_blocks: int, reason: str) -> str:
+    return f"sequential replication stopped after {blocks} of {max_blocks} blocks: {reason}"
+
+
+# -- observations ---------------------------------------------------------------------------------
+
+def observations(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
+                 labels: Sequence[str], upto: int | None = None,
+                 ) -> tuple[dict[str, list[analysis.Observation]], list[str]]:
+    """Values of the passed trials per metric, blocks numbered per host; and caveats.
+
+    ``upto`` keeps the first ``upto`` blocks only (a sequential look).
+    """
+    from pytest_benchmark_agent.stats import analysis  # only a run with a comparison needs it
+
+    table, caveats = _samples(trials, metrics, labels, upto)
+    return {metric: [analysis.Observation(*key, value) for key, value in per.items()]
+            for metric, per in table.items()}, caveats
+
+
+def _samples(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
+             labels: Sequence[str], upto: int | None,
+             ) -> tuple[dict[str, dict[tuple[str, int, Any], float]], list[str]]:
+    """:func:`observations` as values keyed by (treatment, block, seed)."""
+    passed = [t for t in trials if t.get("status") == "passed"
+              and str(t.get("treatment")) in labels
+              and (upto is None or int(t.get("replicate") or 0) < upto)]
+    hosts = sorted({t.get("host") or "" for t in passed})
+    stride = 1 + max((int(t.get("replicate") or 0) for t in passed), default=0)
+    rank = {host: i for i, host in enumerate(hosts)}
+    table: dict[str, dict[tuple[str, int, Any], float]] = {m: {} for m in metrics}
+    seen: set[tuple[str, int, Any]] = set()
+    duplicates = 0
+    for trial in passed:
+        block = int(trial.get("replicate") or 0) + rank[trial.get("host") or ""] * stride
+        key = (str(trial["treatment"]), block, trial.get("seed"))
+        duplicates += key in seen
+        seen.add(key)
+        for metric in metrics:
+            value = (trial.get("metrics") or {}).get(metric)
+            if value is not None:  # as recorded: the analysis takes what it uses (usable)
+                table[metric][key] = value
+    caveats = [f"{duplicates} trial(s) were recorded twice; the last record of each was "
+               "analysed"] if duplicates else []
+    return table, caveats
+
+
+def _hosts(trials: Sequence[Mapping[str, Any]]) -> list[str]:
+    return sorted({t.get("host") or "" for t in trials if t.get("status") == "passed"})
+
+
+# -- sequential replication -----------------------------------------------------------------------
+
+def planned_blocks(run: BenchRun) -> dict[int, set[str]]:
+    """Trial ids of each planned block (replicate), after selection."""
+    blocks: dict[int, set[str]] = {}
+    for spec in run.planned:
+        blocks.setdefault(spec.replicate, set()).add(run.trial_id(spec))
+    return blocks
+
+
+def blocks_done(trials: Sequence[Mapping[str, Any]], blocks: Mapping[int, set[str]]) -> int:
+    """How many leading blocks have every planned trial recorded (not ``not_run``)."""
+    ran = {t["id"] for t in trials if t.get("status") != "not_run"}
+    done = 0
+    while done in blocks and blocks[done] <= ran:
+        done += 1
+    return done
+
+
+def _decide(run: BenchRun, trials: Sequence[Mapping[str, Any]], blocks: int,
+            replicates: ReplicateRange) -> analysis.SequentialDecision:
+    from pytest_benchmark_agent.stats import analysis  # only a sequential run needs it
+
+    specs = run.plan.config.metrics
+    obs, _ = observations(trials, list(specs), run.treatment_labels, upto=blocks)
+    return analysis.sequential_decision(obs, specs, run.treatment_labels, run.control,
+                                        blocks_done=blocks, min_blocks=replicates.min,
+                                        max_blocks=replicates.max, seed=SEED)
+
+
+def sequential_stop(run: BenchRun, trials: Sequence[Mapping[str, Any]],
+                    looked: set[int]) -> str | None:
+    """After a trial: the stop reason when a look not taken yet says stop before ``max``."""
+    replicates = run.plan.config.replicates
+    if not isinstance(replicates, ReplicateRange):
+        return None
+    from pytest_benchmark_agent.stats import analysis  # only a sequential run needs it
+
+    done = blocks_done(trials, planned_blocks(run))
+    for look in analysis.look_schedule(replicates.min, replicates.max):
+        if look > done or look >= replicates.max:
+            break
+        if look in looked:
+            continue
+        looked.add(look)
+        decision = _decide(run, trials, look, replicates)
+        if decision.stop:
+            return stop_text(look, replicates.max, decision.reason)
+    return None
+
+
+def sequential_outcome(run: BenchRun) -> SequentialOutcome | None:
+    """The looks a finished run reached, from its records (None for a fixed design)."""
+    replicates = run.plan.config.replicates
+    if not isinstance(replicates, ReplicateRange):
+        return None
+    from pytest_benchmark_agent.stats import analysis  # only a sequential run needs it
+
+    trials = run.trials
+    done = blocks_done(trials, planned_blocks(run))
+    looks: list[dict[str, Any]] = []
+    last: analysis.SequentialDecision | None = None
+    for look in analysis.look_schedule(replicates.min, replicates.max):
+        if look > done:
+            break
+        last = _decide(run, trials, look, replicates)
+        looks.append({"blocks": look, "stop": last.stop, "level": last.level,
+                      "reason": last.reason})
+        if last.stop:
+            return SequentialOutcome(replicates.min, replicates.max, look, True, last.reason,
+                                     last, looks)
+    if done < replicates.min:
+        return SequentialOutcome(replicates.min, replicates.max, done, False,
+                                 f"only {done} complete block(s), fewer than replicates.min "
+                                 f"{replicates.min}: analysed as a fixed design", None, looks)
+    if last is None or last.look != done:
+        last = _decide(run, trials, done, replicates)
+    return SequentialOutcome(replicates.min, replicates.max, done, False,
+                             f"ended after {done} complete blocks, between looks: analysed as a "
+                             f"final look ({last.reason})", last, looks)
+
+
+# -- gate 2 ---------------------------------------------------------------------------------------
+
+def evaluate(run: BenchRun, sequential: SequentialOutcome | None) -> Gate2:
+    """Verdicts of the run (stratified by host), per-host verdicts, caveats and refusals."""
+    upto = sequential.blocks if sequential and sequential.decision else None
+    if upto is None:
+        refused = _nothing_to_compare(run)
+        if refused is not None:
+            return refused
+    return _analysed(run, sequential, upto)
+
+
+def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | None) -> Gate2:
+    """:func:`evaluate` by :mod:`.analysis`."""
+    from pytest_benchmark_agent.stats import analysis  # only a run with a comparison needs it
+
+    specs = run.plan.config.metrics
+    labels, control = run.treatment_labels, run.control
+    obs, caveats = observations(run.trials, list(specs), labels, upto)
+    combined = (sequential.decision.analysis if sequential and sequential.decision
+                else analysis.analyze_run(obs, specs, labels, control, seed=SEED))
+    trials_by_host: dict[str, list[Mapping[str, Any]]] = {}
+    for trial in run.trials:
+        trials_by_host.setdefault(trial.get("host") or "", []).append(trial)
+    hosts = _hosts(run.trials)
+    per_host: dict[str, analysis.RunAnalysis] = {}
+    if len(hosts) > 1:
+        for host in hosts:
+            host_obs, _ = observations(trials_by_host[host], list(specs), labels, upto)
+            per_host[host] = analysis.analyze_run(host_obs, specs, labels, control, seed=SEED)
+    elif hosts:
+        per_host[hosts[0]] = combined
+    verdicts, more_refusals, host_caveats = host_conflicts(combined.verdicts, per_host, specs)
+    late = sum(1 for t in run.trials if upto is not None and t.get("status") == "passed"
+               and int(t.get("replicate") or 0) >= upto)
+    return Gate2(
+        verdicts={m: {t: v.as_record() for t, v in per.items()} for m, per in verdicts.items()},
+        by_host={host: {m: {t: v.as_record() for t, v in per.items()}
+                        for m, per in result.verdicts.items()}
+                 for host, result in per_host.items()},
+        caveats=caveats + combined.caveats + host_caveats,
+        refusals=combined.refusals + more_refusals, late=late)
+
+
+def _nothing_to_compare(run: BenchRun) -> Gate2 | None:
+    """:func:`evaluate` of a fixed-design run whose every comparison is refused before any test,
+    or of one configuration (no verdicts at all); None when some comparison would run."""
+    combined = _refusals(run.trials, run)
+    if combined is None:
+        return None
+    verdicts, caveats, refusals = combined
+    if run.one_configuration:
+        return Gate2(verdicts={}, by_host={}, caveats=caveats, refusals=[])
+    by_host: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for host in _hosts(run.trials):
+        alone = _refusals([t for t in run.trials if (t.get("host") or "") == host], run)
+        assert alone is not None  # a host's samples are a subset of the run's
+        by_host[host] = alone[0]
+    return Gate2(verdicts=verdicts, by_host=by_host, caveats=caveats, refusals=refusals)
+
+
+def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
+              ) -> tuple[dict[str, dict[str, dict[str, Any]]], list[str], list[str]] | None:
+    """Verdict records, caveats and refusals of :func:`.analysis.analyze_run` when each
+    comparison lacks samples on a side or has fewer than ``min_replicates`` (``equal`` metrics
+    compare from one sample); None when one would run. The rules are :mod:`.comparability`'s,
+    the ones the analysis applies. One configuration has no comparison: only its guards and
+    caveats."""
+    specs = run.plan.config.metrics
+    labels, control = run.treatment_labels, run.control
+    others = [label for label in labels if label != control]
+    table, caveats = _samples(trials, list(specs), labels, None)
+    finite: dict[str, dict[str, list[float]]] = {}
+    verdicts: dict[str, dict[str, Verdict]] = {}
+    refusals: list[str] = []
+    for metric, spec in specs.items():
+        values: dict[str, list[float]] = {label: [] for label in labels}
+        for (label, _, _), value in table[metric].items():
+            values[label].append(value)
+        finite[metric] = {label: [u for v in vs if (u := usable(spec, v)) is not None]
+                          for label, vs in values.items()}
+        caveats += ignored_caveats(metric, [v for vs in values.values() for v in vs
+                                            if usable(spec, v) is None])
+        verdicts[metric] = {}
+        for label in others:
+            n = (len(finite[metric][control]), len(finite[metric][label]))
+            reason = refusal(spec, n)
+            if reason is None:
+                return None
+            verdicts[metric][label] = Verdict("not_comparable", reason=reason, n=n)
+            refusals.append(f"{metric} [{label}]: not comparable: {reason}")
+        if spec.direction == "equal" and len(set(finite[metric][control])) > 1:
+            whose = "the control's own values" if others else "its values"
+            caveats.append(f"{metric}: {whose} are not all identical")
+    guards = [metric for metric, spec in specs.items()
+              if spec.guard or spec.floor is not None or spec.ceiling is not None]
+    for label in [control, *others]:
+        who = f"control {label}" if label == control and others else label
+        for metric in guards:
+            caveats += [f"{who}: {failure}" for failure in guard_failures(
+                metric, specs[metric], finite[metric][label], verdicts[metric].get(label))]
+    return ({metric: {label: verdict.as_record() for label, verdict in per.items()}
+             for metric, per in verdicts.items()}, caveats, refusals)
+
+
+def host_conflicts(verdicts: dict[str, dict[str, Verdict]],
+                   per_host: Mapping[str, analysis.RunAnalysis], specs: Mapping[str, Any],
+                   ) -> tuple[dict[str, dict[str, Verdict]], list[str], list[str]]:
+    """Refuse a combined verdict whose direction differs between hosts; caveat weaker splits.
+
+    A treatment whose guard metric splits by host cannot be called improved either.
+    """
+    if len(per_host) < 2:
+        return verdicts, [], []
+    out = {metric: dict(per) for metric, per in verdicts.items()}
+    refusals: list[str] = []
+    caveats: list[str] = []
+    split_guards: dict[str, list[str]] = {}
+    for metric, per in verdicts.items():
+        spec = specs[metric]
+        for treatment, verdict in per.items():
+            host_verdicts = {h: r.verdicts[metric][treatment] for h, r in per_host.items()}
+            decided = {h: v.verdict for h, v in host_verdicts.items()
+                       if v.verdict in ("improved", "regressed")}
+            listing = ", ".join(f"{h} {v.verdict} x{_ratio(v.ratio)}"
+                                for h, v in host_verdicts.items())
+            if len(set(decided.values())) > 1:
+                reason = f"direction differs between hosts: {listing}; read the per-host rows"
+                out[metric][treatment] = dataclasses.replace(verdict, verdict="not_comparable",
+                                                             reason=reason)
+                refusals.append(f"{metric} [{treatment}]: not comparable: {reason}")
+                if spec.guard or spec.floor is not None or spec.ceiling is not None:
+                    split_guards.setdefault(treatment, []).append(metric)
+                continue
+            threshold = spec.noise_threshold
+            above = [v.ratio for v in host_verdicts.values() if v.ratio is not None]
+            if any(r > 1 + threshold for r in above) and any(r < 1 - threshold for r in above):
+                caveats.append(f"{metric} [{treatment}]: the effect's direction differs between "
+                               f"hosts, significant on at most one of them: {listing}")
+    for treatment, guards in split_guards.items():
+        for metric in out:
+            verdict = out[metric][treatment]
+            if specs[metric].primary and verdict.verdict == "improved":
+                reason = f"guard {', '.join(guards)}: direction differs between hosts"
+                out[metric][treatment] = dataclasses.replace(verdict, verdict="not_comparable",
+                                                             reason=reason)
+                refusals.append(f"{metric} [{treatment}]: not comparable: {reason}")
+    return out, refusals, caveats
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+# -- the whole judgement --------------------------------------------------------------------------
+
+def judge_run(run: BenchRun, sequential: SequentialOutcome | None,
+              baseline: Resolution | None = None) -> None:
+    """Fill the run's verdicts, refusals, caveats, baseline comparison and CI gate,
+    reproduction and tag.
+
+    The baseline is the reference only for a faithful rerun (the same code) or an anchor;
+    against other code it is compared (the gate) while the reproduction is searched for among
+    earlier runs of this config and code, as without a baseline."""
+    specs = run.plan.config.metrics
+    gate2 = evaluate(run, sequential)
+    run.verdicts = gate2.verdicts
+    run.verdicts_by_host = gate2.by_host
+    run.refusals = gate2.refusals
+    if sequential is not None:
+        run.sequential = {**sequential.as_record(), "late_trials": gate2.late}
+    run.caveats += [c for c in gate2.caveats if c not in run.caveats]
+    this = RecordView.of_run(run)
+    failures, limits = gate_failures(run)
+    reference = compare_with_baseline(run, this, baseline) if baseline is not None else None
+    skipped: list[str] = []
+    if reference is None:
+        prior, diff, skipped = find_reproduction_target(run.home, this, run.config_hash)
+        if prior is not None and diff is not None:
+            reference = reproduction(this, prior, specs, diff.benign)
+    run.reproduces = {**reference.as_record(), "skipped": skipped} if reference else (
+        {"run_id": None, "skipped": skipped} if skipped else None)
+    run.tag, run.tag_reasons = compute_tag(failures, limits, qualifying_caveats(run), reference,
+                                           skipped)
+    if run.one_configuration and run.tag == "EXPLORATORY":
+        run.tag_reasons.insert(0, alone_reason(run))
+
+
+def compare_with_baseline(run: BenchRun, this: RecordView,
+                          resolution: Resolution) -> Reproduction | None:
+    """Fill ``run.baseline`` (the comparison and its CI gate); returns the reproduction or anchor
+    when the baseline measured the same code and gate 2 allows the comparison."""
+    specs = run.plan.config.metrics
+    record: dict[str, Any] = {"run_id": resolution.run_id, "ref": resolution.ref,
+                              "resolved": resolution.how}
+    run.baseline = record
+    if resolution.run_dir is None or resolution.problem:
+        record.update(refused=resolution.problem, verdicts={},
+                      code={"baseline": None, "this": this.code, "changed": None},
+                      gate=unjudged([f"baseline `{resolution.ref}`: {resolution.problem}"]))
+        return None
+    base = RecordView.load(resolution.run_dir)
+    diff = fingerprint_diff(base, this)
+    refusal = blocking_reason(diff) if diff.blocking else None
+    if base.state not in FINISHED or base.tag not in BASELINE_TAGS:
+        refusal = refusal or f"the baseline is now {base.tag} ({base.state})"
+    changed = code_changed(base, this, diff)
+    verdicts, notes = cross_verdicts(this, base, specs, refusal)
+    if base.tag == "EXPLORATORY":
+        notes.insert(0, f"the baseline {base.run_id} is EXPLORATORY: one session, never "
+                     "reproduced, so its figures are that session's alone")
+    record.update(tag=base.tag, refused=refusal,
+                  caveats=base.caveats if base.tag == "QUALIFIED" else [],
+                  code={"baseline": base.code, "this": this.code, "changed": changed},
+                  fingerprint={"blocking": diff.blocking, "benign": diff.benign,
+                               "code": list(diff.code)},
+                  notes=([] if refusal else [_UNPAIRED_ACROSS]) + notes, verdicts=verdicts)
+    record["gate"] = baseline_gate(record, specs)
+    if refusal:
+        return None
+    if changed:
+        record["notes"].append(f"the baseline measured other code ({sides(base, this)}): this "
+                               "is a comparison of code, not a rerun of it")
+        return None
+    if base.config_hash == run.config_hash:
+        return reproduction(this, base, specs, diff.benign)
+    anchored = anchor(this, base, specs, diff.benign)
+    if anchored is None:
+        record["notes"].append(f"no treatment in common with {base.run_id}: nothing anchors "
+                               "this run to it")
+    return anchored
+
+
+# -- the CI gate ----------------------------------------------------------------------------------
+
+def unjudged(reasons: list[str]) -> dict[str, Any]:
+    return {"outcome": "unjudged", "reasons": reasons}
+
+
+def baseline_gate(baseline: Mapping[str, Any], specs: Mapping[str, Any]) -> dict[str, Any]:
+    """The CI gate against a baseline: ``regressed`` when a primary metric regressed beyond its
+    ``fail_threshold`` (default its noise threshold) or a guard metric regressed (for an
+    ``equal`` guard: changed); ``unjudged`` when no primary comparison could be made;
+    ``passed`` otherwise. Each outcome gives its reasons."""
+    where = f"baseline {baseline['run_id']}"
+    code = baseline.get("code") or {}
+    both = f"{code.get('baseline')} -> {code.get('this')}"
+    if baseline.get("refused"):
+        return unjudged([f"not comparable with {where} ({both}): {baseline['refused']}"])
+    verdicts = baseline.get("verdicts") or {}
+    primaries = primary_metrics(specs)
+    failed, notes, missing = [], [], []
+    judged = 0
+    for metric in primaries:
+        spec = specs[metric]
+        threshold = spec.noise_threshold if spec.fail_threshold is None else spec.fail_threshold
+        for label, v in (verdicts.get(metric) or {}).items():
+            said = f"`{metric}` [{label}] {v['verdict']} x{_ratio(v.get('ratio'))}"
+            if v["verdict"] == "not_comparable":
+                missing.append(f"{said} against {v['against']}: {v.get('reason')}")
+                continue
+            judged += 1
+            if v["verdict"] != "regressed":
+                continue
+            ratio = v.get("ratio")
+            if ratio is None or abs(ratio - 1) > threshold:
+                failed.append(f"{said} against {v['against']} ({both}), beyond fail_threshold "
+                              f"{_share(threshold)}" + (f": {v['reason']}" if v.get("reason")
+                                                         else ""))
+            else:
+                notes.append(f"{said} against {v['against']} ({both}): within fail_threshold "
+                             f"{_share(threshold)}")
+    for metric, spec in specs.items():
+        if not spec.guard or metric in primaries:
+            continue
+        for label, v in (verdicts.get(metric) or {}).items():
+            if v["verdict"] == "regressed":
+                failed.append(f"guard `{metric}` [{label}] changed against {v['against']} "
+                              f"({both}): " + (v.get("reason") or f"x{_ratio(v.get('ratio'))}"))
+    if failed:
+        return {"outcome": "regressed", "reasons": failed}
+    if not judged:
+        return unjudged([f"no primary metric could be compared with {where} ({both})",
+                         *missing])
+    return {"outcome": "passed",
+            "reasons": [f"no primary metric regressed beyond its fail_threshold against {where} "
+                        f"({both})", *notes, *missing]}
+
+
+def ci_gate(run: BenchRun) -> dict[str, Any]:
+    """The outcome ``--bench-fail-on`` acts on: against the baseline when one was given, else
+    within the run (a primary metric regressed against the control; unjudged when the run had
+    no primary comparison that could be made)."""
+    if run.baseline is not None and run.baseline.get("gate"):
+        return run.baseline["gate"]
+    found = regressions(run)
+    if found:
+        return {"outcome": "regressed", "reasons": found}
+    primaries = primary_metrics(run.plan.config.metrics)
+    decided = [v for metric in primaries for v in (run.verdicts.get(metric) or {}).values()
+               if v.get("verdict") != "not_comparable"]
+    if decided:
+        return {"outcome": "passed", "reasons": ["no primary metric regressed against the "
+                                                 f"control {run.control}"]}
+    refused = [r for r in run.refusals if r.split(" [", 1)[0] in primaries]
+    return unjudged(["no baseline (--bench-baseline) and no comparison within the run that "
+                     "could be made", *refused])
+
+
+def _share(value: float) -> str:
+    return f"{100 * value:.3g}%"
+
+
+def alone_reason(run: BenchRun) -> str:
+    """The first reason of an EXPLORATORY run of one configuration: nothing was compared."""
+    return (f"one configuration (`{run.control}`), compared with nothing within this run: "
+            "only another run can judge it (--bench-baseline REF, or the same config run again "
+            "to reproduce it)")
+
+
+def gate_failures(run: BenchRun) -> tuple[list[str], list[str]]:
+    """What makes the run UNRELIABLE before any comparison with another run, and what keeps it
+    EXPLORATORY however it compares (too little data for a primary verdict)."""
+    failures, limits = [], []
+    counts = run.counts()
+    if run.state in ("interrupted", "failed"):
+        failures.append(f"the run did not complete (state {run.state})")
+    if not counts.get("passed"):
+        failures.append("no trial passed")
+    if counts.get("not_comparable"):
+        failures.append(f"gate 1: {counts['not_comparable']} trial(s) ran with effective params "
+                        "other than the declared ones")
+    for metric in primary_metrics(run.plan.config.metrics):
+        for treatment, verdict in run.verdicts.get(metric, {}).items():
+            reason = verdict.get("reason") or ""
+            if verdict["verdict"] != "not_comparable" or reason.startswith(_FINDINGS):
+                continue
+            (limits if reason.startswith(_TOO_SMALL) else failures).append(
+                f"gate 2 refused `{metric}` [{treatment}]: {reason}")
+    overlaps = run.overlapping_measurements()
+    if overlaps and CAVEAT_NONE not in run.caveats:
+        failures.append(f"{len(overlaps)} pair(s) of measurements overlapped on a host under "
+                        "isolation 'host'")
+    return failures, limits
+
+
+def qualifying_caveats(run: BenchRun) -> list[str]:
+    """Caveats that keep a reproduced run from RELIABLE (a treatment failing its guard is a
+    finding about that treatment, not a caveat of the run)."""
+    others = [t for t in run.treatment_labels if t != run.control]
+    caveats = [c for c in run.caveats
+               if not any(c.startswith(f"{t}: guard ") for t in others)]
+    counts = run.counts()
+    bad = {s: n for s, n in counts.items() if s not in ("passed", "not_run")}
+    if bad:
+        caveats.append(f"{sum(bad.values())} of {sum(counts.values())} trials did not pass ("
+                       + ", ".join(f"{s}: {n}" for s, n in sorted(bad.items())) + ")")
+    if run.state == "halted":
+        caveats.append(f"stopped early: {run.stop_reason}")
+    caveats += [r for r in run.refusals if "direction differs between hosts" in r]
+    return caveats
+
+
+def regressions(run: BenchRun) -> list[str]:
+    """Every primary metric that regressed, in the run and against its baseline."""
+    out = []
+    for metric in primary_metrics(run.plan.config.metrics):
+        for treatment, verdict in run.verdicts.get(metric, {}).items():
+            if verdict["verdict"] == "regressed":
+                out.append(f"`{metric}` regressed for {treatment} (x{_ratio(verdict['ratio'])} "
+                           f"of the control {run.control})")
+        base = run.baseline or {}
+        code = base.get("code") or {}
+        for treatment, verdict in (base.get("verdicts") or {}).get(metric, {}).items():
+            if verdict["verdict"] == "regressed":
+                out.append(f"`{metric}` regressed for {treatment} against baseline "
+                           f"{verdict['against']} (x{_ratio(verdict.get('ratio'))}, "
+                           f"{code.get('baseline')} -> {code.get('this')})")
+    return out

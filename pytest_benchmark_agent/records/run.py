@@ -1,0 +1,252 @@
+"""One benchmark run in memory: its identity, folder, trial records, preps and summary.
+
+A run is one benchmark file executed in one pytest session. It is created at collection (so
+``--collect-only`` can plan it without touching the disk) and started before its first trial.
+``results()`` is the ``results.yaml`` document of docs/benchmark/FORMAT.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import secrets
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark_agent.config.models import BUILTIN_METRICS
+from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.engine.plan import BenchPlan, TrialSpec
+from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
+
+#: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
+SCHEMA_VERSION = 1
+TRIAL_STATUSES = ("passed", "failed", "guard:memory", "guard:vram", "not_comparable",
+                  "interrupted", "not_run")
+
+
+def new_session_token() -> tuple[str, str]:
+    """(UTC stamp, random suffix) shared by every run of a session, workers included."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S"), secrets.token_hex(2)
+
+
+def new_run_id(name: str, token: tuple[str, str] | None = None) -> str:
+    """``2026-12-02T14-05-09-fts5-merge-3f2a``: sortable by time, readable, unique.
+
+    Workers of one xdist session share ``token``, so they all record into the same run folder.
+    """
+    stamp, suffix = token or new_session_token()
+    return f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', name).strip('-')}-{suffix}"
+
+
+@dataclass
+class BenchRun:
+    """The live record of one run."""
+
+    plan: BenchPlan
+    home: Path
+    run_id: str
+    planned: list[TrialSpec] = field(default_factory=list)
+    state: str = "running"
+    tag: str = "EXPLORATORY"
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    preps: list[dict[str, Any]] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    started: str | None = None
+    ended: str | None = None
+    stop_reason: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    verdicts: dict[str, Any] = field(default_factory=dict)
+    selected: dict[str, Any] | None = None
+    #: Sequential replication stopped adding blocks (the state stays ``complete``).
+    decided: str | None = None
+    #: Gate 2's refusals, and the verdicts per host (filled by ``judge.judge_run``).
+    refusals: list[str] = field(default_factory=list)
+    verdicts_by_host: dict[str, Any] = field(default_factory=dict)
+    #: The comparison with ``--bench-baseline``, the reproduction check, the sequential looks.
+    baseline: dict[str, Any] | None = None
+    reproduces: dict[str, Any] | None = None
+    sequential: dict[str, Any] | None = None
+    tag_reasons: list[str] = field(default_factory=list)
+    what_went_wrong: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.plan.config.name
+
+    @functools.cached_property
+    def dir(self) -> Path:
+        return self.home / "runs" / self.run_id
+
+    @functools.cached_property
+    def _trials_dir(self) -> Path:
+        return self.dir / "trials"
+
+    @property
+    def config_hash(self) -> str:
+        """Identity of the frozen config (what a reproduction must share); the hypothesis and the
+        budget are left out: they describe or limit the run, they do not change what it measures."""
+        config = self.plan.config.model_dump(mode="json", exclude_none=True,
+                                             exclude={"hypothesis", "budget"})
+        identity = {"config": config, "variable": self.variable,
+                    "treatments": self.treatment_labels}
+        return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def variable(self) -> str | None:
+        """The treatment variable; None for a file of one configuration."""
+        return self.plan.variable
+
+    @property
+    def one_configuration(self) -> bool:
+        """One configuration measured alone: its one label ``default`` is the control and
+        ``treatment_labels == ["default"]``; nothing is compared inside the run."""
+        return self.plan.variable is None
+
+    @property
+    def control(self) -> str:
+        return as_text(self.plan.control)
+
+    @property
+    def treatment_labels(self) -> list[str]:
+        return [as_text(t) for t in self.plan.treatments]
+
+    def trial_id(self, spec: TrialSpec) -> str:
+        return spec.test_name(self.variable)
+
+    def trial_dir(self, spec: TrialSpec) -> Path:
+        """A filesystem-safe folder per trial (ids may hold any character a value holds)."""
+        trial_id = self.trial_id(spec)
+        safe = re.sub(r"[^A-Za-z0-9_.=@-]+", "_", trial_id)[:100]
+        digest = hashlib.sha256(trial_id.encode()).hexdigest()[:8]
+        return self._trials_dir / f"{safe}-{digest}"
+
+    def blank_trial(self, spec: TrialSpec, status: str, reason: str | None = None,
+                    ) -> dict[str, Any]:
+        """A trial record before (or instead of) measuring: the fixed keys, in contract order."""
+        record: dict[str, Any] = {"id": self.trial_id(spec), "treatment": spec.treatment_label,
+                                  "replicate": spec.replicate, "seed": spec.seed,
+                                  "status": status, "metrics": {}, "started": None,
+                                  "ended": None, "peak_rss_mb": None, "stage": spec.stage.name}
+        if reason is not None:
+            record["reason"] = reason
+        return record
+
+    def metric_names(self) -> list[str]:
+        """Declared metrics first, then any built-in metric the trials carry."""
+        names = list(self.plan.config.metrics)
+        return names + [m for m in BUILTIN_METRICS if m not in names]
+
+    def samples(self) -> dict[str, dict[str, list[Any]]]:
+        """metric -> treatment -> values of the passed trials, in execution order (an exact
+        metric's as recorded: ints and strs)."""
+        table: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+        for trial in self.trials:
+            if trial["status"] != "passed":
+                continue
+            for metric, value in trial["metrics"].items():
+                table[metric][trial["treatment"]].append(value)
+        return table
+
+    def summarize(self) -> None:
+        """Descriptive statistics per metric and treatment, with the ratio to the control (one
+        configuration: its statistics alone, no ratio)."""
+        table = self.samples()
+        self.summary = {}
+        for metric in self.metric_names():
+            if metric not in table:
+                continue
+            per = {label: self.describe(metric, table[metric].get(label, []))
+                   for label in self.treatment_labels}
+            for label, row in per.items():
+                if label != self.control and "values" not in row:
+                    row["ratio_to_control"] = median_ratio(row, per[self.control])
+            self.summary[metric] = per
+
+    def describe(self, metric: str, values: list[Any]) -> dict[str, Any]:
+        """Descriptive statistics of ``metric``'s values; a ``direction: equal`` metric's are
+        its distinct values as recorded, with their counts (never a mean or a CV)."""
+        spec = self.plan.config.metrics.get(metric)
+        if spec is not None and spec.direction == "equal":
+            return describe_exact(values)
+        return describe(values)
+
+    def hosts(self) -> list[str]:
+        return sorted({t["host"] for t in self.trials if t.get("host")})
+
+    def summary_by_host(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """host -> metric -> treatment -> stats, for the per-host figures of a multi-host run."""
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for host in self.hosts():
+            for metric in self.metric_names():
+                per = {}
+                for label in self.treatment_labels:
+                    values = [t["metrics"][metric] for t in self.trials
+                              if t.get("host") == host and t["treatment"] == label
+                              and t["status"] == "passed" and metric in t["metrics"]]
+                    per[label] = self.describe(metric, values)
+                if any(row.get("n") for row in per.values()):
+                    out.setdefault(host, {})[metric] = per
+        return out
+
+    def overlapping_measurements(self) -> list[tuple[str, str]]:
+        """Pairs of trials whose measurement windows overlapped on the same host."""
+        pairs = []
+        for host in self.hosts():
+            timed = sorted((t for t in self.trials if t.get("host") == host and t.get("started")
+                            and t.get("ended")), key=lambda t: t["started"])
+            for earlier, later in zip(timed, timed[1:], strict=False):
+                if later["started"] < earlier["ended"]:
+                    pairs.append((earlier["id"], later["id"]))
+        return pairs
+
+    def spent(self) -> dict[str, float]:
+        """GPU-hours and cost of every stage run so far (trials and the preps this run built)."""
+        stages = self.trials + [p for p in self.preps if p.get("action") == "built"]
+        return {"gpu_hours": sum(s.get("gpu_hours", 0.0) for s in stages),
+                "cost_usd": sum(s.get("cost_usd", 0.0) for s in stages)}
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = defaultdict(int)
+        for trial in self.trials:
+            counts[trial["status"]] += 1
+        return dict(counts)
+
+    def results(self) -> dict[str, Any]:
+        """The ``results.yaml`` document (docs/benchmark/FORMAT.md)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "name": self.name,
+            "state": self.state,
+            "tag": self.tag,
+            "treatment_variable": self.variable,
+            "control": self.control,
+            "trials": self.trials,
+            "summary": self.summary,
+            "selected": self.selected,
+            "verdicts": self.verdicts,
+            "treatments": self.treatment_labels,
+            "started": self.started,
+            "ended": self.ended,
+            "stop_reason": self.stop_reason,
+            "counts": self.counts(),
+            "spent": self.spent(),
+            "preps": self.preps,
+            "caveats": self.caveats,
+            "config_file": str(self.plan.path),
+            "config_hash": self.config_hash,
+            "decided": self.decided,
+            "refusals": self.refusals,
+            "verdicts_by_host": self.verdicts_by_host,
+            "baseline": self.baseline,
+            "reproduces": self.reproduces,
+            "sequential": self.sequential,
+            "tag_reasons": self.tag_reasons,
+            "what_went_wrong": self.what_went_wrong,
+        }

@@ -1,0 +1,298 @@
+"""The run folder on disk, written by the engine's own implementations of its hooks.
+
+``runs/<run_id>/`` holds ``config.yaml`` (frozen config, effective params, fingerprint),
+``results.yaml`` (the whole record), ``trials.jsonl`` (a write-ahead journal: one line per
+finished trial, appended at once, so a killed session keeps every sample it took) and
+``index.json`` (the few fields ``results_index.md`` is regenerated from, so regenerating it
+never re-reads every record). ``results.yaml`` is rewritten atomically at the start, at most
+once a second (less often as it grows) while trials finish, and at the end; readers use
+:func:`load_results`, which merges the journal in, so a crashed run shows every trial.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_benchmark_agent.config.gate1 import treatment_variable
+from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_yaml
+from pytest_benchmark_agent.records.fingerprint import code_label
+from pytest_benchmark_agent.records.fsutil import (
+    atomic_write,
+    file_lock,
+    open_appending,
+    write_line,
+)
+from pytest_benchmark_agent.records.run import SCHEMA_VERSION, BenchRun
+from pytest_benchmark_agent.records.yamlwrite import to_yaml
+
+JOURNAL = "trials.jsonl"
+#: Mid-run snapshots of results.yaml are for a reader that opens the file without the journal;
+#: every reader in this package merges trials.jsonl in, so they can be this far apart.
+SNAPSHOT_INTERVAL_S = 10.0
+#: A mid-run snapshot waits at least this many times its own last cost, so rewriting a growing
+#: results.yaml never takes more than ~1% of a run (the journal already holds every trial).
+SNAPSHOT_COST_FACTOR = 100
+TAG_ORDER = ("RELIABLE", "QUALIFIED", "UNRELIABLE", "EXPLORATORY")
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+#: ``json.dumps(value, default=str)`` without building an encoder for every journal line.
+_journal_line = json.JSONEncoder(default=str).encode
+
+
+def dump_yaml(data: Any) -> str:
+    """A record as YAML: the fast writer for JSON-like data, PyYAML for anything else."""
+    text = to_yaml(data)
+    if text is None:
+        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return text
+
+
+def load_yaml(path: Path) -> Any:
+    return parse_yaml(path.read_text())
+
+
+class RecordWriter:
+    """Writes every run's folder and keeps ``results_index.md`` current."""
+
+    def __init__(self, *, journal_only: bool = False) -> None:
+        #: In an xdist worker only the journal is written; the controller writes the rest.
+        self.journal_only = journal_only
+        self._next_snapshot: dict[str, float] = {}
+        #: Each run's trials.jsonl, open for appending from its first trial to the run's end.
+        self._journals: dict[str, int] = {}
+
+    @pytest.hookimpl
+    def pytest_bench_run_started(self, run: BenchRun) -> None:
+        run.dir.mkdir(parents=True, exist_ok=True)
+        self._write_config(run)
+        if not self.journal_only:
+            self._snapshot(run)
+
+    @pytest.hookimpl
+    def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
+        fd = self._journals.get(run.run_id)
+        if fd is None:
+            fd = self._journals[run.run_id] = open_appending(run.dir / JOURNAL)
+        write_line(fd, _journal_line(trial))  # in the file before the next trial
+        if not self.journal_only and time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
+            self._snapshot(run)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_bench_run_finished(self, run: BenchRun) -> None:
+        fd = self._journals.pop(run.run_id, None)
+        if fd is not None:
+            os.close(fd)
+        self._write_config(run)
+        results = run.results()
+        self._snapshot(run, results)
+        entry = build_index_entry(results, run.plan.config,
+                                  run.fingerprint.get("code_identity"))
+        atomic_write(run.dir / "index.json", json.dumps(entry, indent=1))
+        regenerate_index(run.home)
+
+    def _snapshot(self, run: BenchRun, results: dict[str, Any] | None = None) -> None:
+        start = time.monotonic()
+        atomic_write(run.dir / "results.yaml", dump_yaml(results or run.results()))
+        end = time.monotonic()
+        self._next_snapshot[run.run_id] = end + max(SNAPSHOT_INTERVAL_S,
+                                                    SNAPSHOT_COST_FACTOR * (end - start))
+
+    def _write_config(self, run: BenchRun) -> None:
+        plan = run.plan
+        effective: dict[str, dict[str, str]] = {}
+        for trial in run.trials:
+            effective.setdefault(trial["treatment"], {}).update(trial.get("effective", {}))
+        document = {"schema_version": SCHEMA_VERSION, "run_id": run.run_id,
+                    "source": str(plan.path.resolve()),
+                    "config": plan.config.model_dump(mode="json", exclude_none=True),
+                    "planned_trials": [run.trial_id(spec) for spec in run.planned],
+                    "effective_params": effective, "fingerprint": run.fingerprint}
+        atomic_write(run.dir / "config.yaml", dump_yaml(document))
+
+
+def code_entry(identity: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The code a run measured, as its index entry keeps it: a baseline named by a git revision
+    is found from these entries alone."""
+    if identity is None:
+        return None
+    return {"commit": identity.get("commit"), "short": identity.get("short"),
+            "branch": identity.get("branch"), "dirty": identity.get("dirty"),
+            "label": code_label(identity)}
+
+
+def comparison_key(config: BenchmarkConfig) -> str:
+    """A hash of what a baseline must share with a run (what gate 1 across runs compares: the
+    treatment variable, every other param, the stages, the seeds), so ``latest`` and a git
+    revision prefer a run that may serve without opening its record."""
+    variable = treatment_variable(config)
+    identity = {"variable": variable,
+                "params": {k: v for k, v in config.params.items() if k != variable},
+                "stages": sorted((s.model_dump(mode="json", exclude_none=True)
+                                  for s in config.stages), key=lambda s: str(s.get("name"))),
+                "seeds": config.seeds}
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def build_index_entry(results: Mapping[str, Any], config: BenchmarkConfig,
+                      code_identity: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``index.json`` entry of a run, from its ``results.yaml`` document: the few fields
+    ``results_index.md``, ``history`` and baseline resolution read without opening the record.
+    Built the same way at a run's end and when a run is imported (whose record is input, so
+    every nested value is read defensively)."""
+    control = str(results.get("control"))
+    primaries = [m for m, spec in config.metrics.items() if spec.primary]
+    summary, verdicts = _mapping(results.get("summary")), _mapping(results.get("verdicts"))
+    cited = {_mapping(results.get(key)).get("run_id") for key in ("baseline", "reproduces")}
+    flags = results.get("flags")
+    trials = results.get("trials") if isinstance(results.get("trials"), list) else []
+    return {"schema_version": SCHEMA_VERSION,
+            "run_id": results.get("run_id"), "name": results.get("name"),
+            "state": results.get("state"), "tag": results.get("tag"),
+            "started": results.get("started"), "ended": results.get("ended"),
+            "counts": dict(Counter(str(_mapping(t).get("status")) for t in trials)),
+            "treatment_variable": results.get("treatment_variable"), "control": control,
+            "primary": {m: {label: _mapping(row).get("ratio_to_control")
+                            for label, row in _mapping(summary.get(m)).items()
+                            if label != control} for m in primaries},
+            "verdicts": {m: {label: _mapping(v).get("verdict")
+                             for label, v in _mapping(per).items()}
+                         for m, per in verdicts.items() if m in primaries},
+            "config_hash": results.get("config_hash"),
+            "cites": sorted(c for c in cited if isinstance(c, str) and c),
+            "flags": len(flags) if isinstance(flags, list) else 0,
+            "code": code_entry(code_identity) if isinstance(code_identity, Mapping) else None,
+            "comparison_key": comparison_key(config)}
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` where it is a mapping, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def read_journal(run_dir: Path) -> list[dict[str, Any]]:
+    """Every trial in a run's journal, in the order they were appended."""
+    journal = run_dir / JOURNAL
+    trials = []
+    if journal.is_file():
+        for line in journal.read_text().splitlines():
+            try:
+                trials.append(json.loads(line))
+            except ValueError:
+                continue  # a line torn by a crash mid-write
+    return trials
+
+
+def load_results(run_dir: Path) -> dict[str, Any]:
+    """A run's record, with trials from the journal that the last snapshot had not yet taken."""
+    path = run_dir / "results.yaml"
+    results = (load_yaml(path) if path.is_file() else None) or {}
+    known = {(t["id"], t.get("started")) for t in results.get("trials") or []}
+    for trial in read_journal(run_dir):
+        if (trial["id"], trial.get("started")) not in known:
+            results.setdefault("trials", []).append(trial)
+    return results
+
+
+#: The index entries this process read, per data directory: run folder name -> (file identity,
+#: entry).
+_index_cache: dict[Path, dict[str, tuple[tuple[int, int, int], dict[str, Any]]]] = {}
+
+
+def index_entries(home: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """(run folder, its ``index.json`` entry) for every run in ``home``, by folder name.
+
+    A session's end reads them all twice (the reproduction search, then the results index);
+    a file this process already read is parsed again only when it changed (its inode, mtime or
+    size: every write is an atomic replace, so a new inode). The entries are shared: read only.
+    The folder is listed with ``os.listdir`` and each file opened once: ``Path.glob`` (an lstat
+    per run) and ``read_text`` made a scan about twice as slow; a file not cached yet is not
+    stat'ed first but read by :func:`_read_entry`.
+    """
+    runs = home / "runs"
+    try:
+        names = sorted(name for name in os.listdir(runs) if not name.startswith("."))
+    except OSError:
+        names = []
+    known = _index_cache.get(home, {})
+    seen: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+    for name in names:
+        path = os.path.join(runs, name, "index.json")
+        cached = known.get(name)
+        try:
+            if cached is not None:
+                info = os.stat(path)
+                if cached[0] == (info.st_ino, info.st_mtime_ns, info.st_size):
+                    seen[name] = cached
+                    continue
+            seen[name] = _read_entry(path)
+        except (OSError, ValueError):
+            continue
+    _index_cache[home] = seen
+    return [(runs / name, entry) for name, (_, entry) in seen.items()]
+
+
+def _read_entry(path: str) -> tuple[tuple[int, int, int], dict[str, Any]]:
+    """An index file's identity (inode, mtime, size) and entry from one open descriptor:
+    ``os.open``, ``fstat`` and ``read`` cost about two thirds of ``open()`` with its buffered
+    reader, which is most of resolving a baseline among 1,000 runs."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        info = os.fstat(fd)
+        chunks = [os.read(fd, info.st_size + 1)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 1 << 16))
+    finally:
+        os.close(fd)
+    return (info.st_ino, info.st_mtime_ns, info.st_size), json.loads(b"".join(chunks))
+
+
+def index_entry(run_dir: Path) -> dict[str, Any] | None:
+    """One run's ``index.json`` entry (written when it finished), or None."""
+    try:
+        with open(run_dir / "index.json", "rb") as handle:
+            return json.loads(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+def regenerate_index(home: Path) -> None:
+    """Rewrite ``results_index.md`` from every run's ``index.json``, grouped by tag."""
+    entries = [entry for _, entry in index_entries(home)]
+    lines = ["# Benchmark results", "",
+             "Regenerated from the run records after every run; do not edit by hand.", ""]
+    for tag in TAG_ORDER:
+        group = [e for e in entries if e.get("tag") == tag]
+        lines += [f"## {tag} ({len(group)})", ""]
+        if not group:
+            lines += ["(none)", ""]
+            continue
+        lines += ["| run | name | state | trials | primary (ratio to control, verdict) |",
+                  "|---|---|---|---|---|"]
+        for entry in sorted(group, key=lambda e: e["run_id"], reverse=True):
+            counts = entry.get("counts", {})
+            passed, total = counts.get("passed", 0), sum(counts.values())
+            verdicts = entry.get("verdicts") or {}
+            primary = "; ".join(
+                f"{metric}: " + ", ".join(
+                    f"{t}={r}" + (f" {verdicts[metric][t]}" if t in verdicts.get(metric, {})
+                                  else "") for t, r in ratios.items())
+                for metric, ratios in (entry.get("primary") or {}).items() if ratios) or (
+                "one configuration: no in-run ratio" if "treatment_variable" in entry
+                and entry["treatment_variable"] is None else "-")
+            state = entry["state"] + (f", flagged x{entry['flags']}" if entry.get("flags")
+                                      else "")
+            lines.append(f"| [{entry['run_id']}](runs/{entry['run_id']}/report.md) | "
+                         f"{entry['name']} | {state} | {passed}/{total} | {primary} |")
+        lines.append("")
+    with file_lock(home / ".index.lock"):
+        atomic_write(home / "results_index.md", "\n".join(lines))

@@ -1,0 +1,1 @@
+"""What a person sees: report.md, the terminal summary, plots and progress."""

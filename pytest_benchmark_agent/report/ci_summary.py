@@ -1,0 +1,143 @@
+"""The CI gate as a markdown table in GitHub's job summary (``$GITHUB_STEP_SUMMARY``).
+
+Registered by the plugin in the session's controller only (never in an xdist worker) when the
+variable is set; at each run's end it appends one section: a heading naming the benchmark,
+both sides' code and the gate's outcome, a table (metric, baseline, this run, ratio, interval,
+verdict) and the gate's reasons. Without a baseline the table holds the run's own verdicts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_benchmark_agent.judge.baseline import RecordView
+from pytest_benchmark_agent.judge.gate2 import ci_gate
+from pytest_benchmark_agent.records.fingerprint import code_label
+from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.stats.describe import values_text
+
+HEADER = ["| metric | baseline | this run | ratio | interval | verdict |",
+          "|---|---:|---:|---:|---|---|"]
+
+
+class StepSummaryWriter:
+    """Appends each finished run's section to the job summary file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_bench_run_finished(self, run: BenchRun) -> None:
+        text = "\n".join(render(run)) + "\n\n"
+        try:
+            with open(self.path, "a", encoding="utf-8") as summary:
+                summary.write(text)
+        except OSError as exc:  # the run and its records stand; only the summary is lost
+            print(f"benchmark-agent: cannot append to $GITHUB_STEP_SUMMARY {self.path}: {exc}",
+                  file=sys.stderr)
+
+
+def step_summary_writer() -> StepSummaryWriter | None:
+    """A writer for ``$GITHUB_STEP_SUMMARY``, None where it is not set (outside GitHub)."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    return StepSummaryWriter(Path(path)) if path else None
+
+
+def render(run: BenchRun) -> list[str]:
+    """The run's section of the job summary, as lines."""
+    gate = ci_gate(run)
+    base = run.baseline
+    this_code = code_label(run.fingerprint.get("code_identity"))
+    if base is None:
+        lines = [f"### `{run.name}` at {this_code}: gate **{gate['outcome']}** "
+                 "(within the run: no --bench-baseline)", ""]
+        lines += _own_table(run)
+    else:
+        code = base.get("code") or {}
+        lines = [f"### `{run.name}`: {code.get('baseline') or 'no baseline'} -> "
+                 f"{code.get('this') or this_code}: gate **{gate['outcome']}**", "",
+                 f"Baseline `{base.get('ref')}`: " + (
+                     f"run {base['run_id']} ({base.get('resolved')}, {base.get('tag')})"
+                     if base.get("run_id") else "no run") + f"; this run {run.run_id} "
+                 f"({run.tag}).", ""]
+        lines += _baseline_table(run, base)
+    lines += ["", *[f"- {_cell(reason)}" for reason in gate.get("reasons") or []]]
+    return lines
+
+
+def _baseline_table(run: BenchRun, base: Mapping[str, Any]) -> list[str]:
+    """One row per metric and treatment of this run against the baseline."""
+    verdicts = base.get("verdicts") or {}
+    reference = _reference(run, base.get("run_id"))
+    several = len(run.treatment_labels) > 1
+    rows = []
+    for metric in run.plan.config.metrics:
+        for label, v in (verdicts.get(metric) or {}).items():
+            if reference is None:
+                theirs = None
+            else:
+                target = label if label in reference.treatments else reference.control
+                theirs = (reference.summary.get(metric) or {}).get(target)
+            rows.append(_row(f"`{metric}`" + (f" [{label}]" if several else ""), theirs,
+                             (run.summary.get(metric) or {}).get(label), v))
+    return HEADER + (rows or ["| - | - | - | - | - | nothing compared: "
+                              f"{_cell(base.get('refused') or 'no verdicts')} |"])
+
+
+def _own_table(run: BenchRun) -> list[str]:
+    """The run's own verdicts, each treatment against the control; a run of one configuration
+    shows its medians, judged by nothing."""
+    rows = []
+    for metric in run.plan.config.metrics:
+        per = run.summary.get(metric) or {}
+        control = per.get(run.control)
+        if run.one_configuration:
+            rows.append(_row(f"`{metric}`", None, control,
+                             {"verdict": "not judged (one configuration, no baseline)"}))
+            continue
+        for label, v in (run.verdicts.get(metric) or {}).items():
+            rows.append(_row(f"`{metric}` [{label} vs control {run.control}]", control,
+                             per.get(label), v))
+    return HEADER + (rows or ["| - | - | - | - | - | no verdicts |"])
+
+
+def _reference(run: BenchRun, run_id: str | None) -> RecordView | None:
+    """The baseline's record (for its medians), None where it cannot be read."""
+    if not run_id or not (run.home / "runs" / run_id / "results.yaml").is_file():
+        return None
+    try:
+        return RecordView.load(run.home / "runs" / run_id)
+    except (OSError, ValueError):
+        return None
+
+
+def _row(name: str, theirs: Mapping[str, Any] | None, mine: Mapping[str, Any] | None,
+         verdict: Mapping[str, Any]) -> str:
+    ci = verdict.get("ci")
+    said = str(verdict.get("verdict"))
+    if verdict.get("reason") and said in ("not_comparable", "regressed"):
+        said += f": {verdict['reason']}"
+    cells = [name, _value(theirs), _value(mine),
+             "-" if verdict.get("ratio") is None else f"x{verdict['ratio']:.4g}",
+             f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else "-", said]
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _value(row: Mapping[str, Any] | None) -> str:
+    """A treatment's figure: its median, or an exact metric's values verbatim."""
+    if not row or not row.get("n"):
+        return "-"
+    if "values" in row:
+        return values_text(row, "`")
+    return f"{row['median']:.4g}" if row.get("median") is not None else "-"
+
+
+def _cell(text: str) -> str:
+    """Text safe in one markdown table cell (no pipe ends it, no newline breaks the row)."""
+    return " ".join(str(text).split()).replace("|", "\\|")

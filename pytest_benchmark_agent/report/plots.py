@@ -1,0 +1,133 @@
+"""One PNG per metric beside a run's report: every sample of every treatment, with its blocks.
+
+Optional: matplotlib is the ``plots`` extra. Without it no file is written and the report says
+so (every number is in its tables, so it is complete without the pictures). Each figure shows a
+column per treatment (one dot per passed trial, the median as a bar) and a grey line through the
+values of each block (its dots share an offset), so a reader sees both the spread and whether
+the blocks agree. A ``direction: equal`` metric (a hash) is drawn on a categorical axis: its
+distinct values, verbatim, are the ticks, and there is no median bar (its values are identities,
+not numbers). matplotlib's object API is used (no pyplot, no global backend switch).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark_agent.engine.metrics import show_value
+
+NO_MATPLOTLIB = ("matplotlib is not installed, so this report has no plots (install the extra: "
+                 "pip install 'pytest-benchmark-agent[plots]'); every figure is in the tables, "
+                 "so the report is complete without them")
+SINGLE_BLOCK = ("one block of trials passed, so this report has no plots (its tables show every "
+                "sample)")
+_JITTER = (0.0, -0.06, 0.06, -0.12, 0.12, -0.03, 0.03, -0.09, 0.09)
+
+
+def plot_file(metric: str) -> str:
+    return "plot-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", metric) + ".png"
+
+
+def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
+                treatments: Sequence[str], verdicts: Mapping[str, Mapping[str, Any]],
+                exact: Collection[str] = ()) -> tuple[list[str], str | None]:
+    """Write a plot per metric that has samples (the ``exact`` ones on a categorical axis of
+    their values); returns the file names and, when plotting is not possible, the sentence the
+    report shows instead.
+
+    A run with a single block has nothing a picture adds to its table, so it is not plotted and
+    matplotlib (about half a second to import) is not loaded for it.
+    """
+    blocks_run = {(t.get("host"), t.get("replicate"), t.get("seed")) for t in trials
+                  if t.get("status") == "passed"}
+    if len(blocks_run) < 2:
+        return [], SINGLE_BLOCK
+    try:
+        import matplotlib.collections  # noqa: F401  (only whether they import: _figure
+        import matplotlib.figure  # noqa: F401  uses both)
+    except ModuleNotFoundError:
+        return [], NO_MATPLOTLIB
+    except ImportError as exc:  # installed but broken (or unloaded, then imported again)
+        return [], f"matplotlib could not be imported ({exc}), so this report has no plots; " \
+                   "every figure is in the tables, so the report is complete without them"
+    files = []
+    for metric in metrics:
+        figure = _figure(metric, trials, treatments, verdicts.get(metric, {}), metric in exact)
+        if figure is None:
+            continue
+        name = plot_file(metric)
+        temporary = folder / f".{name}.tmp"
+        figure.savefig(temporary, format="png")
+        os.replace(temporary, folder / name)
+        files.append(name)
+    return files, None
+
+
+def _figure(metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequence[str],
+            verdicts: Mapping[str, Any], exact: bool = False) -> Any:
+    """The figure of one metric, or None when no passed trial has a value for it; an
+    ``exact`` one's y axis is its distinct values as recorded (the control's first).
+
+    The blocks' grey lines are one ``LineCollection``: an artist per block (a ``Line2D`` each)
+    cost about half a millisecond apiece to build and draw, the largest part of what a trial
+    adds to a run's end (docs/benchmark/PERFORMANCE.md).
+    """
+    from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
+
+    position = {label: i for i, label in enumerate(treatments)}
+    recorded: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for trial in trials:
+        value = (trial.get("metrics") or {}).get(metric)
+        if trial.get("status") == "passed" and value is not None \
+                and trial.get("treatment") in treatments:
+            key = (trial.get("host"), trial.get("replicate"), trial.get("seed"))
+            recorded.setdefault(key, {})[trial["treatment"]] = value
+    if not recorded:
+        return None
+    categories: dict[Any, int] = {}
+    if exact:  # each distinct value a row of the axis, in treatment order then trial order
+        for values in sorted(recorded.values(), key=lambda v: min(map(position.__getitem__, v))):
+            for label in sorted(values, key=position.__getitem__):
+                categories.setdefault(values[label], len(categories))
+    blocks = {key: {label: float(categories[value] if exact else value)
+                    for label, value in values.items()} for key, values in recorded.items()}
+    ticks = [show_value(value) for value in categories]
+    width, left = 2.0 + 1.4 * len(treatments), 0.2
+    if exact:  # room for the values, verbatim, as the y labels (about 0.06 inch a character)
+        margin = 0.4 + 0.06 * max(map(len, ticks))
+        width, left = width + margin, (0.4 + margin) / (width + margin)
+    figure = Figure(figsize=(width, 3.6), dpi=100)
+    figure.subplots_adjust(left=left, right=0.96, top=0.88, bottom=0.12)
+    axes = figure.subplots()
+    offsets = [_JITTER[k % len(_JITTER)] for k in range(len(blocks))]
+    order = position.__getitem__
+    segments = [[(position[t] + offset, values[t]) for t in sorted(values, key=order)]
+                for offset, values in zip(offsets, blocks.values(), strict=True)
+                if len(values) > 1]
+    if segments:
+        axes.add_collection(LineCollection(segments, colors="0.82", linewidths=0.8, zorder=1))
+    for label, i in position.items():
+        points = [(i + offset, values[label])
+                  for offset, values in zip(offsets, blocks.values(), strict=True)
+                  if label in values]
+        if not points:
+            continue
+        axes.scatter([x for x, _ in points], [y for _, y in points], s=16, zorder=2)
+        if not exact:
+            axes.hlines(statistics.median(y for _, y in points), i - 0.25, i + 0.25,
+                        colors="black", linewidth=2, zorder=3)
+    if exact:
+        axes.set_yticks(range(len(ticks)), ticks, fontsize=7)
+        axes.set_ylim(-0.6, len(ticks) - 0.4)
+    axes.set_xticks(range(len(treatments)), [str(t) for t in treatments])
+    axes.set_xlim(-0.6, len(treatments) - 0.4)
+    axes.set_ylabel(metric)
+    axes.grid(axis="y", alpha=0.3)
+    said = ", ".join(f"{t}: {v.get('verdict')}" for t, v in verdicts.items())
+    axes.set_title(f"{metric}" + (f" ({said})" if said else ""), fontsize=9)
+    return figure

@@ -1,0 +1,243 @@
+"""Feedback during long work: ``heartbeat.json`` and ``progress.log`` in the run folder.
+
+The heartbeat says where a run is (trials done of total, the current stage and trial, elapsed,
+ETA, peak memory) and which process writes it; ``benchmark-agent status`` reads it, so a
+detached run can be followed from anywhere, and a run whose process vanished is told apart from
+one that is still working. It is rewritten (temp file + rename, so readers never see a torn
+file; no fsync: a heartbeat lost in a power cut is worth less than the time fsync would cost
+every trial) at run start and end and on every progress call; a trial's end or a stage's start
+rewrites it at most once every ``BEAT_INTERVAL_S``, and a change held back that way is written
+by a flusher thread (one per session, waking once a second while a run is live) so the file is
+never more than about a second behind. A rewrite per trial cost more than a short trial itself
+(docs/benchmark/PERFORMANCE.md).
+
+A stage that runs long gets a progress line (stage, elapsed, peak memory) each time the engine
+calls ``pytest_bench_stage_progress`` (at least once a minute): in the terminal and appended to
+``progress.log``. At run start the plugin also records an accepted plan-time deviation as a
+caveat of the run (see ``planning.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_benchmark_agent.cli.common import DEVIATIONS
+from pytest_benchmark_agent.records.fsutil import append_line, utc_now
+
+if TYPE_CHECKING:
+    from pytest_benchmark_agent.records.run import BenchRun
+
+HEARTBEAT = "heartbeat.json"
+BEAT_INTERVAL_S = 1.0
+PROGRESS_LOG = "progress.log"
+
+
+@dataclass
+class Beat:
+    """The content of ``heartbeat.json``."""
+
+    run_id: str
+    name: str
+    pid: int
+    state: str
+    trials_done: int
+    trials_total: int
+    stage: str | None
+    trial_id: str | None
+    stage_elapsed_s: float | None
+    elapsed_s: float
+    eta_s: float | None
+    peak_rss_mb: float | None
+    started_unix: float
+    updated: str
+    updated_unix: float
+
+
+def read_heartbeat(run_dir: Path) -> dict[str, Any] | None:
+    """The last heartbeat of a run, or None when it has none (or it cannot be read)."""
+    try:
+        return json.loads((run_dir / HEARTBEAT).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def duration(seconds: float | None) -> str:
+    """``45s``, ``12m04s``, ``3h07m``: short and fixed in shape, for status lines."""
+    if seconds is None:
+        return "?"
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class _Live:
+    """What the plugin tracks of one run between hook calls."""
+
+    def __init__(self, run: BenchRun):
+        self.run = run
+        self.t0 = time.monotonic()
+        self.started_unix = time.time()
+        self.stage: str | None = None
+        self.trial_id: str | None = None
+        self.stage_t0: float | None = None
+        self.peak_rss_mb: float | None = None
+        self.total = len(run.planned)
+        self.done = 0
+        self.last_write = 0.0
+        self.pending = False  # a change not written yet (the flusher writes it)
+
+    def see_peak(self, value: float | None) -> None:
+        if value is not None and (self.peak_rss_mb is None or value > self.peak_rss_mb):
+            self.peak_rss_mb = float(value)
+
+
+def _deviation_caveat(run: BenchRun) -> str | None:
+    """The caveat of a plan-time deviation accepted for ``run``; planning (~6 ms of imports) is
+    loaded only where the data directory holds accepted deviations at all."""
+    if not (run.home / DEVIATIONS).is_dir():
+        return None
+    from pytest_benchmark_agent.config.review import deviation_caveat
+
+    return deviation_caveat(run.home, run.name, run.plan.config)
+
+
+class HeartbeatWriter:
+    """Keeps every run's ``heartbeat.json`` current and prints long-stage progress."""
+
+    def __init__(self, config: pytest.Config):
+        self._config = config
+        # In an xdist worker the controller follows the run; workers would clobber its file.
+        self._enabled = not hasattr(config, "workerinput")
+        self._live: dict[str, _Live] = {}
+        # Held while a beat is built and renamed into place: the flusher never writes a stale
+        # beat over a newer one.
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_bench_run_started(self, run: BenchRun) -> None:
+        if not self._enabled:
+            return
+        caveat = _deviation_caveat(run)
+        if caveat and caveat not in run.caveats:
+            run.caveats.append(caveat)
+        self._live[run.run_id] = _Live(run)
+        self._write(run)
+        if self._flusher is None:
+            self._stop.clear()
+            self._flusher = threading.Thread(target=self._flush_pending, daemon=True,
+                                             name="heartbeat-flusher")
+            self._flusher.start()
+
+    @pytest.hookimpl
+    def pytest_bench_stage_started(self, run: BenchRun, stage: str, trial_id: str | None) -> None:
+        live = self._live.get(run.run_id)
+        if live is None:
+            return
+        live.stage, live.trial_id, live.stage_t0 = stage, trial_id, time.monotonic()
+        self._write(run, throttled=True)
+
+    @pytest.hookimpl
+    def pytest_bench_stage_progress(self, run: BenchRun, stage: str, trial_id: str | None,
+                                    elapsed_s: float, peak_rss_mb: float) -> None:
+        live = self._live.get(run.run_id)
+        if live is None:
+            return
+        live.stage, live.trial_id = stage, trial_id
+        live.stage_t0 = time.monotonic() - elapsed_s
+        live.see_peak(peak_rss_mb)
+        where = f"stage {stage}" + (f" ({trial_id})" if trial_id else " (prep)")
+        line = (f"[benchmark] {run.name}: {where} running for {duration(elapsed_s)}, "
+                f"peak {peak_rss_mb:.1f} MB, trials {live.done}/{live.total}")
+        reporter = self._config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            # The reporter ends a "file.yaml ..." line it started; -q's row of dots it does
+            # not track, so a line still open after that is ended here.
+            reporter.ensure_newline()
+            if self._config.get_terminal_writer().width_of_current_line:
+                reporter.write("\n")
+            reporter.write_line(line)
+        append_line(run.dir / PROGRESS_LOG, f"{utc_now()} {line}")
+        self._write(run)
+
+    @pytest.hookimpl
+    def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
+        live = self._live.get(run.run_id)
+        if live is None:
+            return
+        live.see_peak(trial.get("peak_rss_mb"))
+        live.stage = live.trial_id = live.stage_t0 = None
+        live.done += trial["status"] != "not_run"
+        self._write(run, throttled=True)
+
+    @pytest.hookimpl
+    def pytest_bench_run_finished(self, run: BenchRun) -> None:
+        if run.run_id not in self._live:
+            return
+        self._write(run)
+        with self._lock:
+            del self._live[run.run_id]
+        if not self._live and self._flusher is not None:
+            self._stop.set()
+            self._flusher.join()
+            self._flusher = None
+
+    def _write(self, run: BenchRun, *, throttled: bool = False) -> None:
+        with self._lock:
+            live = self._live[run.run_id]
+            if throttled and time.monotonic() - live.last_write < BEAT_INTERVAL_S:
+                live.pending = True
+                return
+            self._beat(live)
+
+    def _flush_pending(self) -> None:
+        """The flusher: writes held-back changes once a second until the last run ends."""
+        while not self._stop.wait(BEAT_INTERVAL_S):
+            with self._lock:
+                for live in list(self._live.values()):
+                    if live.pending:
+                        with contextlib.suppress(OSError):  # advisory: the next beat retries
+                            self._beat(live)
+
+    @staticmethod
+    def _beat(live: _Live) -> None:
+        """Write the run's heartbeat now (the caller holds the lock)."""
+        run = live.run
+        now = time.monotonic()
+        live.last_write, live.pending = now, False
+        done, elapsed = live.done, now - live.t0
+        remaining = max(live.total - done, 0)
+        eta = elapsed / done * remaining if done and run.state == "running" else None
+        beat = Beat(run_id=run.run_id, name=run.name, pid=os.getpid(), state=run.state,
+                    trials_done=done, trials_total=live.total, stage=live.stage,
+                    trial_id=live.trial_id,
+                    stage_elapsed_s=(round(now - live.stage_t0, 3) if live.stage_t0 is not None
+                                     else None),
+                    elapsed_s=round(elapsed, 3), eta_s=round(eta, 1) if eta is not None else None,
+                    peak_rss_mb=live.peak_rss_mb, started_unix=live.started_unix,
+                    updated=utc_now(), updated_unix=time.time())
+        _replace(run.dir / HEARTBEAT, json.dumps(asdict(beat), indent=1))
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` by rename: readers see the old or the new file, never a mix."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+    except FileNotFoundError:  # the first beat of a run may come before its folder exists
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+    os.replace(tmp, path)

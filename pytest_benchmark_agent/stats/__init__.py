@@ -1,0 +1,1 @@
+"""Statistics: distributions, descriptive statistics, refusals and gate 2's tests."""

@@ -1,0 +1,691 @@
+"""Gate 2 statistics: turn raw samples into calibrated per-metric verdicts.
+
+A pure module (no I/O, no pytest). The design it relies on: replicate k of every treatment ran
+adjacent (a block), so comparisons are made within blocks and slow drift of the machine cancels.
+
+Rule (see docs/benchmark/STATISTICS.md for the measurements behind it): a treatment is
+``improved``/``regressed`` on a metric only when (1) the two-sided test passes Holm's step-down
+correction across every metric x treatment comparison of the run, (2) the 95% bootstrap CI of the
+ratio excludes 1, and (3) the effect exceeds the metric's ``noise_threshold``.
+
+* Paired blocks (the normal case): Yuen's 20%-trimmed one-sample t-test on the per-block log
+  ratios ``log(treatment / control)``; the effect is the trimmed mean, its CI a bootstrap over
+  blocks. Trimming makes it robust to the heavy right tail of timings under load, and unlike
+  the exact signed-rank test (whose smallest two-sided p at 5 pairs is 0.0625) it can decide
+  at n=5.
+* Seeds: each (treatment, seed) is first reduced to its median; the same paired test then runs
+  over seeds, so a single lucky seed is trimmed away or swamped by the spread, never a win.
+* Incomplete blocks (a failed trial): the complete blocks when enough remain, otherwise an
+  unpaired Mann-Whitney U test with an independent bootstrap of the ratio of medians.
+* Sequential replication (:func:`sequential_decision`): group-sequential boundaries from the
+  Lan-DeMets O'Brien-Fleming-like spending function at geometrically spaced looks, combined
+  with Holm as in Maurer & Bretz (2013), so stopping on a verdict keeps the error rate at alpha.
+
+The t and normal distributions are :mod:`.distributions`' pure-Python ones: scipy.special cost
+~220 ms to import, paid by every judged session. numpy stays a module-level import: pytester's
+in-process runs unload the modules first imported inside them, and numpy cannot be imported
+twice in a process, so the test suites count on importing this module to load it.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from pytest_benchmark_agent.engine.metrics import show_value
+from pytest_benchmark_agent.stats.comparability import (
+    DIRECTIONS,
+    MetricRule,
+    Sample,
+    Verdict,
+    guard_failures,
+    ignored_caveats,
+    refusal,
+    usable,
+)
+from pytest_benchmark_agent.stats.distributions import ndtr, ndtri, stdtr, stdtrit
+
+BOOTSTRAP_RESAMPLES = 4000
+TRIM = 0.2
+CI_LEVEL = 0.95
+MDE_POWER = 0.8
+_BOUNDARY_PATHS = 100_000
+_BOUNDARY_SEED = 20240917
+
+Key = tuple[int, "int | None"]  # (replicate, seed): the block a sample belongs to
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A plain :class:`MetricRule` (the engine's config model provides the same attributes)."""
+
+    direction: str = "lower"
+    primary: bool = False
+    guard: bool = False
+    floor: float | None = None
+    ceiling: float | None = None
+    noise_threshold: float = 0.01
+    min_replicates: int = 5
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One sample of one metric: which treatment, which block (replicate) and seed produced it.
+
+    ``value`` is a float, or for a ``direction: equal`` metric the int or str as recorded.
+    """
+
+    treatment: str
+    replicate: int
+    seed: int | None
+    value: Sample
+
+
+@dataclass
+class RunAnalysis:
+    """Every verdict of a run plus the lines the report's "What Went Wrong" must show."""
+
+    verdicts: dict[str, dict[str, Verdict]]
+    caveats: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+
+    def as_record(self) -> dict:
+        """Plain-Python mapping: verdict records per metric and treatment, caveats, refusals."""
+        return {
+            "verdicts": {
+                metric: {t: v.as_record() for t, v in per.items()}
+                for metric, per in self.verdicts.items()
+            },
+            "caveats": list(self.caveats),
+            "refusals": list(self.refusals),
+        }
+
+
+@dataclass(frozen=True)
+class SequentialDecision:
+    """Whether the engine may stop adding blocks, why, and the analysis at this look."""
+
+    stop: bool
+    reason: str
+    analysis: RunAnalysis
+    look: int
+    level: float
+
+
+@dataclass
+class _Comparison:
+    """Test outcome of one metric x treatment, before Holm and guards turn it into a verdict."""
+
+    n: tuple[int, int]
+    refusal: str | None = None
+    effect: float = 0.0  # relative change (treatment - control) / |control|
+    ci: tuple[float, float] | None = None
+    p: float | None = None
+    se: float = 0.0  # standard error of the effect on the test's scale
+    df: float = math.inf
+    log_scale: bool = True
+    test: str | None = None
+    design: str | None = None
+    units: int = 0
+    median_ratio: float | None = None
+    mismatch: str | None = None  # direction "equal": what differs from the control
+    note: str | None = None  # a caveat about the design actually used
+
+
+def analyze_run(
+    observations: Mapping[str, Sequence[Observation]],
+    specs: Mapping[str, MetricRule],
+    treatments: Sequence[str],
+    control: str,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> RunAnalysis:
+    """Verdicts for every metric in ``specs`` and every non-control treatment (fixed design)."""
+    return _analyze(observations, specs, treatments, control, alpha, seed, lambda a: a)
+
+
+def look_schedule(min_blocks: int, max_blocks: int) -> tuple[int, ...]:
+    """Blocks at which sequential replication may stop: min, then each >= 25% more, then max.
+
+    Fewer, geometrically spaced looks keep the final look's nominal level near alpha (0.038 for
+    5..20 blocks at alpha 0.05, against 0.029 with a look after every block).
+    """
+    looks = [min_blocks]
+    while True:
+        nxt = max(looks[-1] + 1, math.ceil(looks[-1] * 1.25))
+        if nxt >= max_blocks:
+            break
+        looks.append(nxt)
+    if len(looks) > 1 and max_blocks < looks[-1] * 1.25:
+        looks.pop()
+    if looks[-1] != max_blocks:
+        looks.append(max_blocks)
+    return tuple(looks)
+
+
+def sequential_decision(
+    observations: Mapping[str, Sequence[Observation]],
+    specs: Mapping[str, MetricRule],
+    treatments: Sequence[str],
+    control: str,
+    *,
+    blocks_done: int,
+    min_blocks: int,
+    max_blocks: int,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> SequentialDecision:
+    """Analyse after ``blocks_done`` complete blocks and say whether to stop adding blocks.
+
+    Stopping is possible only at the looks of :func:`look_schedule`; there, verdicts use the
+    O'Brien-Fleming-like nominal level of the look, so stopping on a verdict keeps the run's
+    false-positive rate at ``alpha``. It stops when every primary verdict is decided (improved,
+    regressed, blocked by a guard, or a CI inside the noise band) and always at ``max_blocks``.
+    Between looks the analysis is still valid as a final one (a look taken there, for a run
+    that must end early, spends its own share of alpha), but ``stop`` stays False.
+    """
+    if not 1 <= min_blocks <= max_blocks:
+        raise ValueError(
+            f"replicates: min={min_blocks}, max={max_blocks}: need 1 <= min <= max; "
+            "fix the replicates: {min, max} of the benchmark file"
+        )
+    if blocks_done < min_blocks:
+        raise ValueError(
+            f"sequential_decision: blocks_done={blocks_done} is below min_blocks={min_blocks}; "
+            "call it only once min_blocks complete blocks have run"
+        )
+    look = min(blocks_done, max_blocks)
+    schedule = look_schedule(min_blocks, max_blocks)
+    looks = tuple(k for k in schedule if k < look) + (look,)
+
+    def level_fn(share: float) -> float:
+        return _nominal_levels(share, looks, max_blocks)[-1]
+
+    analysis = _analyze(observations, specs, treatments, control, alpha, seed, level_fn)
+    level = level_fn(alpha)
+    if look not in schedule:
+        upcoming = min(k for k in schedule if k > look)
+        reason = f"{look} of {max_blocks} blocks; next look at block {upcoming}"
+        return SequentialDecision(False, reason, analysis, look, level)
+    targets = [m for m, s in specs.items() if s.primary] or [
+        m for m, s in specs.items() if s.direction != "equal"
+    ]
+    open_items = []
+    for metric in targets:
+        for treatment, verdict in analysis.verdicts.get(metric, {}).items():
+            if not _decided(verdict, specs[metric].noise_threshold):
+                open_items.append(f"{metric}[{treatment}] ({verdict.verdict})")
+    if not open_items:
+        return SequentialDecision(
+            True, f"every primary verdict decided after {look} blocks", analysis, look, level
+        )
+    if look >= max_blocks:
+        reason = f"reached max {max_blocks} blocks; undecided: {', '.join(open_items)}"
+        return SequentialDecision(True, reason, analysis, look, level)
+    reason = f"{look} of {max_blocks} blocks; undecided: {', '.join(open_items)}"
+    return SequentialDecision(False, reason, analysis, look, level)
+
+
+def _decided(verdict: Verdict, threshold: float) -> bool:
+    """A verdict more blocks would not be expected to change."""
+    if verdict.verdict in ("improved", "regressed"):
+        return True
+    if verdict.verdict == "not_comparable":
+        return bool(verdict.reason and verdict.reason.startswith("guard "))
+    ci = verdict.ci
+    return ci is not None and 1 - threshold < ci[0] and ci[1] < 1 + threshold
+
+
+def _analyze(
+    observations: Mapping[str, Sequence[Observation]],
+    specs: Mapping[str, MetricRule],
+    treatments: Sequence[str],
+    control: str,
+    alpha: float,
+    seed: int,
+    level_fn: Callable[[float], float],
+) -> RunAnalysis:
+    """Compare, correct with Holm (levels from ``level_fn``), apply guards, collect caveats."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha} must lie strictly between 0 and 1")
+    if control not in treatments:
+        raise ValueError(f"control {control!r} is not one of the treatments {list(treatments)}")
+    others = [t for t in treatments if t != control]
+    caveats: list[str] = []
+    comparisons: dict[str, dict[str, _Comparison]] = {}
+    for metric, spec in specs.items():
+        _check_spec(metric, spec)
+        groups = _group(metric, spec, observations.get(metric, ()), treatments, caveats)
+        per: dict[str, _Comparison] = {}
+        for treatment in others:
+            rng = np.random.default_rng(
+                [seed, zlib.crc32(metric.encode()), zlib.crc32(treatment.encode())]
+            )
+            per[treatment] = _compare(spec, groups[control], groups[treatment], rng)
+            if per[treatment].note:
+                caveats.append(f"{metric} [{treatment}]: {per[treatment].note}")
+        comparisons[metric] = per
+        if spec.direction == "equal" and len(set(groups[control].values())) > 1:
+            caveats.append(f"{metric}: the control's own values are not all identical")
+
+    family = [
+        (metric, t, c.p)
+        for metric, per in comparisons.items()
+        for t, c in per.items()
+        if c.p is not None and specs[metric].direction != "equal"
+    ]
+    holm = _holm(family, alpha, level_fn)
+    mde_level = level_fn(alpha / max(len(family), 1))
+
+    verdicts: dict[str, dict[str, Verdict]] = {}
+    for metric, per in comparisons.items():
+        spec = specs[metric]
+        verdicts[metric] = {
+            t: _verdict(spec, c, holm.get((metric, t), (1.0, False, alpha)), mde_level)
+            for t, c in per.items()
+        }
+    _apply_guards(specs, verdicts, observations, control, others, caveats)
+    refusals = [
+        f"{metric} [{t}]: not comparable: {v.reason}"
+        for metric, per in verdicts.items()
+        for t, v in per.items()
+        if v.verdict == "not_comparable"
+    ]
+    return RunAnalysis(verdicts=verdicts, caveats=caveats, refusals=refusals)
+
+
+def _check_spec(metric: str, spec: MetricRule) -> None:
+    """Refuse a metric rule that the analysis cannot apply, naming the field and the fix."""
+    if spec.direction not in DIRECTIONS:
+        raise ValueError(
+            f"metrics.{metric}.direction={spec.direction!r}: use one of {', '.join(DIRECTIONS)}"
+        )
+    if not spec.noise_threshold >= 0:
+        raise ValueError(
+            f"metrics.{metric}.noise_threshold={spec.noise_threshold}: use a fraction >= 0 "
+            "(0.01 means 1%)"
+        )
+    if spec.min_replicates < 1:
+        raise ValueError(f"metrics.{metric}.min_replicates={spec.min_replicates}: use >= 1")
+
+
+def _group(
+    metric: str,
+    spec: MetricRule,
+    observations: Sequence[Observation],
+    treatments: Sequence[str],
+    caveats: list[str],
+) -> dict[str, dict[Key, Sample]]:
+    """Samples per treatment keyed by (replicate, seed); refuses duplicates and unknown names.
+
+    The values are :func:`.comparability.usable`'s: floats, or an ``equal`` metric's ints and
+    strs exactly as recorded (never through a float, which would merge 2**53 and 2**53 + 1).
+    """
+    groups: dict[str, dict[Key, Sample]] = {t: {} for t in treatments}
+    seeded = {o.seed is not None for o in observations}
+    if len(seeded) > 1:
+        raise ValueError(f"metric {metric}: some observations have a seed and some do not")
+    ignored: list[object] = []
+    for o in observations:
+        if o.treatment not in groups:
+            raise ValueError(
+                f"metric {metric}: observation for unknown treatment {o.treatment!r}; "
+                f"treatments are {list(treatments)}"
+            )
+        key = (o.replicate, o.seed)
+        if key in groups[o.treatment]:
+            raise ValueError(
+                f"metric {metric}: two observations for treatment {o.treatment!r}, "
+                f"replicate {o.replicate}, seed {o.seed}; each trial reports a metric once"
+            )
+        value = usable(spec, o.value)
+        if value is None:
+            ignored.append(o.value)
+            continue
+        groups[o.treatment][key] = value
+    caveats += ignored_caveats(metric, ignored)
+    return groups
+
+
+def _compare(
+    spec: MetricRule,
+    control: dict[Key, Sample],
+    treated: dict[Key, Sample],
+    rng: np.random.Generator,
+) -> _Comparison:
+    """Pick the design (paired blocks, paired seeds, unpaired) and run its test."""
+    n = (len(control), len(treated))
+    refused = refusal(spec, n)
+    if refused is not None:
+        return _Comparison(n, refusal=refused)
+    if spec.direction == "equal":
+        return _identity(n, control, treated)
+    c_med = float(np.median(list(control.values())))
+    t_med = float(np.median(list(treated.values())))
+    median_ratio = t_med / c_med if c_med != 0 else None
+    values = [*control.values(), *treated.values()]
+    if min(values) == max(values):
+        return _Comparison(
+            n, ci=(1.0, 1.0), p=1.0, test="identical values", design="none",
+            units=min(n), median_ratio=median_ratio,
+        )
+    log_scale = min(values) > 0
+    if not log_scale and c_med == 0:
+        return _Comparison(n, refusal="relative effect undefined: the control median is 0")
+    scale = 1.0 if log_scale else abs(c_med)
+
+    def tf(x: np.ndarray) -> np.ndarray:
+        return np.log(x) if log_scale else x / scale
+
+    seeded = next(iter(control))[1] is not None
+    if seeded:
+        c_seed, t_seed = _per_seed(control), _per_seed(treated)
+        shared = sorted(set(c_seed) & set(t_seed), key=str)
+        if len(shared) < 2:
+            return _Comparison(n, refusal=f"fewer than 2 seeds on both sides ({len(shared)})")
+        note = None
+        if len(shared) < max(len(c_seed), len(t_seed)):
+            note = f"seeds without both sides dropped; compared {len(shared)} seeds"
+        d = tf(np.array([t_seed[s] for s in shared])) - tf(np.array([c_seed[s] for s in shared]))
+        return _paired(n, d, log_scale, rng, "paired seeds", median_ratio, note)
+    blocks = sorted(set(control) & set(treated))
+    if len(blocks) >= spec.min_replicates:
+        note = None
+        if not len(blocks) == len(control) == len(treated):
+            note = f"incomplete blocks: compared the {len(blocks)} complete blocks of n={list(n)}"
+        d = tf(np.array([treated[k] for k in blocks])) - tf(np.array([control[k] for k in blocks]))
+        return _paired(n, d, log_scale, rng, "paired blocks", median_ratio, note)
+    return _unpaired(
+        n, tf(np.array(list(control.values()))), tf(np.array(list(treated.values()))),
+        log_scale, rng, median_ratio,
+        f"only {len(blocks)} complete blocks of n={list(n)}: compared unpaired with "
+        "Mann-Whitney U, so drift between blocks does not cancel",
+    )
+
+
+def _per_seed(samples: dict[Key, float]) -> dict[int | None, float]:
+    """The median of each seed's replicates: seeds, not replicates, are the units compared."""
+    by_seed: dict[int | None, list[float]] = {}
+    for (_, s), v in samples.items():
+        by_seed.setdefault(s, []).append(v)
+    return {s: float(np.median(v)) for s, v in by_seed.items()}
+
+
+def _identity(
+    n: tuple[int, int], control: dict[Key, Sample], treated: dict[Key, Sample]
+) -> _Comparison:
+    """Direction "equal": every treatment value must equal the control's (most common) value,
+    exactly (an int to every digit, a str character for character), shown as recorded."""
+    reference = Counter(control.values()).most_common(1)[0][0]
+    differing = [v for v, _ in Counter(treated.values()).most_common() if v != reference]
+    mismatch = None
+    if differing:
+        count = sum(1 for v in treated.values() if v != reference)
+        mismatch = (
+            f"{count} of {len(treated)} values differ from the control's "
+            f"{show_value(reference)} (e.g. {show_value(differing[0])})"
+        )
+    return _Comparison(n, test="identity", design="identity", units=len(treated), mismatch=mismatch)
+
+
+def _yuen(d: np.ndarray) -> tuple[float, float, int]:
+    """Yuen's one-sample trimmed-mean t pieces: (trimmed mean, standard error, df)."""
+    size = len(d)
+    g = int(TRIM * size)
+    h = size - 2 * g
+    s = np.sort(d)
+    winsorized = np.clip(d, s[g], s[size - g - 1])
+    se = math.sqrt(float(winsorized.var(ddof=1)) * (size - 1) / (h * (h - 1)))
+    return float(s[g : size - g].mean()), se, h - 1
+
+
+def _paired(
+    n: tuple[int, int],
+    d: np.ndarray,
+    log_scale: bool,
+    rng: np.random.Generator,
+    design: str,
+    median_ratio: float | None,
+    note: str | None,
+) -> _Comparison:
+    """Yuen's trimmed-mean t-test and a percentile bootstrap CI over the units of ``d``."""
+    size = len(d)
+    if size < 2:
+        return _Comparison(n, refusal=f"a paired test needs at least 2 {design.split()[1]}")
+    mean, se, df = _yuen(d)
+    if se > 0:
+        p = 2 * stdtr(df, -abs(mean) / se)
+    else:
+        p = 1.0 if mean == 0 else 0.0
+    draws = np.sort(d[rng.integers(0, size, (BOOTSTRAP_RESAMPLES, size))], axis=1)
+    g = int(TRIM * size)
+    boot = draws[:, g : size - g].mean(axis=1)
+    lo, hi = np.quantile(boot, [(1 - CI_LEVEL) / 2, (1 + CI_LEVEL) / 2])
+    return _Comparison(
+        n,
+        effect=_relative(mean, log_scale),
+        ci=(1 + _relative(float(lo), log_scale), 1 + _relative(float(hi), log_scale)),
+        p=p,
+        se=se,
+        df=df,
+        log_scale=log_scale,
+        test=f"Yuen trimmed-mean t ({int(TRIM * 100)}%)",
+        design=design,
+        note=note,
+        units=size,
+        median_ratio=median_ratio,
+    )
+
+
+def _unpaired(
+    n: tuple[int, int],
+    c: np.ndarray,
+    t: np.ndarray,
+    log_scale: bool,
+    rng: np.random.Generator,
+    median_ratio: float | None,
+    note: str,
+) -> _Comparison:
+    """Fallback without blocks: Mann-Whitney U and an independent bootstrap of median ratio."""
+    from scipy import stats  # only this fallback needs scipy.stats, the slowest import here
+
+    p = float(stats.mannwhitneyu(t, c, alternative="two-sided").pvalue)
+    effect = float(np.median(t) - np.median(c))
+    t_boot = np.median(t[rng.integers(0, len(t), (BOOTSTRAP_RESAMPLES, len(t)))], axis=1)
+    c_boot = np.median(c[rng.integers(0, len(c), (BOOTSTRAP_RESAMPLES, len(c)))], axis=1)
+    boot = t_boot - c_boot
+    lo, hi = np.quantile(boot, [(1 - CI_LEVEL) / 2, (1 + CI_LEVEL) / 2])
+    return _Comparison(
+        n,
+        effect=_relative(effect, log_scale),
+        ci=(1 + _relative(float(lo), log_scale), 1 + _relative(float(hi), log_scale)),
+        p=p,
+        se=float(boot.std(ddof=1)),
+        log_scale=log_scale,
+        test="Mann-Whitney U",
+        design="unpaired",
+        units=min(n),
+        median_ratio=median_ratio,
+        note=note,
+    )
+
+
+def _relative(x: float, log_scale: bool) -> float:
+    """A test-scale effect as a relative change (inf past a float's range: an MDE at a tiny
+    sequential level can be thousands of standard errors)."""
+    if not log_scale:
+        return x
+    try:
+        return math.expm1(x)
+    except OverflowError:
+        return math.inf
+
+
+def _holm(
+    family: list[tuple[str, str, float]], alpha: float, level_fn: Callable[[float], float]
+) -> dict[tuple[str, str], tuple[float, bool, float]]:
+    """Holm step-down: (adjusted p, rejected, level used) per (metric, treatment).
+
+    Step j (0-based, p ascending) compares the raw p with ``level_fn(alpha / (m - j))``; for a
+    fixed design ``level_fn`` is the identity, for a sequential one the look's nominal level.
+    """
+    m = len(family)
+    out: dict[tuple[str, str], tuple[float, bool, float]] = {}
+    adjusted = 0.0
+    rejecting = True
+    for j, (metric, treatment, p) in enumerate(sorted(family, key=lambda x: (x[2], x[0], x[1]))):
+        adjusted = max(adjusted, min(1.0, (m - j) * p))
+        level = level_fn(alpha / (m - j))
+        rejecting = rejecting and p <= level
+        out[(metric, treatment)] = (adjusted, rejecting, level)
+    return out
+
+
+def _verdict(
+    spec: MetricRule,
+    c: _Comparison,
+    holm: tuple[float, bool, float],
+    mde_level: float,
+) -> Verdict:
+    """Combine test, CI and noise threshold into the verdict (before guards)."""
+    if c.refusal is not None:
+        return Verdict("not_comparable", reason=c.refusal, n=c.n, median_ratio=c.median_ratio)
+    common = dict(n=c.n, test=c.test, design=c.design, units=c.units, median_ratio=c.median_ratio)
+    if spec.direction == "equal":
+        if c.mismatch:
+            return Verdict("regressed", reason=c.mismatch, **common)
+        return Verdict("no_change", ratio=1.0, ci=(1.0, 1.0), **common)
+    assert c.p is not None and c.ci is not None
+    p_holm, rejected, level = holm
+    threshold = spec.noise_threshold
+    ratio = 1 + c.effect
+    excludes_one = c.ci[0] > 1 or c.ci[1] < 1
+    mde = _mde(c, mde_level, threshold)
+    common.update(ratio=ratio, ci=c.ci, p=c.p, p_holm=p_holm, mde=mde, level=level)
+    if rejected and excludes_one and abs(c.effect) > threshold:
+        better = (c.effect < 0) == (spec.direction == "lower")
+        return Verdict("improved" if better else "regressed", **common)
+    if abs(c.effect) <= threshold:
+        why = f"effect {c.effect:+.2%} is inside the noise threshold {threshold:.2%}"
+    elif not rejected:
+        why = f"p={c.p:.3g} does not pass Holm's step-down (adjusted p {p_holm:.3g})"
+    else:
+        why = "the confidence interval includes no change"
+    return Verdict("no_change", reason=why, **common)
+
+
+def _mde(c: _Comparison, level: float, threshold: float) -> float:
+    """Smallest relative effect detectable with 80% power at this n, noise and level."""
+    if c.se == 0:
+        return threshold
+    if math.isinf(c.df):
+        k = ndtri(1 - level / 2) + ndtri(MDE_POWER)
+    else:
+        k = stdtrit(c.df, 1 - level / 2) + stdtrit(c.df, MDE_POWER)
+    return max(threshold, _relative(k * c.se, c.log_scale))
+
+
+def _apply_guards(
+    specs: Mapping[str, MetricRule],
+    verdicts: dict[str, dict[str, Verdict]],
+    observations: Mapping[str, Sequence[Observation]],
+    control: str,
+    others: list[str],
+    caveats: list[str],
+) -> None:
+    """A treatment failing a guard cannot be called improved on a primary metric."""
+    guards = [
+        m for m, s in specs.items() if s.guard or s.floor is not None or s.ceiling is not None
+    ]
+    for treatment in [control, *others]:
+        failures: list[str] = []
+        for metric in guards:
+            failures.extend(
+                _guard_failures(metric, specs[metric], treatment, control, observations, verdicts)
+            )
+        if treatment == control:
+            caveats.extend(f"control {control}: {f}" for f in failures)
+            continue
+        for f in failures:
+            caveats.append(f"{treatment}: {f}")
+        if not failures:
+            continue
+        for metric, spec in specs.items():
+            verdict = verdicts[metric][treatment]
+            if spec.primary and verdict.verdict == "improved":
+                verdicts[metric][treatment] = Verdict(
+                    "not_comparable",
+                    ratio=verdict.ratio,
+                    ci=verdict.ci,
+                    p=verdict.p,
+                    p_holm=verdict.p_holm,
+                    reason="; ".join(failures),
+                    n=verdict.n,
+                    mde=verdict.mde,
+                    test=verdict.test,
+                    design=verdict.design,
+                    units=verdict.units,
+                    level=verdict.level,
+                    median_ratio=verdict.median_ratio,
+                )
+
+
+def _guard_failures(
+    metric: str,
+    spec: MetricRule,
+    treatment: str,
+    control: str,
+    observations: Mapping[str, Sequence[Observation]],
+    verdicts: dict[str, dict[str, Verdict]],
+) -> list[str]:
+    """Why ``treatment`` fails guard ``metric`` (:func:`.comparability.guard_failures`)."""
+    values = [
+        value
+        for o in observations.get(metric, ())
+        if o.treatment == treatment and (value := usable(spec, o.value)) is not None
+    ]
+    compared = None if treatment == control else verdicts[metric][treatment]
+    return guard_failures(metric, spec, values, compared)
+
+
+@lru_cache(maxsize=256)
+def _nominal_levels(alpha: float, looks: tuple[int, ...], max_blocks: int) -> tuple[float, ...]:
+    """Two-sided nominal p thresholds at the given looks (block counts, ascending).
+
+    Lan-DeMets O'Brien-Fleming-like spending ``a(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t))`` with
+    information fraction t = k / max_blocks. The first look's level is a(t) itself; later ones
+    come from a fixed-seed simulation of the joint null distribution of the standardized
+    statistics (Brownian motion, one increment per block): each boundary is the one at which
+    the fraction of paths first crossing there equals that look's share of alpha.
+    """
+    rng = np.random.default_rng(_BOUNDARY_SEED)
+    z_final = -ndtri(alpha / 2)  # the normal's inverse survival
+    total = np.zeros(_BOUNDARY_PATHS)
+    alive = np.ones(_BOUNDARY_PATHS, dtype=bool)
+    levels: list[float] = []
+    for k in range(1, looks[-1] + 1):
+        total += rng.standard_normal(_BOUNDARY_PATHS)
+        if k not in looks:
+            continue
+        t = k / max_blocks
+        spent = alpha if t >= 1 else 2 * ndtr(-z_final / math.sqrt(t))
+        z = np.abs(total) / math.sqrt(k)
+        if levels:
+            need = int(round(spent * _BOUNDARY_PATHS)) - int(np.count_nonzero(~alive))
+            ranked = np.sort(z[alive])[::-1]
+            level = 0.0
+            if need > 0:
+                bound = float(ranked[need - 1] + ranked[min(need, len(ranked) - 1)]) / 2
+                level = 2 * ndtr(-bound)
+        else:
+            level = spent
+        levels.append(level)
+        if level > 0:
+            alive &= z <= -ndtri(level / 2)
+    return tuple(levels)

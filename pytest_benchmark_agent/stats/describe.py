@@ -1,0 +1,55 @@
+"""Descriptive statistics of a run's samples (the inferential analysis lives in analysis.py).
+
+A ``direction: equal`` metric (a checksum, a hash) is described by its distinct values and how
+often each occurred, never by a mean, a median or a CV: its values are identities, not numbers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_benchmark_agent.engine.metrics import show_value
+
+
+def describe(values: Sequence[Any]) -> dict[str, Any]:
+    """n, median, mean, stdev, cv (stdev / |mean|), min and max of one treatment's samples;
+    values that are text (an exact metric's hashes) get :func:`describe_exact` instead."""
+    n = len(values)
+    if n == 0:
+        return {"n": 0}
+    if any(isinstance(value, str) for value in values):
+        return describe_exact(values)
+    mean = statistics.fmean(values)
+    stdev = statistics.stdev(values) if n > 1 else 0.0
+    return {"n": n, "median": _round(statistics.median(values)), "mean": _round(mean),
+            "stdev": _round(stdev), "cv": _round(stdev / abs(mean)) if mean else None,
+            "min": _round(min(values)), "max": _round(max(values))}
+
+
+def describe_exact(values: Sequence[Any]) -> dict[str, Any]:
+    """n, the number of distinct values, and each value as recorded with its count (the most
+    common first, ties in the order they first occurred)."""
+    counts = Counter(values)
+    return {"n": len(values), "distinct": len(counts),
+            "values": [{"value": value, "count": count} for value, count in counts.most_common()]}
+
+
+def values_text(row: Mapping[str, Any], quote: str = "") -> str:
+    """A :func:`describe_exact` row as text, each value verbatim: ``3f2a x4, 9c01 x1``
+    (``quote`` wraps each value, e.g. a backtick for markdown)."""
+    return ", ".join(f"{quote}{show_value(item['value'])}{quote} x{item['count']}"
+                     for item in row.get("values") or []) or "-"
+
+
+def median_ratio(treatment: dict[str, Any], control: dict[str, Any]) -> float | None:
+    """Treatment median over control median (None when either side is empty or zero)."""
+    if not treatment.get("n") or not control.get("n") or not control["median"]:
+        return None
+    return _round(treatment["median"] / control["median"])
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.6g}")
