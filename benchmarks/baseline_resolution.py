@@ -41,10 +41,16 @@ NAMES = ("loop", "other")
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@example.invalid",
-               GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@example.invalid")
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          env=env, check=True)
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="bench",
+        GIT_AUTHOR_EMAIL="bench@example.invalid",
+        GIT_COMMITTER_NAME="bench",
+        GIT_COMMITTER_EMAIL="bench@example.invalid",
+    )
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True
+    )
     return done.stdout.strip()
 
 
@@ -70,17 +76,34 @@ def build(root: Path, runs: int) -> tuple[Path, Path, list[str], list[str]]:
         folder = home / "runs" / run_id
         folder.mkdir(parents=True)
         ended = when.isoformat(timespec="milliseconds")[:-6] + "Z"
-        entry = {"run_id": run_id, "name": name, "state": "complete", "tag": "EXPLORATORY",
-                 "started": ended, "ended": ended, "counts": {"passed": 5},
-                 "treatment_variable": None, "control": "default",
-                 "primary": {"wall_s": {}}, "verdicts": {}, "config_hash": "c" * 64,
-                 "cites": [], "flags": 0,
-                 "code": {"commit": commit, "short": commit[:7], "branch": "main",
-                          "dirty": False, "label": commit[:7]},
-                 "comparison_key": "k" * 64}
+        entry = {
+            "run_id": run_id,
+            "name": name,
+            "state": "complete",
+            "tag": "EXPLORATORY",
+            "started": ended,
+            "ended": ended,
+            "counts": {"passed": 5},
+            "treatment_variable": None,
+            "control": "default",
+            "primary": {"wall_s": {}},
+            "verdicts": {},
+            "config_hash": "c" * 64,
+            "cites": [],
+            "flags": 0,
+            "code": {
+                "commit": commit,
+                "short": commit[:7],
+                "branch": "main",
+                "dirty": False,
+                "label": commit[:7],
+            },
+            "comparison_key": "k" * 64,
+        }
         (folder / "index.json").write_text(json.dumps(entry, indent=1))
-        (folder / "results.yaml").write_text(f"run_id: {run_id}\nname: {name}\n"
-                                             "state: complete\ntag: EXPLORATORY\n")
+        (folder / "results.yaml").write_text(
+            f"run_id: {run_id}\nname: {name}\nstate: complete\ntag: EXPLORATORY\n"
+        )
         ids.append(run_id)
     return repo, home, commits, ids
 
@@ -133,20 +156,26 @@ def main(argv: list[str] | None = None) -> int:
             (f"run id prefix ({prefix})", lambda: resolve_ref(home, prefix, NAMES[0], repo)),
             ("git revision (HEAD~2)", lambda: resolve_ref(home, "HEAD~2", NAMES[0], repo)),
         ]
-        print(f"baseline resolution in a home of {args.runs} recorded runs "
-              f"({len(NAMES)} benchmarks, {COMMITS} commits), {args.repeat} resolutions each, "
-              "the index cache emptied before each")
+        print(
+            f"baseline resolution in a home of {args.runs} recorded runs "
+            f"({len(NAMES)} benchmarks, {COMMITS} commits), {args.repeat} resolutions each, "
+            "the index cache emptied before each"
+        )
         print(f"{'REF':<44}{'median':>12}{'min':>12}{'n':>5}  {'target':<10}result")
         for what, resolve in refs:
             samples = timed(resolve, args.repeat)
             median = statistics.median(samples)
             result = "met" if median < TARGET_MS else "MISSED"
-            print(f"{what:<44}{median:>9.3f} ms{min(samples):>9.3f} ms{len(samples):>5}  "
-                  f"{'< ' + f'{TARGET_MS:g} ms':<10}{result}")
+            print(
+                f"{what:<44}{median:>9.3f} ms{min(samples):>9.3f} ms{len(samples):>5}  "
+                f"{'< ' + f'{TARGET_MS:g} ms':<10}{result}"
+            )
         files = opened(refs[2][1])
-        print(f"files one resolution opens: {files.get('index.json', 0)} index.json, "
-              f"{files.get('results.yaml', 0)} results.yaml, {files.get('config.yaml', 0)} "
-              "config.yaml")
+        print(
+            f"files one resolution opens: {files.get('index.json', 0)} index.json, "
+            f"{files.get('results.yaml', 0)} results.yaml, {files.get('config.yaml', 0)} "
+            "config.yaml"
+        )
     return 0
 
 

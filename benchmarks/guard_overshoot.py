@@ -77,8 +77,14 @@ class Policy:
     max_s: float
 
     def guard(self, pid: int, ceiling_mb: float, cgroup: CgroupMemory | None) -> MemoryGuard:
-        return MemoryGuard(pid, ceiling_mb, stage="bench", cgroup=cgroup,
-                           min_interval_s=self.min_s, max_interval_s=self.max_s)
+        return MemoryGuard(
+            pid,
+            ceiling_mb,
+            stage="bench",
+            cgroup=cgroup,
+            min_interval_s=self.min_s,
+            max_interval_s=self.max_s,
+        )
 
 
 POLICIES = [
@@ -111,12 +117,14 @@ class Trial:
     def lag_ms(self) -> float:
         past = self.true_mb if self.true_mb is not None else self.seen_mb
         return 1000 * max(0.0, past) / self.achieved_mb_s
+
     samples: int
     cpu_pct: float
 
 
-def run_guarded(argv: list[str], policy: Policy, ceiling_mb: float,
-                child: ChildCgroup | None) -> tuple[GuardReport, subprocess.Popen[bytes]]:
+def run_guarded(
+    argv: list[str], policy: Policy, ceiling_mb: float, child: ChildCgroup | None
+) -> tuple[GuardReport, subprocess.Popen[bytes]]:
     """Start ``argv`` as the engine starts a stage (in ``child`` if given) and guard it."""
     kwargs = dict(start_new_session=True, stdout=subprocess.DEVNULL)
     if child is not None:
@@ -174,8 +182,9 @@ def shared_cgroup_trial(rate: int, watch_cgroup: bool, raise_adj: bool) -> tuple
         assert tenant.stdout is not None
         tenant.stdout.readline()
         runaway = [sys.executable, "-c", RUNAWAY, str(rate), "320", "1"]
-        proc = child.popen(runaway, preexec_fn=child_preexec if raise_adj else None,
-                           start_new_session=True)
+        proc = child.popen(
+            runaway, preexec_fn=child_preexec if raise_adj else None, start_new_session=True
+        )
         guard = MemoryGuard(proc.pid, 256, "bench", memory if watch_cgroup else None).start()
         proc.wait()
         report = guard.stop()
@@ -186,9 +195,12 @@ def shared_cgroup_trial(rate: int, watch_cgroup: bool, raise_adj: bool) -> tuple
 
 def steady_cpu(policy: Policy, hold_mb: int, ceiling_mb: float, hold_s: float) -> float:
     """Guard CPU (% of a core) while a stage holds ``hold_mb`` still for ``hold_s``."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(hold_mb), str(hold_s)],
-                            start_new_session=True, stdout=subprocess.PIPE,
-                            preexec_fn=child_preexec)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(hold_mb), str(hold_s)],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        preexec_fn=child_preexec,
+    )
     assert proc.stdout is not None
     proc.stdout.readline()
     guard = policy.guard(proc.pid, ceiling_mb, CgroupMemory.of_self()).start()
@@ -214,13 +226,24 @@ def per_read_costs() -> list[tuple[str, float]]:
     tree = _ProcessTree(me, None if own is None else own.path / "cgroup.procs")
     tree.discover(full=True)
     costs.append(("own cgroup's procs, new pids only (every 25 ms)", tree.discover, 2000))
-    costs.append(("/proc listing, new pids only (every 1 s)",
-                  lambda: tree.discover(full=True), 2000))
-    costs.append(("/proc full scan, every pid's stat (at start)",
-                  lambda: _ProcessTree(me, None).discover(full=True), 200))
+    costs.append(
+        ("/proc listing, new pids only (every 1 s)", lambda: tree.discover(full=True), 2000)
+    )
+    costs.append(
+        (
+            "/proc full scan, every pid's stat (at start)",
+            lambda: _ProcessTree(me, None).discover(full=True),
+            200,
+        )
+    )
     walk = psutil.Process(me)
-    costs.append(("psutil tree walk + memory_info", lambda: [
-        c.memory_info().rss for c in walk.children(recursive=True)], 200))
+    costs.append(
+        (
+            "psutil tree walk + memory_info",
+            lambda: [c.memory_info().rss for c in walk.children(recursive=True)],
+            200,
+        )
+    )
     out = []
     for name, fn, n in costs:
         t0 = time.thread_time()
@@ -246,42 +269,60 @@ def main() -> None:
     args = parser.parse_args()
     reason = child_cgroup_unavailable()
     use_cgroup = reason is None
-    print(f"# guard overshoot: ceiling {args.ceiling_mb:g} MiB, {args.reps} trials per cell,"
-          f" {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
-    print("true peak from the child cgroup's high-water mark" if use_cgroup
-          else f"no child cgroup ({reason}): only the overshoot the guard saw")
+    print(
+        f"# guard overshoot: ceiling {args.ceiling_mb:g} MiB, {args.reps} trials per cell,"
+        f" {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        "true peak from the child cgroup's high-water mark"
+        if use_cgroup
+        else f"no child cgroup ({reason}): only the overshoot the guard saw"
+    )
     print()
-    print("| policy | rate asked MiB/s | rate got MiB/s | past ceiling seen MiB (median / max)"
-          " | past ceiling true MiB (median / max) | lag ms (median / max) | samples"
-          " | guard cpu % (whole trial) |")
+    print(
+        "| policy | rate asked MiB/s | rate got MiB/s | past ceiling seen MiB (median / max)"
+        " | past ceiling true MiB (median / max) | lag ms (median / max) | samples"
+        " | guard cpu % (whole trial) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for policy in POLICIES:
         for rate in RATES_MB_S:
-            trials = [runaway_trial(policy, rate, args.ceiling_mb, use_cgroup)
-                      for _ in range(args.reps)]
+            trials = [
+                runaway_trial(policy, rate, args.ceiling_mb, use_cgroup) for _ in range(args.reps)
+            ]
             true = [t.true_mb for t in trials if t.true_mb is not None]
             got = statistics.median(t.achieved_mb_s for t in trials)
-            print(f"| {policy.name} | {rate} | {got:.0f}"
-                  f" | {fmt([t.seen_mb for t in trials])}"
-                  f" | {fmt(true) if true else 'n/a'}"
-                  f" | {fmt([t.lag_ms for t in trials])}"
-                  f" | {statistics.median(t.samples for t in trials):.0f}"
-                  f" | {statistics.median(t.cpu_pct for t in trials):.2f} |", flush=True)
+            print(
+                f"| {policy.name} | {rate} | {got:.0f}"
+                f" | {fmt([t.seen_mb for t in trials])}"
+                f" | {fmt(true) if true else 'n/a'}"
+                f" | {fmt([t.lag_ms for t in trials])}"
+                f" | {statistics.median(t.samples for t in trials):.0f}"
+                f" | {statistics.median(t.cpu_pct for t in trials):.2f} |",
+                flush=True,
+            )
     if use_cgroup:
         print()
-        print("| guard watches | runaway oom_score_adj | rate asked MiB/s | co-tenant survived"
-              " | kernel OOM kills | runaway stopped by |")
+        print(
+            "| guard watches | runaway oom_score_adj | rate asked MiB/s | co-tenant survived"
+            " | kernel OOM kills | runaway stopped by |"
+        )
         print("|---|---|---|---|---|---|")
         for watch, adj in ((False, False), (False, True), (True, True)):
             for rate in (256, 2048):
                 runs = [shared_cgroup_trial(rate, watch, adj) for _ in range(args.reps)]
                 stops = sorted({r[2] for r in runs})
-                print(f"| {'tree + cgroup' if watch else 'tree only'} | {1000 if adj else 0}"
-                      f" | {rate} | {sum(r[0] for r in runs)}/{len(runs)}"
-                      f" | {sum(r[1] for r in runs)} | {', '.join(stops)} |", flush=True)
+                print(
+                    f"| {'tree + cgroup' if watch else 'tree only'} | {1000 if adj else 0}"
+                    f" | {rate} | {sum(r[0] for r in runs)}/{len(runs)}"
+                    f" | {sum(r[1] for r in runs)} | {', '.join(stops)} |",
+                    flush=True,
+                )
     print()
-    print(f"| policy | cpu % holding 95% of the ceiling for {args.hold_s:g} s"
-          f" | cpu % holding 50 MiB under a 16 GiB ceiling |")
+    print(
+        f"| policy | cpu % holding 95% of the ceiling for {args.hold_s:g} s"
+        f" | cpu % holding 50 MiB under a 16 GiB ceiling |"
+    )
     print("|---|---|---|")
     for policy in POLICIES:
         near = steady_cpu(policy, int(args.ceiling_mb * 0.95), args.ceiling_mb, args.hold_s)

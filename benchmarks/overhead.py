@@ -76,8 +76,10 @@ CONFIDENCE = 0.95
 RESAMPLES = 4000
 SEED = 20261203
 HYPERFINE_HINT = "apt-get install hyperfine (Debian/Ubuntu), then rerun"
-DVC_HINT = ("python -m venv /tmp/dvc-venv && /tmp/dvc-venv/bin/pip install dvc, "
-            "then pass --dvc /tmp/dvc-venv/bin/dvc")
+DVC_HINT = (
+    "python -m venv /tmp/dvc-venv && /tmp/dvc-venv/bin/pip install dvc, "
+    "then pass --dvc /tmp/dvc-venv/bin/dvc"
+)
 BARE_LOOP = """
 import subprocess, sys, time
 n = int(sys.argv[1])
@@ -104,11 +106,26 @@ class Sizes:
     warmup: bool
 
 
-FULL = Sizes(trials=200, runs=200, planned=10_000, suite=200, repeats=7, inert_pairs=3,
-             marginal_pairs=5,
-             warmup=True)
-QUICK = Sizes(trials=6, runs=20, planned=200, suite=20, repeats=1, inert_pairs=1,
-              marginal_pairs=1, warmup=False)
+FULL = Sizes(
+    trials=200,
+    runs=200,
+    planned=10_000,
+    suite=200,
+    repeats=7,
+    inert_pairs=3,
+    marginal_pairs=5,
+    warmup=True,
+)
+QUICK = Sizes(
+    trials=6,
+    runs=20,
+    planned=200,
+    suite=20,
+    repeats=1,
+    inert_pairs=1,
+    marginal_pairs=1,
+    warmup=False,
+)
 
 
 class OverheadError(RuntimeError):
@@ -161,10 +178,13 @@ class Target:
 
         estimates = sorted(
             resampled_median(ours) / (resampled_median(reference) if reference else 1.0)
-            for _ in range(RESAMPLES))
+            for _ in range(RESAMPLES)
+        )
         tail = (1 - CONFIDENCE) / 2
-        return (estimates[int(tail * (RESAMPLES - 1))],
-                estimates[int((1 - tail) * (RESAMPLES - 1))])
+        return (
+            estimates[int(tail * (RESAMPLES - 1))],
+            estimates[int((1 - tail) * (RESAMPLES - 1))],
+        )
 
     def verdict(self, value: float, interval: tuple[float, float] | None) -> str:
         """``met`` only when the whole interval is within the limit, ``MISSED`` only when none
@@ -192,10 +212,16 @@ class Workspace:
     def __init__(self, root: Path, sizes: Sizes):
         self.root = root
         self.sizes = sizes
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS", "BENCHMARK_HOME")}
-        self.env.update(PYTHONPYCACHEPREFIX=str(root / "pycache"), DVC_NO_ANALYTICS="1",
-                        DVC_SITE_CACHE_DIR=str(root / "dvc-site"))
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS", "BENCHMARK_HOME")
+        }
+        self.env.update(
+            PYTHONPYCACHEPREFIX=str(root / "pycache"),
+            DVC_NO_ANALYTICS="1",
+            DVC_SITE_CACHE_DIR=str(root / "dvc-site"),
+        )
         self.others = foreign_plugins()
         (root / "pytest.ini").write_text("[pytest]\n")  # no configuration from above root
 
@@ -203,18 +229,30 @@ class Workspace:
         off = [arg for name in self.others for arg in ("-p", f"no:{name}")]
         return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *off, *args]
 
-    def run(self, command: list[str], expect: str | None = None, cwd: Path | None = None,
-            ) -> tuple[float, str]:
+    def run(
+        self,
+        command: list[str],
+        expect: str | None = None,
+        cwd: Path | None = None,
+    ) -> tuple[float, str]:
         """Wall time (seconds) and output of ``command``, which must exit 0 and print ``expect``."""
         t0 = time.perf_counter()
-        proc = subprocess.run(command, cwd=cwd or self.root, env=self.env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            command,
+            cwd=cwd or self.root,
+            env=self.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         wall = time.perf_counter() - t0
         if proc.returncode != 0 or (expect and not re.search(expect, proc.stdout)):
             wanted = f" and print /{expect}/" if expect else ""
-            raise OverheadError(f"{' '.join(command)} (in {cwd or self.root}) should exit 0"
-                                f"{wanted}; it exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+            raise OverheadError(
+                f"{' '.join(command)} (in {cwd or self.root}) should exit 0"
+                f"{wanted}; it exited {proc.returncode}:\n{proc.stdout[-3000:]}"
+            )
         return wall, proc.stdout
 
 
@@ -246,6 +284,7 @@ def foreign_plugins() -> list[str]:
 
 
 # -- the files each comparison runs --------------------------------------------------------
+
 
 def measure_bench(name: str, trials: int) -> str:
     """A benchmark of ``trials`` trials of a measure stage running ``true`` (two treatments)."""
@@ -294,17 +333,22 @@ DVC_PIPELINE = """stages:
 
 
 def parametrized(count: int, body: str) -> str:
-    return (f"import subprocess\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', "
-            f"range({count}))\ndef test_case(i):\n    {body}\n")
+    return (
+        f"import subprocess\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', "
+        f"range({count}))\ndef test_case(i):\n    {body}\n"
+    )
 
 
 def suite_file(start: int, count: int) -> str:
     """Ordinary tests: small functions with plain asserts (rewritten by pytest, as usual)."""
-    return "".join(f"def test_{i}():\n    values = [{i}, {i} + 1]\n    assert sum(values) == "
-                   f"{2 * i + 1}\n\n\n" for i in range(start, start + count))
+    return "".join(
+        f"def test_{i}():\n    values = [{i}, {i} + 1]\n    assert sum(values) == {2 * i + 1}\n\n\n"
+        for i in range(start, start + count)
+    )
 
 
 # -- the comparisons ------------------------------------------------------------------------
+
 
 class Comparisons:
     """Writes every contender's files, then runs them one sample at a time."""
@@ -317,16 +361,23 @@ class Comparisons:
         add = self._line
         add("bench", "marginal", f"pytest --bench, per trial (({big} - {n} trial sessions) / {n})")
         add("cycle", "marginal", f"  the same, in-session cycle per trial ({big} trials)")
-        add("hyperfine", "marginal", f"hyperfine -N --runs {s.runs} true, median run",
-            hyperfine.missing)
-        add("hyperfine_mean", "marginal", "  the same, mean per run (hyperfine's own figure)",
-            hyperfine.missing)
+        add(
+            "hyperfine",
+            "marginal",
+            f"hyperfine -N --runs {s.runs} true, median run",
+            hyperfine.missing,
+        )
+        add(
+            "hyperfine_mean",
+            "marginal",
+            "  the same, mean per run (hyperfine's own figure)",
+            hyperfine.missing,
+        )
         add("loop", "marginal", f'python subprocess.run(["true"]) loop of {s.runs}, per run')
         add("plain", "marginal", f"plain pytest, per item running true (({big} - {n}) / {n})")
         add("cached", "cached", "pytest --bench, prep cached + 1 trial, whole process")
         add("one", "cached", "plain pytest, one test, whole process")
-        add("dvc", "cached", "dvc repro, everything cached (no-op), whole process",
-            dvc.missing)
+        add("dvc", "cached", "dvc repro, everything cached (no-op), whole process", dvc.missing)
         add("plan", "planning", f"pytest --bench --collect-only, {s.planned} trials")
         add("collect", "planning", f"pytest --collect-only, {s.planned} parametrized cases")
         add("with", "inert", f"pytest, {s.suite} tests, plugin installed (no --bench)")
@@ -360,7 +411,8 @@ class Comparisons:
         per_file = max(1, s.suite // 4)
         for start in range(0, s.suite, per_file):
             files[f"suite/test_suite{start // per_file}.py"] = suite_file(
-                start, min(per_file, s.suite - start))
+                start, min(per_file, s.suite - start)
+            )
         for name, text in files.items():
             path = root / name
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -385,9 +437,15 @@ class Comparisons:
         for _ in range(ws.sizes.marginal_pairs):
             walls = {}
             for size in self._order():
-                walls[size], _ = ws.run(ws.pytest("--bench", f"marginal/bench_{size}.yaml",
-                                                  "--bench-home", str(self.home(size))),
-                                        expect=rf"\b{n if size == 'small' else 2 * n} passed")
+                walls[size], _ = ws.run(
+                    ws.pytest(
+                        "--bench",
+                        f"marginal/bench_{size}.yaml",
+                        "--bench-home",
+                        str(self.home(size)),
+                    ),
+                    expect=rf"\b{n if size == 'small' else 2 * n} passed",
+                )
             self.lines["bench"].samples.append((walls["large"] - walls["small"]) / n)
             cycle = journal_cycle(self.ws.root / "homes" / "large")
             if cycle is not None:
@@ -398,8 +456,10 @@ class Comparisons:
         for _ in range(ws.sizes.marginal_pairs):
             walls = {}
             for size in self._order():
-                walls[size], _ = ws.run(ws.pytest(f"plain/test_{size}.py"),
-                                        expect=rf"\b{n if size == 'small' else 2 * n} passed")
+                walls[size], _ = ws.run(
+                    ws.pytest(f"plain/test_{size}.py"),
+                    expect=rf"\b{n if size == 'small' else 2 * n} passed",
+                )
             self.lines["plain"].samples.append((walls["large"] - walls["small"]) / n)
 
     def _order(self) -> tuple[str, str]:
@@ -415,22 +475,42 @@ class Comparisons:
         if not self.hyperfine:
             return
         export = self.ws.root / "hyperfine.json"
-        self.ws.run([self.hyperfine, "-N", "--runs", str(self.ws.sizes.runs), "--style", "none",
-                     "--export-json", str(export), "true"])
+        self.ws.run(
+            [
+                self.hyperfine,
+                "-N",
+                "--runs",
+                str(self.ws.sizes.runs),
+                "--style",
+                "none",
+                "--export-json",
+                str(export),
+                "true",
+            ]
+        )
         result = json.loads(export.read_text())["results"][0]
         self.lines["hyperfine"].samples.append(statistics.median(result["times"]))
         self.lines["hyperfine_mean"].samples.append(result["mean"])
 
     def cached(self) -> None:
         home = self.home("cached", keep_cache=True)
-        wall, _ = self.ws.run(self.ws.pytest(
-            "--bench", "cached/bench.yaml", "--bench-home", str(home),
-            "--deselect", "cached/bench.yaml::run[mode=b-rep0]"),
-            expect=r"\b1 passed, 1 deselected")
+        wall, _ = self.ws.run(
+            self.ws.pytest(
+                "--bench",
+                "cached/bench.yaml",
+                "--bench-home",
+                str(home),
+                "--deselect",
+                "cached/bench.yaml::run[mode=b-rep0]",
+            ),
+            expect=r"\b1 passed, 1 deselected",
+        )
         record = next((home / "runs").glob("*/results.yaml")).read_text()
         if not re.search(r"action: reused", record):
-            raise OverheadError(f"the cached session rebuilt its prep ({home}): the cached-session "
-                                "figure would include a build")
+            raise OverheadError(
+                f"the cached session rebuilt its prep ({home}): the cached-session "
+                "figure would include a build"
+            )
         self.lines["cached"].samples.append(wall)
 
     def one_test(self) -> None:
@@ -440,9 +520,17 @@ class Comparisons:
     def build_cache(self) -> None:
         """The run that builds the prep every measured cached session then reuses."""
         home = self.home("cached")
-        self.ws.run(self.ws.pytest("--bench", "cached/bench.yaml", "--bench-home", str(home),
-                                   "--deselect", "cached/bench.yaml::run[mode=b-rep0]"),
-                    expect=r"\b1 passed")
+        self.ws.run(
+            self.ws.pytest(
+                "--bench",
+                "cached/bench.yaml",
+                "--bench-home",
+                str(home),
+                "--deselect",
+                "cached/bench.yaml::run[mode=b-rep0]",
+            ),
+            expect=r"\b1 passed",
+        )
 
     def dvc_run(self) -> None:
         if not self.dvc:
@@ -457,8 +545,16 @@ class Comparisons:
     def planning(self) -> None:
         ws, count = self.ws, self.ws.sizes.planned
         expect = rf"\b{count} tests collected"
-        wall, _ = ws.run(ws.pytest("--bench", "--collect-only", "planning/bench.yaml",
-                                   "--bench-home", str(self.home("planning"))), expect=expect)
+        wall, _ = ws.run(
+            ws.pytest(
+                "--bench",
+                "--collect-only",
+                "planning/bench.yaml",
+                "--bench-home",
+                str(self.home("planning")),
+            ),
+            expect=expect,
+        )
         self.lines["plan"].samples.append(wall)
         wall, _ = ws.run(ws.pytest("--collect-only", "collecting/test_cases.py"), expect=expect)
         self.lines["collect"].samples.append(wall)
@@ -474,15 +570,19 @@ class Comparisons:
                 walls[side], _ = ws.run(ws.pytest(*extra, "suite"), expect=expect)
                 self.lines[side].samples.append(walls[side])
             self.lines["inert"].samples.append(walls["with"] - walls["without"])
-        _, output = ws.run([sys.executable, "-X", "importtime", "-c",
-                            f"import pytest; import {PACKAGE}.plugin"])
+        _, output = ws.run(
+            [sys.executable, "-X", "importtime", "-c", f"import pytest; import {PACKAGE}.plugin"]
+        )
         self.lines["import"].samples.append(own_import_s(output, PACKAGE))
 
     def probes(self) -> list[Callable[[], None]]:
         """The probes of the comparisons (rows) asked for, in the table's order."""
-        by_row = {"marginal": [self.marginal, self.hyperfine_run, self.loop, self.plain],
-                  "cached": [self.cached, self.one_test, self.dvc_run],
-                  "planning": [self.planning], "inert": [self.inert]}
+        by_row = {
+            "marginal": [self.marginal, self.hyperfine_run, self.loop, self.plain],
+            "cached": [self.cached, self.one_test, self.dvc_run],
+            "planning": [self.planning],
+            "inert": [self.inert],
+        }
         return [probe for row in ROWS if row in self.rows for probe in by_row[row]]
 
     def warm_up(self, probes: Sequence[Callable[[], None]]) -> None:
@@ -496,8 +596,14 @@ class Comparisons:
 def own_import_s(output: str, package: str) -> float:
     """Seconds a process spent importing ``package`` and its submodules (their own times, not
     what they imported from elsewhere), from ``-X importtime`` lines in ``output``."""
-    return sum(int(self_us) for self_us, name in IMPORT_TIME.findall(output)
-               if name == package or name.startswith(package + ".")) / 1e6
+    return (
+        sum(
+            int(self_us)
+            for self_us, name in IMPORT_TIME.findall(output)
+            if name == package or name.startswith(package + ".")
+        )
+        / 1e6
+    )
 
 
 def journal_cycle(home: Path) -> float | None:
@@ -516,25 +622,37 @@ TARGETS = (
     Target("marginal", "pytest --bench per trial / hyperfine per run", "bench", "hyperfine", 3.0),
     Target("cached", "pytest --bench cached session / dvc no-op repro", "cached", "dvc", 0.6),
     Target("planning", "pytest --bench --collect-only / plain pytest", "plan", "collect", 1.5),
-    Target("inert", "plugin installed minus -p no:benchmark_agent", "inert", None, 0.010,
-           absolute=True),
+    Target(
+        "inert", "plugin installed minus -p no:benchmark_agent", "inert", None, 0.010, absolute=True
+    ),
 )
 
 #: Ratios printed for context, not judged: where pytest itself stands against the references
 #: (a floor no plugin running each trial as a pytest item can go below), and the plugin
 #: against pytest.
 CONTEXT = (
-    Target("marginal", "plain pytest per item / hyperfine per run (pytest's floor)", "plain",
-           "hyperfine", 0),
+    Target(
+        "marginal",
+        "plain pytest per item / hyperfine per run (pytest's floor)",
+        "plain",
+        "hyperfine",
+        0,
+    ),
     Target("marginal", "pytest --bench per trial / plain pytest per item", "bench", "plain", 0),
-    Target("marginal", "pytest --bench per trial / hyperfine's mean per run", "bench",
-           "hyperfine_mean", 0),
+    Target(
+        "marginal",
+        "pytest --bench per trial / hyperfine's mean per run",
+        "bench",
+        "hyperfine_mean",
+        0,
+    ),
     Target("cached", "plain pytest one test / dvc no-op repro (pytest's floor)", "one", "dvc", 0),
     Target("cached", "pytest --bench cached session / plain pytest one test", "cached", "one", 0),
 )
 
 
 # -- the table ------------------------------------------------------------------------------
+
 
 def ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3f} ms"
@@ -557,50 +675,70 @@ def render(lines: dict[str, Line], header: list[str], judged: Judged | None = No
             out.append(f"{line.row:<10} {line.what:<64} skipped: {line.skipped}")
             continue
         low = min(line.samples) if line.samples else None
-        out.append(f"{line.row:<10} {line.what:<64} {ms(line.median()):>12} {ms(low):>12} "
-                   f"{len(line.samples):>3}")
-    out += ["", f"{'target':<10} {'ratio':<64} {'value':>12} {f'{CONFIDENCE:.0%}-interval':>22} "
-            f"{'limit':>12}  result"]
+        out.append(
+            f"{line.row:<10} {line.what:<64} {ms(line.median()):>12} {ms(low):>12} "
+            f"{len(line.samples):>3}"
+        )
+    out += [
+        "",
+        f"{'target':<10} {'ratio':<64} {'value':>12} {f'{CONFIDENCE:.0%}-interval':>22} "
+        f"{'limit':>12}  result",
+    ]
     if judged is None:
         judged = judge(lines)
     for target in TARGETS:
         value, interval = judged[target.row]
         limit = f"< {ms(target.limit)}" if target.absolute else f"<= {target.limit:g}x"
         if value is None:
-            missing = [lines[k].skipped for k in (target.ours, target.reference)
-                       if k and lines[k].skipped]
+            missing = [
+                lines[k].skipped for k in (target.ours, target.reference) if k and lines[k].skipped
+            ]
             shown, spread = "-", "-"
             result = "skipped" + (f" ({missing[0].split(':')[0]})" if missing else "")
         else:
             shown = ms(value) if target.absolute else f"{value:.2f}x"
-            spread = "-" if interval is None else (
-                f"{interval[0] * 1e3:.1f} to {interval[1] * 1e3:.1f} ms" if target.absolute
-                else f"{interval[0]:.2f}x to {interval[1]:.2f}x")
+            spread = (
+                "-"
+                if interval is None
+                else (
+                    f"{interval[0] * 1e3:.1f} to {interval[1] * 1e3:.1f} ms"
+                    if target.absolute
+                    else f"{interval[0]:.2f}x to {interval[1]:.2f}x"
+                )
+            )
             result = target.verdict(value, interval)
-        out.append(f"{target.row:<10} {target.what:<64} {shown:>12} {spread:>22} {limit:>12}  "
-                   f"{result}")
+        out.append(
+            f"{target.row:<10} {target.what:<64} {shown:>12} {spread:>22} {limit:>12}  {result}"
+        )
     out += ["", f"{'context':<10} {'ratio':<64} {'value':>12}"]
     for context in CONTEXT:
         value = context.value(lines)
-        out.append(f"{context.row:<10} {context.what:<64} "
-                   f"{'-' if value is None else f'{value:.2f}x':>12}")
+        out.append(
+            f"{context.row:<10} {context.what:<64} {'-' if value is None else f'{value:.2f}x':>12}"
+        )
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny sizes, one repetition, no warm-up: a smoke run")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="repetitions (default: 7 full, 1 quick)")
-    parser.add_argument("--hyperfine", default=None,
-                        help="hyperfine executable, or 'none' (default: from PATH)")
-    parser.add_argument("--dvc", default=None,
-                        help="dvc executable, or 'none' (default: from PATH)")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes, one repetition, no warm-up: a smoke run"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="repetitions (default: 7 full, 1 quick)"
+    )
+    parser.add_argument(
+        "--hyperfine", default=None, help="hyperfine executable, or 'none' (default: from PATH)"
+    )
+    parser.add_argument(
+        "--dvc", default=None, help="dvc executable, or 'none' (default: from PATH)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every sample to FILE")
-    parser.add_argument("--only", default=",".join(ROWS),
-                        help="comma-separated comparisons to run (default: all: "
-                             f"{','.join(ROWS)})")
+    parser.add_argument(
+        "--only",
+        default=",".join(ROWS),
+        help=f"comma-separated comparisons to run (default: all: {','.join(ROWS)})",
+    )
     args = parser.parse_args(argv)
     rows = [row.strip() for row in args.only.split(",") if row.strip()]
     unknown = sorted(set(rows) - set(ROWS))
@@ -635,24 +773,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"overhead: {exc}", file=sys.stderr)
             return 1
         lines = comparisons.lines
-    mode = "quick mode (a smoke run: sizes reduced, figures indicative only)" if args.quick \
+    mode = (
+        "quick mode (a smoke run: sizes reduced, figures indicative only)"
+        if args.quick
         else "full mode"
+    )
     header = [
         f"harness overhead, {mode}: {sizes.repeats} repetition(s) interleaved, medians; "
         f"{os.cpu_count()} CPUs, load {load_before:.1f} -> {os.getloadavg()[0]:.1f}, "
         f"{time.monotonic() - t0:.0f} s",
         "every pytest run: -p no:cacheprovider and the other installed plugins disabled ("
-        + (", ".join(ws.others) or "none") + "); bytecode cached in the temp folder",
+        + (", ".join(ws.others) or "none")
+        + "); bytecode cached in the temp folder",
     ]
     judged = judge(lines)
     print(render(lines, header, judged))
     if args.json:
-        args.json.write_text(json.dumps({
-            "mode": "quick" if args.quick else "full", "sizes": asdict(sizes),
-            "lines": {key: asdict(line) for key, line in lines.items()},
-            "targets": {row: value for row, (value, _) in judged.items()},
-            "target_intervals": {row: interval for row, (_, interval) in judged.items()},
-            "context": {t.what: t.value(lines) for t in CONTEXT}}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "mode": "quick" if args.quick else "full",
+                    "sizes": asdict(sizes),
+                    "lines": {key: asdict(line) for key, line in lines.items()},
+                    "targets": {row: value for row, (value, _) in judged.items()},
+                    "target_intervals": {row: interval for row, (_, interval) in judged.items()},
+                    "context": {t.what: t.value(lines) for t in CONTEXT},
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -73,9 +73,7 @@ def workload_sizes() -> dict[str, int]:
 
 def collect(blocks: int, sizes: dict[str, int], load: int, seed: int) -> dict[str, dict]:
     """Interleaved blocks of the four arms, under ``load`` busy-loop processes."""
-    burners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)
-    ]
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)]
     try:
         order = random.Random(seed)
         out = {arm: {"wall": [], "cpu": []} for arm in ARMS}
@@ -123,8 +121,13 @@ def sequential(control: np.ndarray, treatment: np.ndarray, lo: int, hi: int) -> 
     """
     for k in look_schedule(lo, hi):
         decision = sequential_decision(
-            _observations(control[:k], treatment[:k]), SPEC, TREATMENTS, "control",
-            blocks_done=k, min_blocks=lo, max_blocks=hi,
+            _observations(control[:k], treatment[:k]),
+            SPEC,
+            TREATMENTS,
+            "control",
+            blocks_done=k,
+            min_blocks=lo,
+            max_blocks=hi,
         )
         if decision.stop:
             return _sign(decision.analysis.verdicts["t"]["treatment"].verdict), k
@@ -185,7 +188,9 @@ def evaluate(pool: dict[str, dict], args: argparse.Namespace) -> list[list[str]]
     rng = np.random.default_rng(args.seed)
     total = len(pool["A"]["wall"])
     rules: dict[str, Rule] = {
-        "ours": rule_ours, "Mann-Whitney": rule_mann_whitney, "fixed 5%": rule_fixed,
+        "ours": rule_ours,
+        "Mann-Whitney": rule_mann_whitney,
+        "fixed 5%": rule_fixed,
     }
     for metric in ("wall", "cpu"):
         for drift in (0.0, args.drift):
@@ -198,11 +203,19 @@ def evaluate(pool: dict[str, dict], args: argparse.Namespace) -> list[list[str]]
                         for name, rule in rules.items():
                             hits[name][effect].append(rule(a[idx] * walk, b[idx] * walk))
                 for name in rules:
-                    rows.append([
-                        metric, f"{drift:.0%}", str(n), name,
-                        *(f"{rate(hits[name][e], None if e == 'A/A' else 1):.1%}" for e in EFFECTS),
-                        "",
-                    ])
+                    rows.append(
+                        [
+                            metric,
+                            f"{drift:.0%}",
+                            str(n),
+                            name,
+                            *(
+                                f"{rate(hits[name][e], None if e == 'A/A' else 1):.1%}"
+                                for e in EFFECTS
+                            ),
+                            "",
+                        ]
+                    )
             plan = experiments(total, args.max_blocks, args.seq_experiments, drift, rng)
             seq: dict[str, list[int]] = {e: [] for e in EFFECTS}
             used: list[int] = []
@@ -212,11 +225,16 @@ def evaluate(pool: dict[str, dict], args: argparse.Namespace) -> list[list[str]]
                     sign, k = sequential(a[idx] * walk, b[idx] * walk, 5, args.max_blocks)
                     seq[effect].append(sign)
                     used.append(k)
-            rows.append([
-                metric, f"{drift:.0%}", f"5..{args.max_blocks}", "ours, sequential",
-                *(f"{rate(seq[e], None if e == 'A/A' else 1):.1%}" for e in EFFECTS),
-                f"{np.mean(used):.1f}",
-            ])
+            rows.append(
+                [
+                    metric,
+                    f"{drift:.0%}",
+                    f"5..{args.max_blocks}",
+                    "ours, sequential",
+                    *(f"{rate(seq[e], None if e == 'A/A' else 1):.1%}" for e in EFFECTS),
+                    f"{np.mean(used):.1f}",
+                ]
+            )
     return rows
 
 
@@ -227,8 +245,12 @@ def main() -> None:
     parser.add_argument("--seq-experiments", type=int, default=300, help="sequential runs per cell")
     parser.add_argument("--max-blocks", type=int, default=20, help="sequential max blocks")
     parser.add_argument("--drift", type=float, default=0.03, help="random-walk step sd per block")
-    parser.add_argument("--load", type=int, default=os.cpu_count() or 1,
-                        help="busy-loop processes of the loaded condition")
+    parser.add_argument(
+        "--load",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="busy-loop processes of the loaded condition",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save", help="write the collected samples to this JSON file")
     parser.add_argument("--load-samples", help="analyse samples from --save instead of collecting")
@@ -249,16 +271,20 @@ def main() -> None:
                 json.dump(saved, fh)
     collected = time.perf_counter() - started
 
-    print(f"workload iterations per arm: {saved['sizes']}; load average before each "
-          f"condition: {saved['loadavg']}")
+    print(
+        f"workload iterations per arm: {saved['sizes']}; load average before each "
+        f"condition: {saved['loadavg']}"
+    )
     header = ["metric", "drift", "n", "rule", "A/A FP", "power +2%", "power +5%", "mean blocks"]
     for name, pool in saved["pools"].items():
         for line in describe(name, pool):
             print(line)
     for name, pool in saved["pools"].items():
         rows = evaluate(pool, args)
-        print(f"\n### {name} ({len(pool['A']['wall'])} blocks, {args.experiments} resampled "
-              f"runs per cell, {args.seq_experiments} sequential)\n")
+        print(
+            f"\n### {name} ({len(pool['A']['wall'])} blocks, {args.experiments} resampled "
+            f"runs per cell, {args.seq_experiments} sequential)\n"
+        )
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))
         for row in rows:

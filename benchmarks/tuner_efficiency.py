@@ -56,10 +56,18 @@ TUNING = {
     "search_space": {"h": H_VALUES, "c": C_VALUES},
     "objective": {"metric": "p50_ms", "direction": "lower"},
     "constraints": [f"recall >= {BOUND}"],
-    "stages": [{"name": "search", "kind": "measure", "cmd": "search {h} {c}",
-                "metrics_from": {"stdout": True, "fields": ["p50_ms", "recall"]}}],
-    "metrics": {"p50_ms": {"direction": "lower", "noise_threshold": 0.02},
-                "recall": {"direction": "higher"}},
+    "stages": [
+        {
+            "name": "search",
+            "kind": "measure",
+            "cmd": "search {h} {c}",
+            "metrics_from": {"stdout": True, "fields": ["p50_ms", "recall"]},
+        }
+    ],
+    "metrics": {
+        "p50_ms": {"direction": "lower", "noise_threshold": 0.02},
+        "recall": {"direction": "higher"},
+    },
 }
 
 
@@ -109,11 +117,21 @@ class SimulatedRounds:
             drift = self.noise.block()
             for point in request.points:
                 label = point_label(point)
-                trials.append({"id": f"search[point={label}-rep{rep}]", "treatment": label,
-                               "replicate": rep, "seed": None, "status": "passed",
-                               "stage": "search", "wall_s": 0.0,
-                               "metrics": {"p50_ms": self.noise.sample(latency(point), drift),
-                                           "recall": recall(point)}})
+                trials.append(
+                    {
+                        "id": f"search[point={label}-rep{rep}]",
+                        "treatment": label,
+                        "replicate": rep,
+                        "seed": None,
+                        "status": "passed",
+                        "stage": "search",
+                        "wall_s": 0.0,
+                        "metrics": {
+                            "p50_ms": self.noise.sample(latency(point), drift),
+                            "recall": recall(point),
+                        },
+                    }
+                )
         return RoundOutcome(request.run_id, {"state": "complete", "trials": trials}, 0.0)
 
 
@@ -131,8 +149,7 @@ def run_ours(strategy: str, seed: int, replicates: int) -> tuple[int, list[dict[
 
 def observe(point: dict[str, Any], noise: Noise, replicates: int) -> float:
     """Median of ``replicates`` samples of one point measured on its own (its own blocks)."""
-    return statistics.median(noise.sample(latency(point), noise.block())
-                             for _ in range(replicates))
+    return statistics.median(noise.sample(latency(point), noise.block()) for _ in range(replicates))
 
 
 def best_so_far(evaluated: list[tuple[dict[str, Any], float]]) -> list[dict[str, Any]]:
@@ -149,8 +166,9 @@ def best_so_far(evaluated: list[tuple[dict[str, Any], float]]) -> list[dict[str,
 
 def run_plain_grid(seed: int, replicates: int) -> tuple[int, list[dict[str, Any]]]:
     noise = Noise(seed)
-    points = [START] + [{"h": h, "c": c} for h in H_VALUES for c in C_VALUES
-                        if {"h": h, "c": c} != START]
+    points = [START] + [
+        {"h": h, "c": c} for h in H_VALUES for c in C_VALUES if {"h": h, "c": c} != START
+    ]
     drifts = [noise.block() for _ in range(replicates)]
     values = [statistics.median(noise.sample(latency(p), d) for d in drifts) for p in points]
     return len(points) * replicates, best_so_far(list(zip(points, values, strict=True)))
@@ -164,8 +182,10 @@ def run_optuna(seed: int, replicates: int) -> tuple[int, list[dict[str, Any]]]:
     evaluated: list[tuple[dict[str, Any], float]] = []
 
     def objective(trial: Any) -> float:
-        point = {"h": H_VALUES[trial.suggest_int("h", 0, len(H_VALUES) - 1)],
-                 "c": C_VALUES[trial.suggest_int("c", 0, len(C_VALUES) - 1)]}
+        point = {
+            "h": H_VALUES[trial.suggest_int("h", 0, len(H_VALUES) - 1)],
+            "c": C_VALUES[trial.suggest_int("c", 0, len(C_VALUES) - 1)],
+        }
         value = observe(point, noise, replicates)
         if hasattr(trial, "set_constraint"):  # Optuna >= 5; older ones take constraints_func
             trial.set_constraint("recall", BOUND - recall(point))
@@ -178,7 +198,8 @@ def run_optuna(seed: int, replicates: int) -> tuple[int, list[dict[str, Any]]]:
         sampler = optuna.samplers.TPESampler(seed=seed)
     else:
         sampler = optuna.samplers.TPESampler(
-            seed=seed, constraints_func=lambda t: (t.user_attrs["violation"],))
+            seed=seed, constraints_func=lambda t: (t.user_attrs["violation"],)
+        )
     study = optuna.create_study(direction="minimize", sampler=sampler)
     study.enqueue_trial({"h": H_VALUES.index(START["h"]), "c": C_VALUES.index(START["c"])})
     study.optimize(objective, n_trials=OPTUNA_POINTS)
@@ -195,11 +216,13 @@ def score(runs: list[tuple[int, list[dict[str, Any]]]], best: dict[str, Any]) ->
         final = path[-1]
         at_optimum += final == best
         regrets.append(100 * (latency(final) / latency(best) - 1))
-    return {"trials": statistics.mean(t for t, _ in runs),
-            "selections": selections / len(runs),
-            "wrong": 100 * wrong / selections if selections else 0.0,
-            "optimum": 100 * at_optimum / len(runs),
-            "regret": statistics.mean(regrets)}
+    return {
+        "trials": statistics.mean(t for t, _ in runs),
+        "selections": selections / len(runs),
+        "wrong": 100 * wrong / selections if selections else 0.0,
+        "optimum": 100 * at_optimum / len(runs),
+        "regret": statistics.mean(regrets),
+    }
 
 
 def main() -> None:
@@ -208,8 +231,7 @@ def main() -> None:
     parser.add_argument("--replicates", type=int, default=5, help="replicates per point")
     args = parser.parse_args()
     best = optimum()
-    contenders: dict[str, Run] = {f"ours: {name}": partial(run_ours, name)
-                                  for name in STRATEGIES}
+    contenders: dict[str, Run] = {f"ours: {name}": partial(run_ours, name) for name in STRATEGIES}
     contenders["plain grid (best observed)"] = run_plain_grid
     try:
         import optuna  # noqa: F401
@@ -217,19 +239,26 @@ def main() -> None:
         contenders[f"Optuna TPE, {OPTUNA_POINTS} points (best observed)"] = run_optuna
     except ImportError:
         print("(Optuna is not installed: pip install optuna to add its row)")
-    print(f"synthetic objective: {len(H_VALUES)} x {len(C_VALUES)} lattice, start "
-          f"{point_label(START)} ({latency(START):.3f} ms), constrained optimum "
-          f"{point_label(best)} ({latency(best):.3f} ms, recall {recall(best):.4f}); "
-          f"{args.reps} seeded repetitions, {args.replicates} replicates per point\n")
-    print("| strategy | trials used (mean) | selections per tune | selections not truly "
-          "better | ends at the optimum | regret vs optimum (mean) | seconds |")
+    print(
+        f"synthetic objective: {len(H_VALUES)} x {len(C_VALUES)} lattice, start "
+        f"{point_label(START)} ({latency(START):.3f} ms), constrained optimum "
+        f"{point_label(best)} ({latency(best):.3f} ms, recall {recall(best):.4f}); "
+        f"{args.reps} seeded repetitions, {args.replicates} replicates per point\n"
+    )
+    print(
+        "| strategy | trials used (mean) | selections per tune | selections not truly "
+        "better | ends at the optimum | regret vs optimum (mean) | seconds |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, run in contenders.items():
         t0 = time.perf_counter()
         row = score([run(seed, args.replicates) for seed in range(args.reps)], best)
-        print(f"| {name} | {row['trials']:.0f} | {row['selections']:.2f} | {row['wrong']:.1f}% "
-              f"| {row['optimum']:.0f}% | {row['regret']:.2f}% | "
-              f"{time.perf_counter() - t0:.0f} |", flush=True)
+        print(
+            f"| {name} | {row['trials']:.0f} | {row['selections']:.2f} | {row['wrong']:.1f}% "
+            f"| {row['optimum']:.0f}% | {row['regret']:.2f}% | "
+            f"{time.perf_counter() - t0:.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

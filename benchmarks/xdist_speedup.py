@@ -25,17 +25,37 @@ PREPS = 3
 
 
 def bench_file(folder: Path, work: int) -> Path:
-    stages = [{"name": f"build{i}", "kind": "prep",
-               "cmd": (f"python -c 'sum(i*i for i in range({{work}}))'; "
-                       f"echo {{variant}}{i} > {{a{i}}}"),
-               "produces": [f"a{i}"]} for i in range(PREPS)]
-    stages.append({"name": "measure", "kind": "measure", "needs": [s["name"] for s in stages],
-                   "cmd": "cat " + " ".join(f"{{a{i}}}" for i in range(PREPS))
-                          + " > /dev/null; echo size=$(cat {a0} | wc -c)",
-                   "metrics_from": {"stdout": True, "fields": ["size"]}})
-    document = {"name": "xdist-speedup", "params": {"work": work, "variant": "x"},
-                "treatment_variable": "variant", "treatments": ["x", "yy"], "replicates": 5,
-                "stages": stages, "metrics": {"size": {"direction": "lower", "primary": True}}}
+    stages = [
+        {
+            "name": f"build{i}",
+            "kind": "prep",
+            "cmd": (
+                f"python -c 'sum(i*i for i in range({{work}}))'; echo {{variant}}{i} > {{a{i}}}"
+            ),
+            "produces": [f"a{i}"],
+        }
+        for i in range(PREPS)
+    ]
+    stages.append(
+        {
+            "name": "measure",
+            "kind": "measure",
+            "needs": [s["name"] for s in stages],
+            "cmd": "cat "
+            + " ".join(f"{{a{i}}}" for i in range(PREPS))
+            + " > /dev/null; echo size=$(cat {a0} | wc -c)",
+            "metrics_from": {"stdout": True, "fields": ["size"]},
+        }
+    )
+    document = {
+        "name": "xdist-speedup",
+        "params": {"work": work, "variant": "x"},
+        "treatment_variable": "variant",
+        "treatments": ["x", "yy"],
+        "replicates": 5,
+        "stages": stages,
+        "metrics": {"size": {"direction": "lower", "primary": True}},
+    }
     path = folder / "bench.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
@@ -43,8 +63,20 @@ def bench_file(folder: Path, work: int) -> Path:
 
 def run(path: Path, workers: int) -> tuple[float, dict]:
     home = Path(tempfile.mkdtemp(prefix="xdist-speedup-"))
-    command = [sys.executable, "-m", "pytest", "--bench", str(path), "--bench-home", str(home),
-               "-q", "-p", "no:cacheprovider", "-p", "no:benchmark"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--bench",
+        str(path),
+        "--bench-home",
+        str(home),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:benchmark",
+    ]
     if workers:
         command += ["-n", str(workers)]
     t0 = time.perf_counter()
@@ -59,8 +91,12 @@ def run(path: Path, workers: int) -> tuple[float, dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--work", type=int, default=3_000_000,
-                        help="size of each prep's CPU work (about 1 s at 3,000,000)")
+    parser.add_argument(
+        "--work",
+        type=int,
+        default=3_000_000,
+        help="size of each prep's CPU work (about 1 s at 3,000,000)",
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="xdist-bench-"))
     path = bench_file(folder, args.work)

@@ -26,8 +26,9 @@ def pytest_bench_stage_started(run: BenchRun, stage: str, trial_id: str | None) 
 
 
 @pytest.hookspec
-def pytest_bench_stage_progress(run: BenchRun, stage: str, trial_id: str | None,
-                                elapsed_s: float, peak_rss_mb: float) -> None:
+def pytest_bench_stage_progress(
+    run: BenchRun, stage: str, trial_id: str | None, elapsed_s: float, peak_rss_mb: float
+) -> None:
     """A long stage is still running: called at least once a minute while it runs."""
 
 

@@ -24,46 +24,91 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("benchmark_agent", "benchmark sessions (pytest-benchmark-agent)")
-    group.addoption("--bench", action="store_true", default=False,
-                    help="collect benchmark YAML files (bench*.yaml, *.bench.yaml, or any YAML "
-                         "path given) and run their trials")
-    group.addoption("--bench-home", default=None, metavar="DIR",
-                    help="data directory for runs and the prep cache "
-                         "(default: $BENCHMARK_HOME or ./benchmark_data)")
-    group.addoption("--bench-accept-risk", action="store_true", default=False,
-                    help="run even when declared resources fit with under 10%% headroom "
-                         "(recorded as a caveat)")
-    group.addoption("--bench-run-id", default=None, metavar="ID",
-                    help="use ID as the run id (one benchmark file per session): lets a caller "
-                         "know the run folder before the session starts (detached runs)")
-    group.addoption("--bench-round", default=None, metavar="FILE",
-                    help="run one tuning round: the search-space points listed in FILE (JSON), "
-                         "written by the tuner; each point is a treatment")
-    group.addoption("--bench-baseline", default=None, metavar="REF",
-                    help="compare this session with a recorded run: a run id or unique prefix, "
-                         "'latest' (the newest finished run of this benchmark), or a git "
-                         "revision (main, HEAD~1, a sha: the newest run of that commit with a "
-                         "clean tree). It may differ in the treatment variable and the code only; "
-                         "a REF naming no run leaves the CI gate unjudged")
-    group.addoption("--bench-fail-on", default=None, type=_fail_on, metavar="regression[,unjudged]",
-                    help="exit 1 when the CI gate fails. regression: a primary metric regressed "
-                         "beyond its fail_threshold against --bench-baseline, or a guard metric "
-                         "regressed (without a baseline: a primary metric regressed against the "
-                         "control); unjudged: nothing could be judged (no baseline found, not "
-                         "comparable, too few replicates)")
-    group.addoption("--bench-isolation", default="host", choices=("host", "none"),
-                    help="host (default): a measure stage runs alone on its host, preps share "
-                         "it; none: no isolation (the run is QUALIFIED)")
-    group.addoption("--bench-tune", default=None, choices=("grid", "refine", "coordinate"),
-                    help="tune the tuning file given (search_space:, objective:): rounds of "
-                         "trials, each its own --bench session, moving only on improvements "
-                         "gate 2 supports")
-    group.addoption("--bench-progress-every", type=float, default=60.0, metavar="SECONDS",
-                    help="a running stage reports its progress (elapsed, peak memory) this often "
-                         "(default 60)")
-    group.addoption("--bench-set", action="append", default=[], metavar="PARAM=VALUE",
-                    help="override a declared param for this session (repeatable; the value "
-                         "is read as YAML, so 2000 is a number)")
+    group.addoption(
+        "--bench",
+        action="store_true",
+        default=False,
+        help="collect benchmark YAML files (bench*.yaml, *.bench.yaml, or any YAML "
+        "path given) and run their trials",
+    )
+    group.addoption(
+        "--bench-home",
+        default=None,
+        metavar="DIR",
+        help="data directory for runs and the prep cache "
+        "(default: $BENCHMARK_HOME or ./benchmark_data)",
+    )
+    group.addoption(
+        "--bench-accept-risk",
+        action="store_true",
+        default=False,
+        help="run even when declared resources fit with under 10%% headroom (recorded as a caveat)",
+    )
+    group.addoption(
+        "--bench-run-id",
+        default=None,
+        metavar="ID",
+        help="use ID as the run id (one benchmark file per session): lets a caller "
+        "know the run folder before the session starts (detached runs)",
+    )
+    group.addoption(
+        "--bench-round",
+        default=None,
+        metavar="FILE",
+        help="run one tuning round: the search-space points listed in FILE (JSON), "
+        "written by the tuner; each point is a treatment",
+    )
+    group.addoption(
+        "--bench-baseline",
+        default=None,
+        metavar="REF",
+        help="compare this session with a recorded run: a run id or unique prefix, "
+        "'latest' (the newest finished run of this benchmark), or a git "
+        "revision (main, HEAD~1, a sha: the newest run of that commit with a "
+        "clean tree). It may differ in the treatment variable and the code only; "
+        "a REF naming no run leaves the CI gate unjudged",
+    )
+    group.addoption(
+        "--bench-fail-on",
+        default=None,
+        type=_fail_on,
+        metavar="regression[,unjudged]",
+        help="exit 1 when the CI gate fails. regression: a primary metric regressed "
+        "beyond its fail_threshold against --bench-baseline, or a guard metric "
+        "regressed (without a baseline: a primary metric regressed against the "
+        "control); unjudged: nothing could be judged (no baseline found, not "
+        "comparable, too few replicates)",
+    )
+    group.addoption(
+        "--bench-isolation",
+        default="host",
+        choices=("host", "none"),
+        help="host (default): a measure stage runs alone on its host, preps share "
+        "it; none: no isolation (the run is QUALIFIED)",
+    )
+    group.addoption(
+        "--bench-tune",
+        default=None,
+        choices=("grid", "refine", "coordinate"),
+        help="tune the tuning file given (search_space:, objective:): rounds of "
+        "trials, each its own --bench session, moving only on improvements "
+        "gate 2 supports",
+    )
+    group.addoption(
+        "--bench-progress-every",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a running stage reports its progress (elapsed, peak memory) this often (default 60)",
+    )
+    group.addoption(
+        "--bench-set",
+        action="append",
+        default=[],
+        metavar="PARAM=VALUE",
+        help="override a declared param for this session (repeatable; the value "
+        "is read as YAML, so 2000 is a number)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -88,17 +133,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
     worker = getattr(config, "workerinput", None)  # set by pytest-xdist in its workers
     if worker is not None:
-        bench = BenchSession(config, Path(worker["bench_home"]), _parse_overrides(config),
-                             _round_points(config), token=tuple(worker["bench_token"]),
-                             worker_id=worker["workerid"])
+        bench = BenchSession(
+            config,
+            Path(worker["bench_home"]),
+            _parse_overrides(config),
+            _round_points(config),
+            token=tuple(worker["bench_token"]),
+            worker_id=worker["workerid"],
+        )
     else:
-        bench = BenchSession(config, default_home(config), _parse_overrides(config),
-                             _round_points(config))
+        bench = BenchSession(
+            config, default_home(config), _parse_overrides(config), _round_points(config)
+        )
     config.stash[SESSION_KEY] = bench
     config.pluginmanager.register(bench, "benchmark_agent_session")
     config.pluginmanager.register(HeartbeatWriter(config), "benchmark_agent_heartbeat")
-    config.pluginmanager.register(RecordWriter(journal_only=worker is not None),
-                                  "benchmark_agent_records")
+    config.pluginmanager.register(
+        RecordWriter(journal_only=worker is not None), "benchmark_agent_records"
+    )
     if worker is None:
         config.pluginmanager.register(ReportWriter(), "benchmark_agent_reports")
     if worker is None and (summary := step_summary_writer()) is not None:
@@ -114,7 +166,8 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
     if not config.getoption("bench") or file_path.suffix not in (".yaml", ".yml"):
         return None
     if any(file_path.match(p) for p in BENCH_FILE_PATTERNS) or _named_on_command_line(
-            config, file_path):
+        config, file_path
+    ):
         from pytest_benchmark_agent.engine.collect import BenchFile
 
         return BenchFile.from_parent(parent, path=file_path)
@@ -128,8 +181,11 @@ def bench(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     (``pytest_benchmark_agent.engine.fixture``). Its data directory is shared by the session."""
     from pytest_benchmark_agent.engine.fixture import BenchRunner
 
-    return BenchRunner(home=tmp_path_factory.getbasetemp() / "bench_home",
-                       base=request.path.parent, scratch=tmp_path_factory.mktemp("bench"))
+    return BenchRunner(
+        home=tmp_path_factory.getbasetemp() / "bench_home",
+        base=request.path.parent,
+        scratch=tmp_path_factory.mktemp("bench"),
+    )
 
 
 def _named_on_command_line(config: pytest.Config, file_path: Path) -> bool:
@@ -151,11 +207,15 @@ def _round_points(config: pytest.Config) -> list[dict[str, Any]] | None:
     try:
         points = json.loads(Path(path).read_text())["points"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise pytest.UsageError(f"--bench-round {path}: cannot read the round's points ({exc}); "
-                                'expected JSON {"points": [{"param": value}, ...]}') from None
+        raise pytest.UsageError(
+            f"--bench-round {path}: cannot read the round's points ({exc}); "
+            'expected JSON {"points": [{"param": value}, ...]}'
+        ) from None
     if not isinstance(points, list) or not points or not all(isinstance(p, dict) for p in points):
-        raise pytest.UsageError(f"--bench-round {path}: 'points' must be a non-empty list of "
-                                "mappings from tuned param to value")
+        raise pytest.UsageError(
+            f"--bench-round {path}: 'points' must be a non-empty list of "
+            "mappings from tuned param to value"
+        )
     return points
 
 
@@ -168,8 +228,10 @@ def _fail_on(text: str) -> tuple[str, ...]:
     words = tuple(word.strip() for word in text.split(",") if word.strip())
     unknown = [word for word in words if word not in FAIL_ON]
     if unknown or not words:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a comma list of {', '.join(FAIL_ON)}, "
-                                         "e.g. --bench-fail-on=regression,unjudged")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a comma list of {', '.join(FAIL_ON)}, "
+            "e.g. --bench-fail-on=regression,unjudged"
+        )
     return words
 
 
@@ -180,7 +242,8 @@ def _parse_overrides(config: pytest.Config) -> dict[str, Any]:
     for item in config.getoption("bench_set"):
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise pytest.UsageError(f"--bench-set {item!r}: expected PARAM=VALUE, "
-                                    "e.g. --bench-set corpus.n_docs=2000")
+            raise pytest.UsageError(
+                f"--bench-set {item!r}: expected PARAM=VALUE, e.g. --bench-set corpus.n_docs=2000"
+            )
         overrides[name.strip()] = yaml.safe_load(value)
     return overrides

@@ -27,8 +27,9 @@ class BenchProject:
         return self.write(name, yaml.safe_dump(document, sort_keys=False))
 
     def run(self, *args: str, subprocess: bool = False) -> pytest.RunResult:
-        runner = self.pytester.runpytest_subprocess if subprocess else \
-            self.pytester.runpytest_inprocess
+        runner = (
+            self.pytester.runpytest_subprocess if subprocess else self.pytester.runpytest_inprocess
+        )
         return runner("--bench", "-p", "no:cacheprovider", "-p", "no:randomly", *args)
 
     def runs(self) -> list[Path]:
@@ -53,11 +54,19 @@ def simple_bench(**overrides) -> dict:
         "treatments": ["a", "b"],
         "replicates": 2,
         "stages": [
-            {"name": "build", "kind": "prep", "cmd": "echo {size} > {data}; echo built >> "
-             "prep_runs.txt", "produces": ["data"]},
-            {"name": "measure", "kind": "measure", "needs": ["build"],
-             "cmd": "cat {data} > /dev/null; echo score=$(( {size} * 2 )); echo mode={mode}",
-             "metrics_from": {"stdout": True, "fields": ["score"]}},
+            {
+                "name": "build",
+                "kind": "prep",
+                "cmd": "echo {size} > {data}; echo built >> prep_runs.txt",
+                "produces": ["data"],
+            },
+            {
+                "name": "measure",
+                "kind": "measure",
+                "needs": ["build"],
+                "cmd": "cat {data} > /dev/null; echo score=$(( {size} * 2 )); echo mode={mode}",
+                "metrics_from": {"stdout": True, "fields": ["score"]},
+            },
         ],
         "metrics": {"score": {"direction": "higher", "primary": True}},
     }

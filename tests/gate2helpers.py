@@ -34,11 +34,21 @@ def scored(project: BenchProject, a: int = 2, b: int = 3, **overrides) -> None:
     project.write("data/b.txt", f"{b}\n")
     project.write("data/c.txt", f"{b}\n")
     document = {
-        "name": "scored", "hypothesis": "b scores higher than a",
-        "params": {"mode": "a", "size": 3}, "treatment_variable": "mode",
-        "treatments": ["a", "b"], "replicates": 5, "code": ["code"],
-        "stages": [{"name": "measure", "kind": "measure", "cmd": "sh code/measure.sh {mode} {size}",
-                    "metrics_from": {"stdout": True, "fields": ["score"]}}],
+        "name": "scored",
+        "hypothesis": "b scores higher than a",
+        "params": {"mode": "a", "size": 3},
+        "treatment_variable": "mode",
+        "treatments": ["a", "b"],
+        "replicates": 5,
+        "code": ["code"],
+        "stages": [
+            {
+                "name": "measure",
+                "kind": "measure",
+                "cmd": "sh code/measure.sh {mode} {size}",
+                "metrics_from": {"stdout": True, "fields": ["score"]},
+            }
+        ],
         "metrics": {"score": {"direction": "higher", "primary": True}},
     }
     document.update(overrides)

@@ -60,8 +60,15 @@ class FakeNvml:
     NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
     NVMLLibraryMismatchError = NVMLLibraryMismatchError
 
-    def __init__(self, devices: list[FakeDevice] | None = None, *, absent: bool = False,
-                 driver: str = "550.54.15", cuda: int = 12040, old_driver: bool = False):
+    def __init__(
+        self,
+        devices: list[FakeDevice] | None = None,
+        *,
+        absent: bool = False,
+        driver: str = "550.54.15",
+        cuda: int = 12040,
+        old_driver: bool = False,
+    ):
         self.devices = devices if devices is not None else []
         for index, device in enumerate(self.devices):
             device.uuid = device.uuid or f"GPU-fake0000-0000-0000-0000-{index:012d}"
@@ -74,8 +81,16 @@ class FakeNvml:
         self.process_queries = 0
 
     # -- scripting ---------------------------------------------------------------------------
-    def add_process(self, device: int, pid: int, used_mb: float, *, step_mb: float = 0.0,
-                    foreign: bool = False, reports_usage: bool = True) -> FakeProcess:
+    def add_process(
+        self,
+        device: int,
+        pid: int,
+        used_mb: float,
+        *,
+        step_mb: float = 0.0,
+        foreign: bool = False,
+        reports_usage: bool = True,
+    ) -> FakeProcess:
         """Give ``pid`` a context on ``device`` holding ``used_mb`` (+``step_mb`` per sample)."""
         proc = FakeProcess(used_mb, step_mb, foreign, reports_usage)
         self.devices[device].compute[pid] = proc
@@ -123,16 +138,20 @@ class FakeNvml:
 
     def _live(self, handle: FakeDevice) -> dict[int, FakeProcess]:
         """Drop contexts of processes that have exited (the driver frees their memory)."""
-        for pid in [pid for pid, proc in handle.compute.items()
-                    if not proc.foreign and not _alive(pid)]:
+        for pid in [
+            pid for pid, proc in handle.compute.items() if not proc.foreign and not _alive(pid)
+        ]:
             del handle.compute[pid]
         return handle.compute
 
     def nvmlDeviceGetMemoryInfo(self, handle: FakeDevice) -> SimpleNamespace:
         self._check()
         used = handle.base_used_mb + sum(p.used_mb for p in self._live(handle).values())
-        return SimpleNamespace(total=int(handle.total_mb * MB), used=int(used * MB),
-                               free=int((handle.total_mb - used) * MB))
+        return SimpleNamespace(
+            total=int(handle.total_mb * MB),
+            used=int(used * MB),
+            free=int((handle.total_mb - used) * MB),
+        )
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeDevice) -> SimpleNamespace:
         self._check()

@@ -50,8 +50,9 @@ def constant(n: int, base: float, new: float) -> list[Observation]:
 
 def verdict(observations, specs, treatments=TREATMENTS, **kw):
     analysis = analyze_run(observations, specs, treatments, "base", **kw)
-    return analysis, {m: {t: v.as_record() for t, v in per.items()}
-                      for m, per in analysis.verdicts.items()}
+    return analysis, {
+        m: {t: v.as_record() for t, v in per.items()} for m, per in analysis.verdicts.items()
+    }
 
 
 def test_clear_speedup_is_improved_with_full_record():
@@ -81,8 +82,9 @@ def test_significant_effect_inside_noise_threshold_is_no_change():
     assert rec["p"] < 1e-6 and rec["ci"][1] < 1  # real, but only 0.5%
     assert rec["verdict"] == "no_change"
     assert "inside the noise threshold" in rec["reason"]
-    _, v = verdict({"t": blocks(10, 0.995, cv=0.0005)},
-                   {"t": MetricSpec(primary=True, noise_threshold=0.002)})
+    _, v = verdict(
+        {"t": blocks(10, 0.995, cv=0.0005)}, {"t": MetricSpec(primary=True, noise_threshold=0.002)}
+    )
     assert v["t"]["new"]["verdict"] == "improved"
 
 
@@ -110,8 +112,11 @@ def test_too_few_replicates_is_not_comparable():
 
 def test_missing_samples_are_not_comparable():
     analysis, v = verdict({"t": blocks(6, 0.5)}, {"t": PRIMARY, "recall": MetricSpec()})
-    assert v["recall"]["new"] == {**v["recall"]["new"], "verdict": "not_comparable",
-                                  "reason": "no samples for the control"}
+    assert v["recall"]["new"] == {
+        **v["recall"]["new"],
+        "verdict": "not_comparable",
+        "reason": "no samples for the control",
+    }
     assert "recall [new]: not comparable: no samples for the control" in analysis.refusals
 
 
@@ -139,7 +144,8 @@ def test_holm_correction_turns_two_marginal_wins_into_no_change():
 def test_holm_spans_treatments_too():
     treatments = ["base", "new", "other"]
     obs = blocks(10, 0.7) + [
-        Observation("other", o.replicate, None, o.value) for o in blocks(10, 1.0, seed=9)
+        Observation("other", o.replicate, None, o.value)
+        for o in blocks(10, 1.0, seed=9)
         if o.treatment == "new"
     ]
     _, v = verdict({"t": obs}, {"t": PRIMARY}, treatments)
@@ -193,8 +199,10 @@ def test_equal_guard_any_differing_value_blocks_the_win():
     assert v["checksum"]["new"]["verdict"] == "no_change"
     assert v["t"]["new"]["verdict"] == "improved"
 
-    one_off = [o if (o.treatment, o.replicate) != ("new", 4) else Observation("new", 4, None, 17.0)
-               for o in same]
+    one_off = [
+        o if (o.treatment, o.replicate) != ("new", 4) else Observation("new", 4, None, 17.0)
+        for o in same
+    ]
     analysis, v = verdict({"t": blocks(6, 0.7), "checksum": one_off}, specs)
     assert v["checksum"]["new"]["verdict"] == "regressed"
     assert v["checksum"]["new"]["reason"] == (
@@ -234,8 +242,11 @@ def test_a_consistent_effect_across_seeds_wins_despite_seed_spread():
 
 
 def test_seed_missing_on_one_side_is_dropped_with_a_caveat():
-    obs = [o for o in seeded(range(1, 7), 2, lambda s: 0.9)
-           if not (o.treatment == "new" and o.seed == 6)]
+    obs = [
+        o
+        for o in seeded(range(1, 7), 2, lambda s: 0.9)
+        if not (o.treatment == "new" and o.seed == 6)
+    ]
     analysis, v = verdict({"t": obs}, {"t": PRIMARY})
     assert v["t"]["new"]["units"] == 5
     assert analysis.caveats == ["t [new]: seeds without both sides dropped; compared 5 seeds"]
@@ -256,15 +267,19 @@ def test_a_failed_trial_leaves_the_complete_blocks_paired():
     rec = v["t"]["new"]
     assert rec["verdict"] == "improved" and rec["design"] == "paired blocks"
     assert rec["n"] == [8, 7] and rec["units"] == 7
-    assert analysis.caveats == ["t [new]: incomplete blocks: compared the 7 complete blocks "
-                                "of n=[8, 7]"]
+    assert analysis.caveats == [
+        "t [new]: incomplete blocks: compared the 7 complete blocks of n=[8, 7]"
+    ]
 
 
 def test_too_few_complete_blocks_fall_back_to_mann_whitney():
     obs = blocks(3, 0.8) + blocks(3, 0.8, start=10, seed=2)
     obs = [o for o in obs if not (o.treatment == "new" and o.replicate >= 10)]
-    obs += [Observation("new", 20 + o.replicate, None, o.value)
-            for o in blocks(3, 0.8, start=0, seed=3) if o.treatment == "new"]
+    obs += [
+        Observation("new", 20 + o.replicate, None, o.value)
+        for o in blocks(3, 0.8, start=0, seed=3)
+        if o.treatment == "new"
+    ]
     analysis, v = verdict({"t": obs}, {"t": PRIMARY})
     rec = v["t"]["new"]
     assert rec["test"] == "Mann-Whitney U" and rec["design"] == "unpaired"
@@ -277,7 +292,8 @@ def test_non_positive_values_compare_as_differences_relative_to_the_control():
     _, v = verdict({"score": obs}, {"score": MetricSpec(direction="higher", primary=True)})
     assert v["score"]["new"]["verdict"] == "improved"  # -0.5 -> +0.5 on average
     zero = constant(6, 0.0, 0.0) + [
-        Observation("base", 9, None, 1.0), Observation("new", 9, None, 2.0)
+        Observation("base", 9, None, 1.0),
+        Observation("new", 9, None, 2.0),
     ]
     _, v = verdict({"errors": zero}, {"errors": MetricSpec()})
     assert v["errors"]["new"]["reason"] == "relative effect undefined: the control median is 0"
@@ -310,8 +326,10 @@ def test_metrics_without_a_spec_get_no_verdict():
         ({"spec": MetricSpec(direction="faster")}, "metrics.t.direction='faster'"),
         ({"spec": MetricSpec(noise_threshold=-1)}, "metrics.t.noise_threshold=-1"),
         ({"control": "missing"}, "control 'missing' is not one of the treatments"),
-        ({"obs": blocks(5, 1.0) + [Observation("new", 9, 1, 1.0)]},
-         "some observations have a seed"),
+        (
+            {"obs": blocks(5, 1.0) + [Observation("new", 9, 1, 1.0)]},
+            "some observations have a seed",
+        ),
     ],
 )
 def test_bad_input_names_what_to_fix(kwargs, message):
@@ -325,8 +343,15 @@ def test_bad_input_names_what_to_fix(kwargs, message):
 
 
 def sequential(obs, k, lo=5, hi=20, specs=None):
-    return sequential_decision({"t": [o for o in obs if o.replicate < k]}, specs or {"t": PRIMARY},
-                               TREATMENTS, "base", blocks_done=k, min_blocks=lo, max_blocks=hi)
+    return sequential_decision(
+        {"t": [o for o in obs if o.replicate < k]},
+        specs or {"t": PRIMARY},
+        TREATMENTS,
+        "base",
+        blocks_done=k,
+        min_blocks=lo,
+        max_blocks=hi,
+    )
 
 
 def test_look_schedule_grows_geometrically_and_ends_at_max():
@@ -395,8 +420,10 @@ def test_peeking_with_alpha_spending_keeps_false_positives_down():
         obs = blocks(20, 1.0, cv=0.05, seed=1000 + r)
         for k in look_schedule(5, 20):
             part = {"t": [o for o in obs if o.replicate < k]}
-            if analyze_run(part, {"t": PRIMARY}, TREATMENTS, "base").verdicts["t"]["new"].verdict \
-                    != "no_change":
+            if (
+                analyze_run(part, {"t": PRIMARY}, TREATMENTS, "base").verdicts["t"]["new"].verdict
+                != "no_change"
+            ):
                 naive += 1
                 break
         for k in look_schedule(5, 20):
@@ -422,24 +449,38 @@ def test_tied_discrete_values_still_get_a_finite_interval():
 def test_importing_the_analysis_imports_no_scipy():
     """Its import is paid by every judged session that compares: scipy.stats comes with the
     Mann-Whitney fallback only."""
-    code = ("import sys; import pytest_benchmark_agent.stats.analysis; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy'}))")
+    code = (
+        "import sys; import pytest_benchmark_agent.stats.analysis; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['numpy']"
 
 
 def test_an_equal_guard_on_text_blocks_the_win_and_is_decided_at_the_first_look():
     specs = {"t": PRIMARY, "digest": MetricSpec(direction="equal", guard=True)}
-    digests = [Observation(t, k, None, "00ff" if (t, k) != ("new", 2) else "00fe")
-               for k in range(6) for t in TREATMENTS]
+    digests = [
+        Observation(t, k, None, "00ff" if (t, k) != ("new", 2) else "00fe")
+        for k in range(6)
+        for t in TREATMENTS
+    ]
     _, v = verdict({"t": blocks(6, 0.7), "digest": digests}, specs)
-    assert v["digest"]["new"]["reason"] == ("1 of 6 values differ from the control's 00ff "
-                                            "(e.g. 00fe)")
+    assert v["digest"]["new"]["reason"] == (
+        "1 of 6 values differ from the control's 00ff (e.g. 00fe)"
+    )
     assert v["t"]["new"]["verdict"] == "not_comparable"
     assert "guard digest regressed" in v["t"]["new"]["reason"]
     only = {"digest": MetricSpec(direction="equal", primary=True)}
-    decision = sequential_decision({"digest": digests[:10]}, only, TREATMENTS, "base",
-                                   blocks_done=5, min_blocks=5, max_blocks=20)
+    decision = sequential_decision(
+        {"digest": digests[:10]},
+        only,
+        TREATMENTS,
+        "base",
+        blocks_done=5,
+        min_blocks=5,
+        max_blocks=20,
+    )
     assert decision.stop and decision.reason == "every primary verdict decided after 5 blocks"
     assert decision.analysis.verdicts["digest"]["new"].reason == (
-        "1 of 5 values differ from the control's 00ff (e.g. 00fe)")
+        "1 of 5 values differ from the control's 00ff (e.g. 00fe)"
+    )

@@ -24,13 +24,27 @@ class Doubling(Domain):
 
 def shell_bench(folder: Path) -> Path:
     path = folder / "bench.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "shell", "params": {"mode": "a", "size": 3}, "treatment_variable": "mode",
-        "treatments": ["a", "b"], "replicates": 3,
-        "stages": [{"name": "measure", "kind": "measure",
-                    "cmd": "echo score=$(( {size} * 2 )); echo mode={mode}",
-                    "metrics_from": {"stdout": True, "fields": ["score"]}}],
-        "metrics": {"score": {"direction": "higher", "primary": True}}}, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "shell",
+                "params": {"mode": "a", "size": 3},
+                "treatment_variable": "mode",
+                "treatments": ["a", "b"],
+                "replicates": 3,
+                "stages": [
+                    {
+                        "name": "measure",
+                        "kind": "measure",
+                        "cmd": "echo score=$(( {size} * 2 )); echo mode={mode}",
+                        "metrics_from": {"stdout": True, "fields": ["score"]},
+                    }
+                ],
+                "metrics": {"score": {"direction": "higher", "primary": True}},
+            },
+            sort_keys=False,
+        )
+    )
     return path
 
 
@@ -49,15 +63,18 @@ def test_run_a_file_with_params_and_fields(bench, tmp_path: Path) -> None:
 
 
 def test_relative_paths_resolve_against_the_test_file(bench) -> None:
-    result = bench.run("../examples/sqlite-fts5/bench.yaml", params={"corpus.n_docs": 200,
-                                                                    "n_queries": 20},
-                       replicates=1)
+    result = bench.run(
+        "../examples/sqlite-fts5/bench.yaml",
+        params={"corpus.n_docs": 200, "n_queries": 20},
+        replicates=1,
+    )
     assert result.counts == {"passed": 2}, result.output
 
 
 def test_run_domain_with_a_class(bench) -> None:
-    result = bench.run_domain(Doubling, params={"factor": 2}, treatment_variable="factor",
-                              treatments=[2, 3], replicates=1)
+    result = bench.run_domain(
+        Doubling, params={"factor": 2}, treatment_variable="factor", treatments=[2, 3], replicates=1
+    )
     assert result.samples("value") == {"2": [42.0], "3": [63.0]}, result.output
 
 

@@ -36,16 +36,29 @@ BENCH = {
     "hypothesis": "the loop costs what it cost at the good commit",
     "params": {"n": 200_000},
     "replicates": 4,
-    "stages": [{"name": "loop", "kind": "measure", "cmd": f"{sys.executable} work.py {{n}}",
-                "metrics_from": {"stdout": True, "fields": ["loop_ms"]}}],
-    "metrics": {"loop_ms": {"direction": "lower", "primary": True, "noise_threshold": 1.0,
-                            "min_replicates": 4}},
+    "stages": [
+        {
+            "name": "loop",
+            "kind": "measure",
+            "cmd": f"{sys.executable} work.py {{n}}",
+            "metrics_from": {"stdout": True, "fields": ["loop_ms"]},
+        }
+    ],
+    "metrics": {
+        "loop_ms": {
+            "direction": "lower",
+            "primary": True,
+            "noise_threshold": 1.0,
+            "min_replicates": 4,
+        }
+    },
 }
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def commit(repo: Path, message: str, files: dict[str, str]) -> str:
@@ -65,10 +78,18 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     git(path, "init", "-q", "-b", "main")
     git(path, "config", "user.email", "dev@example.com")
     git(path, "config", "user.name", "dev")
-    shas = [commit(path, "add the loop benchmark",
-                   {"bench.yaml": yaml.safe_dump(BENCH, sort_keys=False),
-                    "work.py": WORK.format(factor=1), "README.md": "loop\n",
-                    ".gitignore": "benchmark_data/\n"})]
+    shas = [
+        commit(
+            path,
+            "add the loop benchmark",
+            {
+                "bench.yaml": yaml.safe_dump(BENCH, sort_keys=False),
+                "work.py": WORK.format(factor=1),
+                "README.md": "loop\n",
+                ".gitignore": "benchmark_data/\n",
+            },
+        )
+    ]
     shas.append(commit(path, "README: what the loop does", {"README.md": "loop: sums\n"}))
     shas.append(commit(path, "work: five times the loop", {"work.py": WORK.format(factor=5)}))
     for k in (4, 5, 6):
@@ -76,9 +97,11 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     git(path, "checkout", "-q", "-b", "gone", shas[0])
     git(path, "rm", "-q", "bench.yaml")
     git(path, "commit", "-q", "-m", "remove the benchmark")
-    commit(path, "bring the benchmark back, five times the loop",
-           {"bench.yaml": yaml.safe_dump(BENCH, sort_keys=False),
-            "work.py": WORK.format(factor=5)})
+    commit(
+        path,
+        "bring the benchmark back, five times the loop",
+        {"bench.yaml": yaml.safe_dump(BENCH, sort_keys=False), "work.py": WORK.format(factor=5)},
+    )
     git(path, "checkout", "-q", "main")
     return path, shas
 
@@ -86,11 +109,13 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
 def checkout_of(repo: Path) -> tuple[str, str, str, str, int]:
     """What bisecting must leave as it was: HEAD, the branch, git status, the worktrees, and
     no bisection in progress (git bisect log fails)."""
-    return (git(repo, "rev-parse", "HEAD"), git(repo, "symbolic-ref", "HEAD"),
-            git(repo, "status", "--porcelain", "--untracked-files=all"),
-            git(repo, "worktree", "list", "--porcelain"),
-            subprocess.run(["git", "-C", str(repo), "bisect", "log"],
-                           capture_output=True).returncode)
+    return (
+        git(repo, "rev-parse", "HEAD"),
+        git(repo, "symbolic-ref", "HEAD"),
+        git(repo, "status", "--porcelain", "--untracked-files=all"),
+        git(repo, "worktree", "list", "--porcelain"),
+        subprocess.run(["git", "-C", str(repo), "bisect", "log"], capture_output=True).returncode,
+    )
 
 
 def bisect(repo: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
@@ -104,8 +129,8 @@ def run_folders(repo: Path) -> list[str]:
 
 
 def test_bisect_finds_the_slow_commit_and_resumes_from_its_state(
-        repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture[str]) -> None:
+    repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     path, shas = repo
     before = checkout_of(path)
     assert bisect(path, monkeypatch, shas[0], "main", "bench.yaml") == 0
@@ -119,8 +144,10 @@ def test_bisect_finds_the_slow_commit_and_resumes_from_its_state(
     for k, sha in enumerate(shas[1:], start=1):
         if sha in state.commits:
             assert state.commits[sha]["outcome"] == ("good" if k < 2 else "bad"), k
-    assert f"runs: GOOD {shas[0][:7]} {state.baseline_run}, first bad {shas[2][:7]} " \
-           f"{state.commits[shas[2]]['run_id']}" in out
+    assert (
+        f"runs: GOOD {shas[0][:7]} {state.baseline_run}, first bad {shas[2][:7]} "
+        f"{state.commits[shas[2]]['run_id']}" in out
+    )
     runs = run_folders(path)
     assert state.baseline_run in runs and state.commits[shas[2]]["run_id"] in runs
 
@@ -142,8 +169,8 @@ def test_bisect_finds_the_slow_commit_and_resumes_from_its_state(
 
 
 def test_no_regression_between_two_equal_commits(
-        repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture[str]) -> None:
+    repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     path, shas = repo
     assert bisect(path, monkeypatch, shas[0], shas[1], "bench.yaml") == 1
     out = capfd.readouterr().out
@@ -151,8 +178,8 @@ def test_no_regression_between_two_equal_commits(
 
 
 def test_a_commit_without_the_file_is_skipped_and_can_hide_the_first_bad_one(
-        repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture[str]) -> None:
+    repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     path, shas = repo
     before = checkout_of(path)
     assert bisect(path, monkeypatch, shas[0], "gone", "bench.yaml") == 3
@@ -160,19 +187,29 @@ def test_a_commit_without_the_file_is_skipped_and_can_hide_the_first_bad_one(
     gone, back = git(path, "rev-parse", "gone~1", "gone").split()
     assert "undecided: the first bad commit is one of (the others were skipped):" in out
     assert f"  {gone[:7]} remove the benchmark" in out and f"  {back[:7]} bring" in out
-    assert f"{gone[:7]} skip    run -  remove the benchmark  (bench.yaml is not in this " \
-           "commit)" in out
+    assert (
+        f"{gone[:7]} skip    run -  remove the benchmark  (bench.yaml is not in this commit)" in out
+    )
     assert checkout_of(path) == before
 
 
-@pytest.mark.parametrize(("good", "bad", "file", "said"), [
-    ("nosuchrev", "main", "bench.yaml", "GOOD `nosuchrev` is no commit of"),
-    ("main", "main~5", "bench.yaml", "is not an ancestor of BAD `main~5`"),
-    ("main~5", "main", "nosuch.yaml", "`nosuch.yaml` is not in GOOD `main~5`"),
-])
+@pytest.mark.parametrize(
+    ("good", "bad", "file", "said"),
+    [
+        ("nosuchrev", "main", "bench.yaml", "GOOD `nosuchrev` is no commit of"),
+        ("main", "main~5", "bench.yaml", "is not an ancestor of BAD `main~5`"),
+        ("main~5", "main", "nosuch.yaml", "`nosuch.yaml` is not in GOOD `main~5`"),
+    ],
+)
 def test_bad_input_exits_2_naming_the_fix(
-        repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture[str], good: str, bad: str, file: str, said: str) -> None:
+    repo: tuple[Path, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    good: str,
+    bad: str,
+    file: str,
+    said: str,
+) -> None:
     path, _ = repo
     runs = run_folders(path)
     assert bisect(path, monkeypatch, good, bad, file) == 2

@@ -24,7 +24,7 @@ import yaml
 from pytest_benchmark_agent.judge.baseline import Resolution, resolve_ref
 from pytest_benchmark_agent.records.writer import load_results
 
-LOOP = '''import sys
+LOOP = """import sys
 import time
 
 WORK = {work}
@@ -33,19 +33,38 @@ total = 0
 for i in range(WORK * int(sys.argv[1])):
     total += i
 print(f"loop_s={{time.process_time() - start}}")
-'''
+"""
 BENCH = {
-    "name": "loop", "hypothesis": "the loop keeps its speed from commit to commit",
-    "params": {"size": 1}, "replicates": 5,
-    "stages": [{"name": "measure", "kind": "measure", "cmd": f"{sys.executable} loop.py {{size}}",
-                "metrics_from": {"stdout": True, "fields": ["loop_s"]}}],
+    "name": "loop",
+    "hypothesis": "the loop keeps its speed from commit to commit",
+    "params": {"size": 1},
+    "replicates": 5,
+    "stages": [
+        {
+            "name": "measure",
+            "kind": "measure",
+            "cmd": f"{sys.executable} loop.py {{size}}",
+            "metrics_from": {"stdout": True, "fields": ["loop_s"]},
+        }
+    ],
     # noise_threshold, fail_threshold and reproduce_tolerance are wide: the gate must catch x5,
     # never a busy machine, and a rerun's interval must fit the tolerance to count as agreeing
-    "metrics": {"loop_s": {"direction": "lower", "primary": True, "noise_threshold": 0.5,
-                           "fail_threshold": 1.0, "reproduce_tolerance": 1.0}},
+    "metrics": {
+        "loop_s": {
+            "direction": "lower",
+            "primary": True,
+            "noise_threshold": 0.5,
+            "fail_threshold": 1.0,
+            "reproduce_tolerance": 1.0,
+        }
+    },
 }
-GIT_ENV = {"GIT_AUTHOR_NAME": "ci", "GIT_AUTHOR_EMAIL": "ci@example.invalid",
-           "GIT_COMMITTER_NAME": "ci", "GIT_COMMITTER_EMAIL": "ci@example.invalid"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "ci",
+    "GIT_AUTHOR_EMAIL": "ci@example.invalid",
+    "GIT_COMMITTER_NAME": "ci",
+    "GIT_COMMITTER_EMAIL": "ci@example.invalid",
+}
 
 
 class Repo:
@@ -59,8 +78,9 @@ class Repo:
         self.git("init", "-q", "-b", "main")
 
     def git(self, *args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=self.path, env=self.env, capture_output=True,
-                              text=True, check=True)
+        done = subprocess.run(
+            ["git", *args], cwd=self.path, env=self.env, capture_output=True, text=True, check=True
+        )
         return done.stdout.strip()
 
     def commit(self, message: str, **files: str) -> str:
@@ -72,11 +92,29 @@ class Repo:
         return self.git("rev-parse", "HEAD")[:7]
 
     def bench(self, run_id: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pytest", "--bench", "bench.yaml",
-                               "--bench-home", str(self.home), "--bench-run-id", run_id,
-                               "-p", "no:cacheprovider", "-p", "no:randomly", *args],
-                              cwd=self.path, env=self.env, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--bench",
+                "bench.yaml",
+                "--bench-home",
+                str(self.home),
+                "--bench-run-id",
+                run_id,
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:randomly",
+                *args,
+            ],
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     def record(self, run_id: str) -> dict[str, Any]:
         return load_results(self.home / "runs" / run_id)
@@ -89,22 +127,31 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     repo = Repo(tmp_path_factory.mktemp("ci"))
     out: dict[str, Any] = {"repo": repo}
     out["zero"] = repo.commit("readme", **{"README.md": "# loop\n"})
-    out["a"] = repo.commit("the loop", **{"loop.py": LOOP.format(work=300_000),
-                                          "bench.yaml": yaml.safe_dump(BENCH, sort_keys=False)})
+    out["a"] = repo.commit(
+        "the loop",
+        **{
+            "loop.py": LOOP.format(work=300_000),
+            "bench.yaml": yaml.safe_dump(BENCH, sort_keys=False),
+        },
+    )
     out["at-a"] = repo.bench("at-a")
     out["b"] = repo.commit("five times the work", **{"loop.py": LOOP.format(work=1_500_000)})
     out["at-b"] = repo.bench("at-b", "--bench-baseline", "HEAD~1", "--bench-fail-on=regression")
     out["c"] = repo.commit("docs only", **{"README.md": "# loop\n\nIt loops.\n"})
     out["at-c"] = repo.bench("at-c", "--bench-baseline", "HEAD~1", "--bench-fail-on=regression")
     (repo.path / "notes.txt").write_text("an untracked file\n")
-    out["untracked"] = repo.bench("untracked", "--bench-baseline", "latest",
-                                  "--bench-fail-on=regression")
-    out["other-param"] = repo.bench("other-param", "--bench-baseline", "HEAD~1",
-                                    "--bench-set", "size=2")
-    out["no-run"] = repo.bench("no-run", "--bench-baseline", out["zero"],
-                               "--bench-fail-on=regression")
-    out["no-run-strict"] = repo.bench("no-run-strict", "--bench-baseline", "no-such-ref",
-                                      "--bench-fail-on=regression,unjudged")
+    out["untracked"] = repo.bench(
+        "untracked", "--bench-baseline", "latest", "--bench-fail-on=regression"
+    )
+    out["other-param"] = repo.bench(
+        "other-param", "--bench-baseline", "HEAD~1", "--bench-set", "size=2"
+    )
+    out["no-run"] = repo.bench(
+        "no-run", "--bench-baseline", out["zero"], "--bench-fail-on=regression"
+    )
+    out["no-run-strict"] = repo.bench(
+        "no-run-strict", "--bench-baseline", "no-such-ref", "--bench-fail-on=regression,unjudged"
+    )
     return out
 
 
@@ -136,18 +183,23 @@ def test_a_commit_that_only_edits_the_readme_passes(history: dict[str, Any]) -> 
     done = history["at-c"]
     assert done.returncode == 0, done.stdout + done.stderr
     b, c = history["b"], history["c"]
-    assert "  CI gate: passed: no primary metric regressed beyond its fail_threshold against " \
-           f"baseline at-b ({b} -> {c})" in done.stdout
+    assert (
+        "  CI gate: passed: no primary metric regressed beyond its fail_threshold against "
+        f"baseline at-b ({b} -> {c})" in done.stdout
+    )
     record = history["repo"].record("at-c")
     assert record["baseline"]["code"] == {"baseline": b, "this": c, "changed": True}
     # every CI run of a new commit is one session of its code: EXPLORATORY, and it says why
     assert record["tag"] == "EXPLORATORY"
-    assert any(reason.startswith("no earlier run of this frozen config and code to reproduce")
-               for reason in record["tag_reasons"])
+    assert any(
+        reason.startswith("no earlier run of this frozen config and code to reproduce")
+        for reason in record["tag_reasons"]
+    )
 
 
 def test_an_untracked_file_changes_nothing_and_latest_is_the_last_run(
-        history: dict[str, Any]) -> None:
+    history: dict[str, Any],
+) -> None:
     done = history["untracked"]
     assert done.returncode == 0, done.stdout + done.stderr
     c = history["c"]
@@ -162,66 +214,127 @@ def test_an_untracked_file_changes_nothing_and_latest_is_the_last_run(
     assert record["tag"] in ("RELIABLE", "QUALIFIED")
 
 
-def test_a_baseline_with_another_param_value_is_refused_naming_it(
-        history: dict[str, Any]) -> None:
+def test_a_baseline_with_another_param_value_is_refused_naming_it(history: dict[str, Any]) -> None:
     done = history["other-param"]
     assert done.returncode == 2, done.stdout + done.stderr  # a collection error
-    assert ("params.size: is '2' here but '1' in baseline at-b (HEAD~1): a baseline may differ "
-            "in the code only.") in done.stdout
+    assert (
+        "params.size: is '2' here but '1' in baseline at-b (HEAD~1): a baseline may differ "
+        "in the code only."
+    ) in done.stdout
     assert not (history["repo"].home / "runs" / "other-param").exists()
 
 
 def test_a_missing_baseline_is_unjudged_loudly_and_fails_only_when_asked(
-        history: dict[str, Any]) -> None:
+    history: dict[str, Any],
+) -> None:
     done = history["no-run"]
     assert done.returncode == 0, done.stdout + done.stderr  # regression only: nothing regressed
     zero = history["zero"]
     gate_line = next(line for line in done.stdout.splitlines() if "CI gate:" in line)
-    assert gate_line.startswith(f"  CI gate: UNJUDGED: baseline `{zero}`: `{zero}` is git commit "
-                                f"{zero} (in {history['repo'].path}), but no finished run of "
-                                "benchmark 'loop' measured it with a clean tree")
+    assert gate_line.startswith(
+        f"  CI gate: UNJUDGED: baseline `{zero}`: `{zero}` is git commit "
+        f"{zero} (in {history['repo'].path}), but no finished run of "
+        "benchmark 'loop' measured it with a clean tree"
+    )
     assert "fix: run `pytest --bench` at that commit first" in gate_line
     record = history["repo"].record("no-run")
     assert record["baseline"]["run_id"] is None
     assert record["baseline"]["gate"]["outcome"] == "unjudged"
     strict = history["no-run-strict"]
     assert strict.returncode == 1, strict.stdout + strict.stderr
-    assert "  CI gate: UNJUDGED: baseline `no-such-ref`: `no-such-ref` is no run id" in \
-        strict.stdout
+    assert (
+        "  CI gate: UNJUDGED: baseline `no-such-ref`: `no-such-ref` is no run id" in strict.stdout
+    )
 
 
 def test_compare_takes_revisions_and_names_both_commits(history: dict[str, Any]) -> None:
     repo = history["repo"]
-    done = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli.main", "--home",
-                           str(repo.home), "compare", "HEAD~2", "HEAD~1"], cwd=repo.path,
-                          env=repo.env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchmark_agent.cli.main",
+            "--home",
+            str(repo.home),
+            "compare",
+            "HEAD~2",
+            "HEAD~1",
+        ],
+        cwd=repo.path,
+        env=repo.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     a, b = history["a"], history["b"]
     assert done.stdout.startswith("compare at-a (EXPLORATORY, complete) -> at-b")
     assert f"code: {a} -> {b} (B measured other code: this is a comparison of code)" in done.stdout
     row = next(line.split() for line in done.stdout.splitlines() if "regressed" in line)
     assert row[3] == "regressed"
-    missing = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli.main", "--home",
-                              str(repo.home), "compare", history["zero"], "latest"],
-                             cwd=repo.path, env=repo.env, capture_output=True, text=True,
-                             timeout=120)
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchmark_agent.cli.main",
+            "--home",
+            str(repo.home),
+            "compare",
+            history["zero"],
+            "latest",
+        ],
+        cwd=repo.path,
+        env=repo.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 2
     assert f"unjudged: `{history['zero']}` is git commit" in missing.stderr
 
 
 # -- resolving a REF from the index entries -------------------------------------------------------
 
-def entry(home: Path, run_id: str, commit: str | None, *, name: str = "loop",
-          state: str = "complete", tag: str = "EXPLORATORY", dirty: bool = False,
-          key: str = "k", ended: str = "2026-01-01T00:00:00.000Z") -> None:
+
+def entry(
+    home: Path,
+    run_id: str,
+    commit: str | None,
+    *,
+    name: str = "loop",
+    state: str = "complete",
+    tag: str = "EXPLORATORY",
+    dirty: bool = False,
+    key: str = "k",
+    ended: str = "2026-01-01T00:00:00.000Z",
+) -> None:
     """A recorded run as the index knows it (its index.json and a minimal results.yaml)."""
     folder = home / "runs" / run_id
     folder.mkdir(parents=True)
-    code = None if commit is None else {"commit": commit, "short": commit[:7], "branch": "main",
-                                        "dirty": dirty, "label": commit[:7]}
-    (folder / "index.json").write_text(json.dumps(
-        {"run_id": run_id, "name": name, "state": state, "tag": tag, "ended": ended,
-         "code": code, "comparison_key": key}))
+    code = (
+        None
+        if commit is None
+        else {
+            "commit": commit,
+            "short": commit[:7],
+            "branch": "main",
+            "dirty": dirty,
+            "label": commit[:7],
+        }
+    )
+    (folder / "index.json").write_text(
+        json.dumps(
+            {
+                "run_id": run_id,
+                "name": name,
+                "state": state,
+                "tag": tag,
+                "ended": ended,
+                "code": code,
+                "comparison_key": key,
+            }
+        )
+    )
     (folder / "results.yaml").write_text(f"run_id: {run_id}\nstate: {state}\n")
 
 
@@ -237,15 +350,27 @@ def test_a_ref_is_a_run_id_a_prefix_latest_or_a_revision(two_commits) -> None:
     repo, first, second = two_commits
     home = repo.home
     entry(home, "2026-01-01T00-00-00-loop-aaaa", first, ended="2026-01-01T00:00:01.000Z")
-    entry(home, "2026-01-01T00-00-05-loop-bbbb", first, dirty=True,
-          ended="2026-01-01T00:00:06.000Z")
-    entry(home, "2026-01-01T00-00-09-loop-cccc", second, key="other",
-          ended="2026-01-01T00:00:10.000Z")
+    entry(
+        home, "2026-01-01T00-00-05-loop-bbbb", first, dirty=True, ended="2026-01-01T00:00:06.000Z"
+    )
+    entry(
+        home, "2026-01-01T00-00-09-loop-cccc", second, key="other", ended="2026-01-01T00:00:10.000Z"
+    )
     entry(home, "2026-01-01T00-00-12-loop-dddd", second, ended="2026-01-01T00:00:13.000Z")
-    entry(home, "2026-01-01T00-00-15-loop-eeee", second, tag="UNRELIABLE",
-          ended="2026-01-01T00:00:16.000Z")
-    entry(home, "2026-01-01T00-00-20-other-ffff", second, name="other",
-          ended="2026-01-01T00:00:21.000Z")
+    entry(
+        home,
+        "2026-01-01T00-00-15-loop-eeee",
+        second,
+        tag="UNRELIABLE",
+        ended="2026-01-01T00:00:16.000Z",
+    )
+    entry(
+        home,
+        "2026-01-01T00-00-20-other-ffff",
+        second,
+        name="other",
+        ended="2026-01-01T00:00:21.000Z",
+    )
 
     def resolve(ref: str, **kwargs: Any) -> Resolution:
         return resolve_ref(home, ref, "loop", repo.path, key="k", **kwargs)
@@ -255,19 +380,27 @@ def test_a_ref_is_a_run_id_a_prefix_latest_or_a_revision(two_commits) -> None:
     latest = resolve("latest")  # the UNRELIABLE and the other benchmark's runs are skipped,
     assert (latest.run_id, latest.how) == ("2026-01-01T00-00-12-loop-dddd", "latest")
     # ... and a run sharing the comparison key is preferred to a newer one of other params
-    assert resolve("latest", exclude="2026-01-01T00-00-12-loop-dddd").run_id == \
-        "2026-01-01T00-00-05-loop-bbbb"
-    assert resolve_ref(home, "latest", "loop", repo.path, key="other").run_id == \
-        "2026-01-01T00-00-09-loop-cccc"
+    assert (
+        resolve("latest", exclude="2026-01-01T00-00-12-loop-dddd").run_id
+        == "2026-01-01T00-00-05-loop-bbbb"
+    )
+    assert (
+        resolve_ref(home, "latest", "loop", repo.path, key="other").run_id
+        == "2026-01-01T00-00-09-loop-cccc"
+    )
     head = resolve("HEAD")
-    assert (head.run_id, head.how) == ("2026-01-01T00-00-12-loop-dddd",
-                                       f"git revision {second[:7]}")
+    assert (head.run_id, head.how) == (
+        "2026-01-01T00-00-12-loop-dddd",
+        f"git revision {second[:7]}",
+    )
     assert resolve("main~1").run_id == "2026-01-01T00-00-00-loop-aaaa"  # the clean one
     assert resolve(first[:10]).run_id == "2026-01-01T00-00-00-loop-aaaa"
     refused = resolve("2026-01-01T00-00-15")
     assert refused.run_id == "2026-01-01T00-00-15-loop-eeee"
-    assert refused.problem.startswith("run 2026-01-01T00-00-15-loop-eeee is UNRELIABLE (a gate "
-                                      "failed in it) and cannot be a baseline")
+    assert refused.problem.startswith(
+        "run 2026-01-01T00-00-15-loop-eeee is UNRELIABLE (a gate "
+        "failed in it) and cannot be a baseline"
+    )
     assert resolve_ref(home, "2026-01-01T00-00-15", None, repo.path, strict=False).problem is None
     ambiguous = resolve("2026-01-01T00-00-")
     assert ambiguous.run_dir is None
@@ -285,32 +418,56 @@ def test_a_revision_without_a_clean_run_says_what_it_searched(two_commits) -> No
         f"'loop' measured it with a clean tree in {repo.home / 'runs'} (2 run(s) of it recorded: "
         "0 at other commits, 1 at it with a dirty tree, 1 without a recorded commit); fix: run "
         "`pytest --bench` at that commit first (in CI: on the base branch, keeping or importing "
-        "its data home), or name a run id (benchmark-agent history lists them)")
+        "its data home), or name a run id (benchmark-agent history lists them)"
+    )
     outside = resolve_ref(repo.home, "HEAD", "loop", repo.home)
-    assert outside.problem.endswith("(that folder is in no git repository); fix: give a run id "
-                                    "(benchmark-agent history lists them), `latest`, or a "
-                                    "commit, branch or tag of that repository")
+    assert outside.problem.endswith(
+        "(that folder is in no git repository); fix: give a run id "
+        "(benchmark-agent history lists them), `latest`, or a "
+        "commit, branch or tag of that repository"
+    )
 
 
 def test_a_bad_fail_on_value_is_a_usage_error(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "pytest", "--bench", "--bench-fail-on=regresion",
-                           "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--bench",
+            "--bench-fail-on=regresion",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 4
     assert "'regresion': give a comma list of regression, unjudged" in done.stderr
 
 
 def test_the_resolution_benchmark_prints_its_table() -> None:
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "baseline_resolution.py"
-    done = subprocess.run([sys.executable, str(script), "--runs", "40", "--repeat", "2"],
-                          capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, str(script), "--runs", "40", "--repeat", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     lines = done.stdout.splitlines()
     assert lines[0].startswith("baseline resolution in a home of 40 recorded runs")
     assert lines[1].split() == ["REF", "median", "min", "n", "target", "result"]
-    rows = [re.match(r"^(.+?)\s+(\d+\.\d{3}) ms\s+(\d+\.\d{3}) ms\s+2  < 50 ms\s+(met|MISSED)$",
-                     line) for line in lines[2:5]]
+    rows = [
+        re.match(r"^(.+?)\s+(\d+\.\d{3}) ms\s+(\d+\.\d{3}) ms\s+2  < 50 ms\s+(met|MISSED)$", line)
+        for line in lines[2:5]
+    ]
     assert all(rows), lines
     assert [row.group(1) for row in rows] == [
-        "latest", f"run id prefix ({rows[1].group(1).split('(')[1][:-1]})",
-        "git revision (HEAD~2)"]
+        "latest",
+        f"run id prefix ({rows[1].group(1).split('(')[1][:-1]})",
+        "git revision (HEAD~2)",
+    ]
     assert lines[5] == "files one resolution opens: 40 index.json, 0 results.yaml, 0 config.yaml"

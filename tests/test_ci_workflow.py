@@ -22,9 +22,15 @@ import pytest
 import yaml
 
 WORKFLOW = Path(__file__).resolve().parent.parent / "examples" / "ci" / "github-actions.yml"
-ACTIONS = {"actions/checkout", "actions/setup-python", "actions/cache/save",
-           "actions/cache/restore", "actions/upload-artifact", "actions/download-artifact",
-           "actions/cache"}
+ACTIONS = {
+    "actions/checkout",
+    "actions/setup-python",
+    "actions/cache/save",
+    "actions/cache/restore",
+    "actions/upload-artifact",
+    "actions/download-artifact",
+    "actions/cache",
+}
 _EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 BENCH = """\
@@ -46,8 +52,9 @@ def workflow() -> dict[str, Any]:
 
 
 def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    )
     return done.stdout.strip()
 
 
@@ -69,10 +76,14 @@ def test_the_workflow_has_a_main_job_and_a_pull_request_job() -> None:
     pr = " ".join(s.get("run", "") for s in jobs["pull-request"]["steps"])
     assert "benchmark-agent import" in pr
     assert '--bench-baseline "$BASE_SHA" --bench-fail-on=regression,unjudged' in pr
-    saved = next(s for s in jobs["main"]["steps"] if s.get("uses", "").startswith(
-        "actions/cache/save"))
-    restored = next(s for s in jobs["pull-request"]["steps"] if s.get("uses", "").startswith(
-        "actions/cache/restore"))
+    saved = next(
+        s for s in jobs["main"]["steps"] if s.get("uses", "").startswith("actions/cache/save")
+    )
+    restored = next(
+        s
+        for s in jobs["pull-request"]["steps"]
+        if s.get("uses", "").startswith("actions/cache/restore")
+    )
     assert saved["with"]["path"] == restored["with"]["path"] == "bench-main.json"
     checkout = jobs["pull-request"]["steps"][0]
     assert checkout["uses"].startswith("actions/checkout") and checkout["with"]["fetch-depth"] >= 2
@@ -100,6 +111,7 @@ class Runner:
             if step:
                 return self.outputs[step[1]][step[2]]
             raise AssertionError(f"the test knows no value for the expression {expr!r}")
+
         return _EXPRESSION.sub(value, str(text))
 
     def run_job(self, job: dict[str, Any], env: dict[str, str]) -> list[tuple[str, int]]:
@@ -111,8 +123,10 @@ class Runner:
             if failed and "always()" not in str(step.get("if", "")):
                 continue
             if "uses" in step:
-                self.action(step["uses"].split("@")[0], {k: self.expression(v) for k, v in
-                                                         (step.get("with") or {}).items()})
+                self.action(
+                    step["uses"].split("@")[0],
+                    {k: self.expression(v) for k, v in (step.get("with") or {}).items()},
+                )
                 continue
             status = self.shell(step, env)
             statuses.append((step.get("name", step["run"][:30]), status))
@@ -123,8 +137,14 @@ class Runner:
         if name == "actions/checkout":
             self.workspace.mkdir()
             git(self.workspace, "init", "-q")
-            git(self.workspace, "fetch", "-q", f"--depth={given.get('fetch-depth', 1)}",
-                f"file://{self.origin}", self.ref)
+            git(
+                self.workspace,
+                "fetch",
+                "-q",
+                f"--depth={given.get('fetch-depth', 1)}",
+                f"file://{self.origin}",
+                self.ref,
+            )
             git(self.workspace, "checkout", "-q", "FETCH_HEAD")
         elif name == "actions/setup-python":
             assert given["python-version"]
@@ -142,16 +162,35 @@ class Runner:
     def shell(self, step: dict[str, Any], env: dict[str, str]) -> int:
         output = self.workspace.parent / f"{self.workspace.name}-output"
         output.write_text("")
-        step_env = {**env, **{k: self.expression(v) for k, v in (step.get("env") or {}).items()},
-                    "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(self.summary),
-                    "GITHUB_SHA": self.sha, "GITHUB_WORKSPACE": str(self.workspace)}
-        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
-                               self.expression(step["run"])], cwd=self.workspace, env=step_env,
-                              capture_output=True, text=True, timeout=300)
+        step_env = {
+            **env,
+            **{k: self.expression(v) for k, v in (step.get("env") or {}).items()},
+            "GITHUB_OUTPUT": str(output),
+            "GITHUB_STEP_SUMMARY": str(self.summary),
+            "GITHUB_SHA": self.sha,
+            "GITHUB_WORKSPACE": str(self.workspace),
+        }
+        done = subprocess.run(
+            [
+                "bash",
+                "--noprofile",
+                "--norc",
+                "-eo",
+                "pipefail",
+                "-c",
+                self.expression(step["run"]),
+            ],
+            cwd=self.workspace,
+            env=step_env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         self.log = getattr(self, "log", "") + f"\n$ {step['run']}\n{done.stdout}{done.stderr}"
         if "id" in step:
-            self.outputs[step["id"]] = dict(line.split("=", 1) for line in
-                                            output.read_text().splitlines() if "=" in line)
+            self.outputs[step["id"]] = dict(
+                line.split("=", 1) for line in output.read_text().splitlines() if "=" in line
+            )
         return done.returncode
 
 
@@ -208,33 +247,38 @@ def test_main_then_pull_requests_gate_on_main_s_run(origin: Path, tmp_path: Path
     assert "gate **unjudged** (within the run: no --bench-baseline)" in main.summary.read_text()
 
     # A pull request that edits only the README: compared with main's run, and it passes.
-    docs = Runner(tmp_path, origin, "pr-docs", pull_request(origin, 1, ("README.md", "hi\n")),
-                  cache)
+    docs = Runner(
+        tmp_path, origin, "pr-docs", pull_request(origin, 1, ("README.md", "hi\n")), cache
+    )
     statuses = docs.run_job(document["jobs"]["pull-request"], env)
     assert all(status == 0 for _, status in statuses), docs.log
     assert "imported " in docs.log
     summary = docs.summary.read_text()
     assert f"{main.sha[:7]} -> {docs.sha[:7]}: gate **passed**" in summary, summary
     assert "| metric | baseline | this run | ratio | interval | verdict |" in summary
-    assert re.search(r"^\| `cost` \| 100 \| 100 \| x1 \| \[1, 1\] \| no_change \|$", summary,
-                     re.M), summary
+    assert re.search(
+        r"^\| `cost` \| 100 \| 100 \| x1 \| \[1, 1\] \| no_change \|$", summary, re.M
+    ), summary
 
     # A pull request that triples the cost: the gate fails the job, naming both commits.
-    slow = Runner(tmp_path, origin, "pr-slow", pull_request(origin, 2, ("src/cost.txt", "300\n")),
-                  cache)
+    slow = Runner(
+        tmp_path, origin, "pr-slow", pull_request(origin, 2, ("src/cost.txt", "300\n")), cache
+    )
     statuses = slow.run_job(document["jobs"]["pull-request"], env)
     gate = dict(statuses)["Benchmark the pull request against main"]
     assert gate == 1, slow.log
     assert dict(statuses)["Export the pull request's run"] == 0  # if: always()
     summary = slow.summary.read_text()
     assert f"{main.sha[:7]} -> {slow.sha[:7]}: gate **regressed**" in summary, summary
-    assert re.search(r"^\| `cost` \| 100 \| 300 \| x3 \| \[3, 3\] \| regressed", summary,
-                     re.M), summary
+    assert re.search(r"^\| `cost` \| 100 \| 300 \| x3 \| \[3, 3\] \| regressed", summary, re.M), (
+        summary
+    )
     assert "beyond fail_threshold" in summary
 
 
-def test_a_pull_request_without_main_s_run_is_unjudged_and_fails(origin: Path,
-                                                                 tmp_path: Path) -> None:
+def test_a_pull_request_without_main_s_run_is_unjudged_and_fails(
+    origin: Path, tmp_path: Path
+) -> None:
     document = workflow()
     cache = tmp_path / "cache"
     cache.mkdir()  # empty: main's job never ran at this commit
@@ -247,14 +291,30 @@ def test_a_pull_request_without_main_s_run_is_unjudged_and_fails(origin: Path,
     assert "gate **unjudged**" in summary and "no baseline ->" in summary, summary
 
 
-def test_under_xdist_the_summary_is_written_once_by_the_controller(origin: Path,
-                                                                  tmp_path: Path) -> None:
+def test_under_xdist_the_summary_is_written_once_by_the_controller(
+    origin: Path, tmp_path: Path
+) -> None:
     summary = tmp_path / "summary.md"
     env = {k: v for k, v in os.environ.items() if k not in ("BENCHMARK_HOME", "PYTEST_ADDOPTS")}
     env["GITHUB_STEP_SUMMARY"] = str(summary)
-    done = subprocess.run([sys.executable, "-m", "pytest", "--bench", "bench.yaml", "-p",
-                           "no:cacheprovider", "-n", "2"], cwd=origin, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--bench",
+            "bench.yaml",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+        ],
+        cwd=origin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     text = summary.read_text()
     assert text.count("### `ci-demo`") == 1, text

@@ -8,8 +8,13 @@ from benchhelpers import BenchProject, simple_bench
 
 
 def agent(project: BenchProject, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["benchmark-agent", "--home", str(project.home), *args],
-                          cwd=project.path, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["benchmark-agent", "--home", str(project.home), *args],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_plan_run_history_status_analyze(project: BenchProject) -> None:

@@ -28,9 +28,22 @@ HANG = 120
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid",
-         "-c", "commit.gpgsign=false", *args],
-        capture_output=True, text=True, check=True).stdout.strip()
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 @pytest.fixture(autouse=True)
@@ -57,8 +70,12 @@ def repo(tmp_path: Path) -> Path:
 def fingerprint(repo: Path) -> dict:
     """As a session takes it: the benchmark's folder, the data home and file excluded."""
     folder = repo / "bench"
-    return collect_fingerprint(default_code(folder, [], []), [], origin=folder,
-                               exclude=[folder / "benchmark_data", folder / "bench.yaml"])
+    return collect_fingerprint(
+        default_code(folder, [], []),
+        [],
+        origin=folder,
+        exclude=[folder / "benchmark_data", folder / "bench.yaml"],
+    )
 
 
 def identity(repo: Path) -> dict:
@@ -67,8 +84,14 @@ def identity(repo: Path) -> dict:
 
 def test_a_clean_checkout_is_named_by_its_commit_and_branch(repo):
     head = git(repo, "rev-parse", "HEAD")
-    assert identity(repo) == {"vcs": "git", "commit": head, "short": head[:7], "branch": "main",
-                              "dirty": False, "diff_hash": None}
+    assert identity(repo) == {
+        "vcs": "git",
+        "commit": head,
+        "short": head[:7],
+        "branch": "main",
+        "dirty": False,
+        "diff_hash": None,
+    }
     assert code_label(identity(repo)) == head[:7]
     git(repo, "checkout", "-q", "--detach")
     assert identity(repo)["branch"] is None and identity(repo)["commit"] == head
@@ -123,8 +146,11 @@ def test_every_code_difference_is_code_and_others_still_block(repo):
     diff = compare_fingerprints(base, other)
     assert diff.comparable and diff.blocking == [] and diff.benign == []
     assert sorted(line.split(":")[0] for line in diff.code) == [
-        f"code[{repo / 'bench'}].diff_hash", f"code[{repo / 'bench'}].root",
-        "code_identity.diff_hash", "code_identity.dirty"]
+        f"code[{repo / 'bench'}].diff_hash",
+        f"code[{repo / 'bench'}].root",
+        "code_identity.diff_hash",
+        "code_identity.dirty",
+    ]
     other["env"]["cpu_model"] = "another CPU"
     diff = compare_fingerprints(base, other)
     assert not diff.comparable and diff.blocking[0].startswith("env.cpu_model: ")
@@ -173,21 +199,31 @@ def test_outside_git_only_declared_code_counts(tmp_path):
 
 def test_code_labels_of_records_without_an_identity():
     assert code_label(None) == code_label({}) == "unknown"
-    assert code_label({"vcs": "git", "commit": "a" * 40, "dirty": True, "diff_hash": None}) \
+    assert (
+        code_label({"vcs": "git", "commit": "a" * 40, "dirty": True, "diff_hash": None})
         == "aaaaaaa+dirty"
+    )
 
 
 # -- special files -----------------------------------------------------------------------------
 
+
 def hash_in_subprocess(folder: Path) -> str:
     """The code identity of ``folder`` computed in a child process, so that a hang fails the
     test (TimeoutExpired) instead of stopping the suite."""
-    script = ("import sys; from pathlib import Path; "
-              "from pytest_benchmark_agent.records.fingerprint import collect_fingerprint; "
-              "p = Path(sys.argv[1]); "
-              "print(collect_fingerprint([p], [], origin=p)['code_identity']['content_hash'])")
-    done = subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True,
-                          text=True, timeout=HANG, check=True)
+    script = (
+        "import sys; from pathlib import Path; "
+        "from pytest_benchmark_agent.records.fingerprint import collect_fingerprint; "
+        "p = Path(sys.argv[1]); "
+        "print(collect_fingerprint([p], [], origin=p)['code_identity']['content_hash'])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+        check=True,
+    )
     return done.stdout.strip()
 
 
@@ -241,16 +277,19 @@ def test_a_session_beside_a_fifo_finishes(project: BenchProject) -> None:
     os.mkfifo(project.path / "code" / "pipe")
     (project.path / "code" / "zero").symlink_to("/dev/zero")
     project.bench(simple_bench(replicates=1, code=["code"]))
-    result = project.pytester.runpytest_subprocess("--bench", "-p", "no:cacheprovider",
-                                                   "-p", "no:randomly", timeout=HANG)
+    result = project.pytester.runpytest_subprocess(
+        "--bench", "-p", "no:cacheprovider", "-p", "no:randomly", timeout=HANG
+    )
     assert result.ret == 0
 
 
 # -- end to end --------------------------------------------------------------------------------
 
+
 def recorded_code(project: BenchProject) -> list[tuple[dict, dict]]:
-    prints = [yaml.safe_load((run / "config.yaml").read_text())["fingerprint"]
-              for run in project.runs()]
+    prints = [
+        yaml.safe_load((run / "config.yaml").read_text())["fingerprint"] for run in project.runs()
+    ]
     return [(fp["code"], fp["code_identity"]) for fp in prints]
 
 
@@ -272,7 +311,8 @@ def test_stray_files_and_junitxml_outside_git_leave_the_code_alone(project: Benc
 
 
 def test_a_session_in_git_records_the_commit_and_ignores_untracked_files(
-        project: BenchProject) -> None:
+    project: BenchProject,
+) -> None:
     document = simple_bench(replicates=1)
     document["stages"][0]["cmd"] = "echo {size} > {data}"
     project.bench(document)

@@ -17,16 +17,22 @@ def cli(project: BenchProject, capsys: pytest.CaptureFixture[str], *words: str) 
 
 
 def test_compare_two_runs_of_one_config_shows_b_against_a_and_the_reproduction(
-        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    project: BenchProject, capsys: pytest.CaptureFixture[str]
+) -> None:
     scored(project)
     run_as(project, "r1")
     run_as(project, "r2")
     code, out = cli(project, capsys, "compare", "r1", "r2")
     assert code == 0
-    assert "gate 1: they differ in the treatment variable's values only; gate 2: fingerprints " \
-           "equal where it matters" in out
-    rows = {line.split()[0]: line.split() for line in out.splitlines()
-            if line.startswith("  a ") or line.startswith("  b ")}
+    assert (
+        "gate 1: they differ in the treatment variable's values only; gate 2: fingerprints "
+        "equal where it matters" in out
+    )
+    rows = {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.startswith("  a ") or line.startswith("  b ")
+    }
     assert rows["a"][1:4] == ["6", "6", "no_change"] and rows["b"][1:4] == ["9", "9", "no_change"]
     assert "code: content:" in out and "(the same code)" in out
     assert "Same frozen config and code: does B reproduce A's verdicts? yes" in out
@@ -34,7 +40,8 @@ def test_compare_two_runs_of_one_config_shows_b_against_a_and_the_reproduction(
 
 
 def test_compare_against_other_treatments_uses_a_s_control(
-        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    project: BenchProject, capsys: pytest.CaptureFixture[str]
+) -> None:
     scored(project)
     run_as(project, "r1")
     scored(project, treatments=["a", "c"])
@@ -47,7 +54,8 @@ def test_compare_against_other_treatments_uses_a_s_control(
 
 
 def test_compare_refuses_runs_that_differ_in_a_control_naming_it(
-        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    project: BenchProject, capsys: pytest.CaptureFixture[str]
+) -> None:
     scored(project)
     run_as(project, "r1")
     run_as(project, "r2", "--bench-set", "size=4")
@@ -59,7 +67,8 @@ def test_compare_refuses_runs_that_differ_in_a_control_naming_it(
 
 
 def test_compare_across_code_names_both_sides_and_checks_no_reproduction(
-        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    project: BenchProject, capsys: pytest.CaptureFixture[str]
+) -> None:
     scored(project)
     run_as(project, "r1")
     project.write("code/measure.sh", '# v2\nread v < "data/$1.txt"; echo score=$(( v * $2 ))\n')
@@ -68,16 +77,18 @@ def test_compare_across_code_names_both_sides_and_checks_no_reproduction(
     assert code == 0  # a difference of code is what is compared, not a refusal
     labels = [RecordView.load(project.home / "runs" / run).code for run in ("r1", "r2")]
     assert labels[0] != labels[1] and all(label.startswith("content:") for label in labels)
-    assert f"code: {labels[0]} -> {labels[1]} (B measured other code: this is a comparison of " \
-           "code)" in out
+    assert (
+        f"code: {labels[0]} -> {labels[1]} (B measured other code: this is a comparison of "
+        "code)" in out
+    )
     assert f"B against A ({labels[0]} -> {labels[1]})" in out
     assert f"  code difference: code[{project.path / 'code'}].content_hash" in out
     assert "Same frozen config, other code: B is compared with A across code, not a rerun" in out
 
 
 def test_compare_refuses_a_differing_declared_variable_naming_it(
-        project: BenchProject, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    project: BenchProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("BENCH_FLAVOUR", "plain")
     scored(project, env_vars=["BENCH_FLAVOUR"])
     run_as(project, "r1")
@@ -90,18 +101,22 @@ def test_compare_refuses_a_differing_declared_variable_naming_it(
 
 
 def test_compare_says_what_it_searched_when_a_ref_names_no_run(
-        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    project: BenchProject, capsys: pytest.CaptureFixture[str]
+) -> None:
     scored(project)
     run_as(project, "r1")
     code = main(["--home", str(project.home), "compare", "r1", "nope"])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.startswith("benchmark-agent compare: unjudged: `nope` is no run id or unique "
-                          "prefix of one among 1 recorded run(s)")
+    assert err.startswith(
+        "benchmark-agent compare: unjudged: `nope` is no run id or unique "
+        "prefix of one among 1 recorded run(s)"
+    )
 
 
 def test_history_lists_runs_with_tag_and_primary_verdicts_filtered_by_name(
-        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    project: BenchProject, capsys: pytest.CaptureFixture[str]
+) -> None:
     scored(project)
     run_as(project, "r1")
     run_as(project, "r2")
@@ -117,7 +132,8 @@ def test_history_lists_runs_with_tag_and_primary_verdicts_filtered_by_name(
 
 
 def test_analyze_prints_the_report_and_the_skeptical_outline(
-        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    project: BenchProject, capsys: pytest.CaptureFixture[str]
+) -> None:
     scored(project)
     run_as(project, "r1", "--bench-isolation", "none")
     code, out = cli(project, capsys, "analyze", "latest")
@@ -125,12 +141,18 @@ def test_analyze_prints_the_report_and_the_skeptical_outline(
     report, outline = out.split("## Skeptical reading (outline)")
     assert "## What Went Wrong" in report and "| `b` | **improved** |" in report
     headings = [line for line in outline.splitlines() if line.startswith("### ")]
-    assert headings == ["### 1. What was claimed", "### 2. Why it might be wrong (check each)",
-                        "### 3. What Went Wrong", "### 4. What it means"]
+    assert headings == [
+        "### 1. What was claimed",
+        "### 2. Why it might be wrong (check each)",
+        "### 3. What Went Wrong",
+        "### 4. What it means",
+    ]
     claimed, why, wrong, means = outline.split("### ")[1:]
     assert "- `score` [b against a]: improved, ratio 1.5, 95% CI [1.5, 1.5]" in claimed
-    assert "- Noise against the effect, `score` [b]: effect +50.0% against the noise threshold " \
-           "1.0%" in why
+    assert (
+        "- Noise against the effect, `score` [b]: effect +50.0% against the noise threshold "
+        "1.0%" in why
+    )
     assert "- Control drift across sessions: not checked (no baseline)." in why
     assert "isolation 'none'" in wrong  # the run's caveat, never an empty section
     assert means.splitlines()[2].startswith("- EXPLORATORY: a lead, not a conclusion")

@@ -131,9 +131,16 @@ def test_an_int_takes_integral_numbers_and_text(given: Any, expected: int) -> No
     assert value == expected and type(value) is int
 
 
-@pytest.mark.parametrize(("given", "kind"), [(5.5, "int_from_float"), ("x", "int_parsing"),
-                                             (True, "int_type"), (None, "int_type"),
-                                             (float("inf"), "finite_number")])
+@pytest.mark.parametrize(
+    ("given", "kind"),
+    [
+        (5.5, "int_from_float"),
+        ("x", "int_parsing"),
+        (True, "int_type"),
+        (None, "int_type"),
+        (float("inf"), "finite_number"),
+    ],
+)
 def test_an_int_refuses_the_rest(given: Any, kind: str) -> None:
     assert errors({"min_replicates": given}, MetricSpec) == [(("min_replicates",), kind)]
 
@@ -142,19 +149,24 @@ def test_a_float_takes_ints_and_text_but_not_booleans() -> None:
     spec = MetricSpec.model_validate({"noise_threshold": 2, "floor": "1.5"})
     assert type(spec.noise_threshold) is float and spec.floor == 1.5
     assert errors({"noise_threshold": True, "floor": "fast"}, MetricSpec) == [
-        (("floor",), "float_parsing"), (("noise_threshold",), "float_type")]
+        (("floor",), "float_parsing"),
+        (("noise_threshold",), "float_type"),
+    ]
     assert errors({"seeds": [1, False], "name": "n"}) == [(("seeds", 1), "int_type")]
 
 
-@pytest.mark.parametrize(("given", "expected"), [("yes", True), ("Off", False), (1, True),
-                                                 (0.0, False), (True, True)])
+@pytest.mark.parametrize(
+    ("given", "expected"), [("yes", True), ("Off", False), (1, True), (0.0, False), (True, True)]
+)
 def test_bool_coercions(given: Any, expected: bool) -> None:
     assert MetricSpec.model_validate({"primary": given}).primary is expected
 
 
 def test_text_and_bool_refusals() -> None:
     assert errors({"name": 5, "kind": "prep", "cmd": 3}, Stage) == [
-        (("name",), "string_type"), (("cmd",), "string_type")]
+        (("name",), "string_type"),
+        (("cmd",), "string_type"),
+    ]
     assert errors({"primary": "maybe"}, MetricSpec) == [(("primary",), "bool_parsing")]
 
 
@@ -166,16 +178,16 @@ def test_every_problem_is_found_at_once_with_its_location(tmp_path: Path) -> Non
     text = problems(write(tmp_path, document))
     assert "8 problem(s)" in text
     for expected in (
-            "seeds[1]: Input should be a valid integer, unable to parse string as an integer "
-            "(got 'x')",
-            "stages[0] (build).kind: Input should be 'prep' or 'measure' (got 'mesure')",
-            "stages[0] (build).mem_mb: Input should be greater than 0 (got 0)",
-            "stages[0] (build).gpus: Input should be a valid integer, not a boolean (got True)",
-            "stages[1] (measure).metrics_from.feilds: is not a known key. Fix: did you mean "
-            "'fields'? accepted keys here: fields, file, stdout.",
-            "metrics.score.noise_threshold: Input should be greater than or equal to 0",
-            "budget.trials: Input should be greater than or equal to 1 (got 0)",
-            "replicats: is not a known key. Fix: did you mean 'replicates'?"):
+        "seeds[1]: Input should be a valid integer, unable to parse string as an integer (got 'x')",
+        "stages[0] (build).kind: Input should be 'prep' or 'measure' (got 'mesure')",
+        "stages[0] (build).mem_mb: Input should be greater than 0 (got 0)",
+        "stages[0] (build).gpus: Input should be a valid integer, not a boolean (got True)",
+        "stages[1] (measure).metrics_from.feilds: is not a known key. Fix: did you mean "
+        "'fields'? accepted keys here: fields, file, stdout.",
+        "metrics.score.noise_threshold: Input should be greater than or equal to 0",
+        "budget.trials: Input should be greater than or equal to 1 (got 0)",
+        "replicats: is not a known key. Fix: did you mean 'replicates'?",
+    ):
         assert expected in text
     assert "CONTRACT.md" not in text
     assert "Fix: see docs/benchmark/FORMAT.md for accepted values." in text
@@ -184,8 +196,10 @@ def test_every_problem_is_found_at_once_with_its_location(tmp_path: Path) -> Non
 def test_an_unknown_key_lists_the_keys_of_the_model_it_is_in(tmp_path: Path) -> None:
     """A manifest entry named like a top-level field ('budget') is still a manifest entry."""
     text = problems(write(tmp_path, simple_bench(manifest={"budget": {"why": "w", "bogus": 1}})))
-    assert "manifest.budget.bogus: is not a known key. Fix: accepted keys here: default, " \
-           "must_match, why." in text
+    assert (
+        "manifest.budget.bogus: is not a known key. Fix: accepted keys here: default, "
+        "must_match, why." in text
+    )
 
 
 def test_a_key_that_is_not_text_says_quote_it(tmp_path: Path) -> None:
@@ -198,11 +212,13 @@ def test_a_rule_across_fields_runs_once_the_fields_are_valid(tmp_path: Path) -> 
     assert "replicates: max (2) must be >= min (3)" in text
     assert errors(simple_bench(replicates={"min": 0, "max": -1})) == [
         (("replicates", "range", "min"), "greater_than_equal"),
-        (("replicates", "range", "max"), "greater_than_equal")]  # and no "max must be >= min"
+        (("replicates", "range", "max"), "greater_than_equal"),
+    ]  # and no "max must be >= min"
     document = simple_bench()
     document["stages"][1]["metrics_from"] = {"stdout": True, "file": "m.json"}
     assert "metrics_from: give either stdout: true or file: PATH, not both" in problems(
-        write(tmp_path, document))
+        write(tmp_path, document)
+    )
 
 
 def test_replicates_is_a_count_or_a_range(tmp_path: Path) -> None:
@@ -211,11 +227,14 @@ def test_replicates_is_a_count_or_a_range(tmp_path: Path) -> None:
     assert config.replicates == ReplicateRange(min=2, max=6)
     assert (config.min_replicates, config.max_replicates) == (2, 6)
     assert "replicates: Input should be greater than or equal to 1 (got 0)" in problems(
-        write(tmp_path, simple_bench(replicates=0)))
+        write(tmp_path, simple_bench(replicates=0))
+    )
     assert "replicates: Input should be a valid integer or a mapping of min, max (got [1])" in (
-        problems(write(tmp_path, simple_bench(replicates=[1]))))
+        problems(write(tmp_path, simple_bench(replicates=[1])))
+    )
     assert "replicates: Input should be a valid integer, not a boolean" in problems(
-        write(tmp_path, simple_bench(replicates=True)))
+        write(tmp_path, simple_bench(replicates=True))
+    )
 
 
 def test_treatment_variable_is_a_name_or_a_list(tmp_path: Path) -> None:
@@ -226,14 +245,25 @@ def test_treatment_variable_is_a_name_or_a_list(tmp_path: Path) -> None:
     assert "1 problem(s)" in text
     assert "treatment_variable[1]: Input should be a valid string (got 1)" in text
     assert "treatment_variable: Input should be a valid string or a list (got 3)" in problems(
-        write(tmp_path, simple_bench(treatment_variable=3)))
+        write(tmp_path, simple_bench(treatment_variable=3))
+    )
 
 
 def test_search_space_dimensions_are_values_or_ranges(tmp_path: Path) -> None:
     config = valid(search_space={"a": [1, "x"], "b": {"min": 1, "max": 3, "steps": 3}})
     assert config.search_space == {"a": [1, "x"], "b": Range(min=1, max=3, steps=3)}
-    text = problems(write(tmp_path, simple_bench(search_space={
-        "c": {"min": 1, "max": 2}, "d": 5, "e": {"min": 0, "max": 1, "steps": 2, "scael": "log"}})))
+    text = problems(
+        write(
+            tmp_path,
+            simple_bench(
+                search_space={
+                    "c": {"min": 1, "max": 2},
+                    "d": 5,
+                    "e": {"min": 0, "max": 1, "steps": 2, "scael": "log"},
+                }
+            ),
+        )
+    )
     assert "3 problem(s)" in text
     assert "search_space.c.steps: is required." in text
     assert "search_space.d: Input should be a list or a mapping of min, max, steps, scale" in text
@@ -250,7 +280,11 @@ def test_containers_and_models_refuse_the_wrong_shape() -> None:
 def test_defaults_fresh_factories_and_the_fields_given() -> None:
     first, second = valid(), valid()
     assert (first.domain, first.resources.gpus, first.budget.trials, first.tune) == (
-        "command", 0, None, TuneSettings(max_noncomparable_streak=3))
+        "command",
+        0,
+        None,
+        TuneSettings(max_noncomparable_streak=3),
+    )
     first.code.append("x.py")
     assert second.code == []
     assert first.model_fields_set == set(simple_bench())  # what recipes and domains merge over
@@ -259,9 +293,12 @@ def test_defaults_fresh_factories_and_the_fields_given() -> None:
 
 def test_a_dumped_config_validates_back_to_itself() -> None:
     """Records keep the config as JSON and rebuild it (baselines): the round trip is exact."""
-    config = valid(replicates={"min": 2, "max": 4}, treatment_variable=["mode"],
-                   search_space={"size": {"min": 1, "max": 9, "steps": 3, "scale": "log"}},
-                   params={"mode": "a", "size": 3, "when": datetime.date(2024, 1, 2)})
+    config = valid(
+        replicates={"min": 2, "max": 4},
+        treatment_variable=["mode"],
+        search_space={"size": {"min": 1, "max": 9, "steps": 3, "scale": "log"}},
+        params={"mode": "a", "size": 3, "when": datetime.date(2024, 1, 2)},
+    )
     dumped = config.model_dump(mode="json", exclude_none=True)
     assert dumped["params"]["when"] == "2024-01-02"
     assert type(dumped["resources"]["vram_mb"]) is float  # the 0 default of a float field
@@ -273,10 +310,12 @@ def test_a_dumped_config_validates_back_to_itself() -> None:
 
 def test_the_plugin_imports_without_pydantic() -> None:
     """pydantic (~0.1 s) loads with the first benchmark file, never with the plugin."""
-    code = ("import sys, pytest_benchmark_agent.plugin; "
-            "assert 'pydantic' not in sys.modules, 'pydantic was imported'; "
-            "assert 'pytest_benchmark_agent.config.models' not in sys.modules, "
-            "'config was imported'")
+    code = (
+        "import sys, pytest_benchmark_agent.plugin; "
+        "assert 'pydantic' not in sys.modules, 'pydantic was imported'; "
+        "assert 'pytest_benchmark_agent.config.models' not in sys.modules, "
+        "'config was imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -285,7 +324,8 @@ def test_the_plugin_imports_without_pydantic() -> None:
 
 def test_the_shipped_schema_is_the_generated_one(tmp_path: Path) -> None:
     assert json.loads(SCHEMA.read_text()) == json_schema(), (
-        "regenerate it: benchmark-agent schema -o docs/benchmark/bench.schema.json")
+        "regenerate it: benchmark-agent schema -o docs/benchmark/bench.schema.json"
+    )
     assert cli.main(["schema", "-o", str(tmp_path / "s.json")]) == 0
     assert (tmp_path / "s.json").read_text() == SCHEMA.read_text()
     schema = json_schema()
@@ -317,11 +357,16 @@ def test_every_example_validates_against_the_schema() -> None:
 
 def test_a_threshold_may_be_written_as_a_percentage(tmp_path) -> None:
     path = tmp_path / "bench.yaml"
-    path.write_text('name: p\nmetrics:\n  t: {fail_threshold: "5%", noise_threshold: 2.5%,'
-                    ' reproduce_tolerance: 0.1}\n')
+    path.write_text(
+        'name: p\nmetrics:\n  t: {fail_threshold: "5%", noise_threshold: 2.5%,'
+        " reproduce_tolerance: 0.1}\n"
+    )
     spec = load_config(path).metrics["t"]
     assert (spec.fail_threshold, spec.noise_threshold, spec.reproduce_tolerance) == (
-        pytest.approx(0.05), pytest.approx(0.025), 0.1)
+        pytest.approx(0.05),
+        pytest.approx(0.025),
+        0.1,
+    )
 
 
 def test_a_malformed_percentage_names_the_field_and_both_forms(tmp_path) -> None:

@@ -23,16 +23,23 @@ from pytest_benchmark_agent.engine.detach import COMPLETE, FAILED, PID_FILE, pro
 from pytest_benchmark_agent.records.writer import load_results
 from pytest_benchmark_agent.report.progress import HEARTBEAT, PROGRESS_LOG
 
-QUIET = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest -p no:benchmark "
-                                         "-p no:cacheprovider"}
+QUIET = {
+    **os.environ,
+    "PYTEST_ADDOPTS": "-p no:hypothesispytest -p no:benchmark -p no:cacheprovider",
+}
 #: Upper bound on any wait below: a hung test fails instead of blocking the suite.
 WAIT_S = 60
 
 
 def agent(project: BenchProject, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["benchmark-agent", "--home", str(project.home), *args],
-                          cwd=project.path, capture_output=True, text=True, timeout=120,
-                          env=QUIET)
+    return subprocess.run(
+        ["benchmark-agent", "--home", str(project.home), *args],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=QUIET,
+    )
 
 
 def status(project: BenchProject, *args: str) -> tuple[int, str]:
@@ -97,9 +104,17 @@ def only_run(project: BenchProject) -> Path:
 def test_detached_run_outlives_its_killed_parent(project: BenchProject, reaper) -> None:
     project.bench(bench_with_measure("while [ ! -e go ]; do sleep 0.05; done; echo score=1"))
     parent = subprocess.Popen(
-        ["sh", "-c", f"benchmark-agent --home {project.home} run --detach bench.yaml; "
-                     "exec sleep 60"],
-        cwd=project.path, env=QUIET, start_new_session=True, stdout=subprocess.PIPE, text=True)
+        [
+            "sh",
+            "-c",
+            f"benchmark-agent --home {project.home} run --detach bench.yaml; exec sleep 60",
+        ],
+        cwd=project.path,
+        env=QUIET,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     reaper.append(parent.pid)
     assert "detached (pid" in parent.stdout.readline()  # benchmark-agent returned; sh sleeps
     run_dir = only_run(project)
@@ -121,8 +136,10 @@ def test_detached_run_outlives_its_killed_parent(project: BenchProject, reaper) 
     wait_for(lambda: not process_alive(supervisor, time.time()))
 
 
-COUNTING_STAGE = ("n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; "
-                  "if [ $n -eq 2 ]; then echo $$ > stage.pid; sleep 30; fi; echo score=$n")
+COUNTING_STAGE = (
+    "n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; "
+    "if [ $n -eq 2 ]; then echo $$ > stage.pid; sleep 30; fi; echo score=$n"
+)
 
 
 def test_killed_stage_ends_failed_with_the_samples_kept(project: BenchProject, reaper) -> None:
@@ -135,24 +152,29 @@ def test_killed_stage_ends_failed_with_the_samples_kept(project: BenchProject, r
     reaper.append(stage)
     run_dir = only_run(project)
     # The heartbeat may lag a trial's end by up to a second (heartbeat.BEAT_INTERVAL_S).
-    wait_for(lambda: status(project)[1].startswith(f"{run_dir.name}: running (1 of 4 trials "
-                                                   "done)"))
+    wait_for(lambda: status(project)[1].startswith(f"{run_dir.name}: running (1 of 4 trials done)"))
 
     os.kill(stage, signal.SIGKILL)
     wait_for(lambda: (run_dir / FAILED).is_file())
     reason = (run_dir / FAILED).read_text().splitlines()[0]
-    assert reason.startswith("1 of 4 trial(s) did not pass: measure[mode=b-rep0] failed: "
-                             "stage 'measure' exited with code")
+    assert reason.startswith(
+        "1 of 4 trial(s) did not pass: measure[mode=b-rep0] failed: "
+        "stage 'measure' exited with code"
+    )
     code, line = status(project)
     assert code == 1 and line.startswith(f"{run_dir.name}: failed: 1 of 4 trial(s) did not pass")
     trials = load_results(run_dir)["trials"]
     assert [(t["id"], t["status"], t["metrics"].get("score")) for t in trials] == [
-        ("measure[mode=a-rep0]", "passed", 1.0), ("measure[mode=b-rep0]", "failed", None),
-        ("measure[mode=a-rep1]", "passed", 3.0), ("measure[mode=b-rep1]", "passed", 4.0)]
+        ("measure[mode=a-rep0]", "passed", 1.0),
+        ("measure[mode=b-rep0]", "failed", None),
+        ("measure[mode=a-rep1]", "passed", 3.0),
+        ("measure[mode=b-rep1]", "passed", 4.0),
+    ]
 
 
-def test_status_of_a_run_whose_processes_vanished_says_it_died(project: BenchProject,
-                                                               reaper) -> None:
+def test_status_of_a_run_whose_processes_vanished_says_it_died(
+    project: BenchProject, reaper
+) -> None:
     project.bench(bench_with_measure("echo $$ > stage.pid; sleep 30; echo score=1"))
     assert agent(project, "run", "--detach", "bench.yaml").returncode == 0
     stage_pid_file = project.path / "stage.pid"
@@ -169,22 +191,26 @@ def test_status_of_a_run_whose_processes_vanished_says_it_died(project: BenchPro
         wait_for(lambda pid=pid: not process_alive(pid, time.time()))
     code, line = status(project, run_dir.name[:24])
     assert code == 1
-    assert line.startswith(f"{run_dir.name}: died: its process is gone (pid {supervisor}, "
-                           f"{pytest_pid}) and it left no .complete or .failed marker; last "
-                           "heartbeat")
+    assert line.startswith(
+        f"{run_dir.name}: died: its process is gone (pid {supervisor}, "
+        f"{pytest_pid}) and it left no .complete or .failed marker; last "
+        "heartbeat"
+    )
     assert "0 of 4 trials done" in line
     assert not (run_dir / FAILED).exists() and not (run_dir / COMPLETE).exists()
 
 
 def test_gate_error_of_a_detached_run_is_a_failed_marker_with_the_reason(
-        project: BenchProject, reaper) -> None:
+    project: BenchProject, reaper
+) -> None:
     project.bench(simple_bench(treatment_variable="nope"))
     assert agent(project, "run", "--detach", "bench.yaml").returncode == 0
     run_dir = only_run(project)
     wait_for(lambda: (run_dir / FAILED).is_file())
     marker = (run_dir / FAILED).read_text()
-    assert marker.startswith("pytest exited with code 2 before the run started (a configuration "
-                             "or fairness error")
+    assert marker.startswith(
+        "pytest exited with code 2 before the run started (a configuration or fairness error"
+    )
     assert "'nope' is not a declared param" in marker
     code, line = status(project)
     assert code == 1 and line.startswith(f"{run_dir.name}: failed: pytest exited")
@@ -221,8 +247,10 @@ def test_stage_progress_reaches_the_terminal_and_progress_log(project: BenchProj
     result = project.run()
     assert result.ret == 0
     lines = [line for line in result.outlines if line.startswith("[benchmark] simple:")]
-    assert lines[0] == ("[benchmark] simple: stage measure (measure[mode=a-rep0]) running for "
-                        "1m01s, peak 12.5 MB, trials 1/4")
+    assert lines[0] == (
+        "[benchmark] simple: stage measure (measure[mode=a-rep0]) running for "
+        "1m01s, peak 12.5 MB, trials 1/4"
+    )
     assert len(lines) == 4
     logged = (project.runs()[0] / PROGRESS_LOG).read_text().splitlines()
     assert [line.split(" ", 1)[1] for line in logged] == lines
@@ -233,19 +261,27 @@ def test_stage_progress_reaches_the_terminal_and_progress_log(project: BenchProj
 #: Treatment b's trial waits (up to WAIT_S) until the heartbeat counts trial a as done, then
 #: prints what it saw: with beats held back after a short trial, only the flusher writes it.
 WATCH_HEARTBEAT = (
-    "if [ {mode} = b ]; then python -c \"import json, sys, time\n"
+    'if [ {mode} = b ]; then python -c "import json, sys, time\n'
     "path = sys.argv[1]\nend = time.monotonic() + " + str(WAIT_S) + "\n"
     "while json.load(open(path))['trials_done'] < 1 and time.monotonic() < end:\n"
     "    time.sleep(0.05)\nprint('seen=' + str(json.load(open(path))['trials_done']))\" "
-    "{out}/../../../heartbeat.json; else echo seen=0; fi")
+    "{out}/../../../heartbeat.json; else echo seen=0; fi"
+)
 
 
-def test_a_held_back_heartbeat_is_written_while_the_next_stage_runs(
-        project: BenchProject) -> None:
-    document = simple_bench(replicates=1, stages=[
-        {"name": "measure", "kind": "measure", "cmd": WATCH_HEARTBEAT,
-         "metrics_from": {"stdout": True, "fields": ["seen"]}}],
-        metrics={"seen": {"direction": "higher", "primary": True}})
+def test_a_held_back_heartbeat_is_written_while_the_next_stage_runs(project: BenchProject) -> None:
+    document = simple_bench(
+        replicates=1,
+        stages=[
+            {
+                "name": "measure",
+                "kind": "measure",
+                "cmd": WATCH_HEARTBEAT,
+                "metrics_from": {"stdout": True, "fields": ["seen"]},
+            }
+        ],
+        metrics={"seen": {"direction": "higher", "primary": True}},
+    )
     project.bench(document)
     assert project.run().ret == 0
     trials = {trial["treatment"]: trial for trial in project.results()["trials"]}

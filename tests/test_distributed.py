@@ -12,8 +12,7 @@ pytest.importorskip("xdist")
 def distributed_bench(replicates: int = 4) -> dict:
     document = simple_bench(replicates=replicates)
     # the prep uses the treatment, so there are two signatures; each must be built exactly once
-    document["stages"][0]["cmd"] = ("echo {mode} >> prep_runs.txt; sleep 0.3; "
-                                    "echo {size} > {data}")
+    document["stages"][0]["cmd"] = "echo {mode} >> prep_runs.txt; sleep 0.3; echo {size} > {data}"
     document["stages"][1]["cmd"] = "cat {data} >/dev/null; sleep 0.05; echo score={size} # {mode}"
     return document
 
@@ -42,16 +41,19 @@ def test_two_workers_make_one_record_with_every_trial_once(project: BenchProject
 
 def test_isolation_none_is_recorded_as_a_caveat(project: BenchProject) -> None:
     project.bench(distributed_bench(replicates=2))
-    result = project.run("-n", "2", "-p", "no:benchmark", "--bench-isolation", "none",
-                         subprocess=True)
+    result = project.run(
+        "-n", "2", "-p", "no:benchmark", "--bench-isolation", "none", subprocess=True
+    )
     assert result.ret == 0
     assert any("isolation 'none'" in c for c in project.results()["caveats"])
 
 
 def test_a_crashed_worker_loses_only_its_trial(project: BenchProject) -> None:
     document = distributed_bench()
-    document["stages"][1]["cmd"] = ("if [ {mode} = b ] && [ ! -e crashed ]; then touch crashed; "
-                                    "kill -9 $PPID; sleep 5; fi; echo score={size}")
+    document["stages"][1]["cmd"] = (
+        "if [ {mode} = b ] && [ ! -e crashed ]; then touch crashed; "
+        "kill -9 $PPID; sleep 5; fi; echo score={size}"
+    )
     project.bench(document)
     result = project.run("-n", "2", "-p", "no:benchmark", subprocess=True)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -67,9 +69,17 @@ def test_a_crashed_worker_loses_only_its_trial(project: BenchProject) -> None:
 
 def test_two_hosts_run_every_treatment_and_get_per_host_rows(project: BenchProject) -> None:
     project.bench(distributed_bench())
-    result = project.run("--dist", "load", "--tx", "popen//env:BENCH_HOST_ID=host-a",
-                         "--tx", "popen//env:BENCH_HOST_ID=host-b", "-p", "no:benchmark",
-                         subprocess=True)
+    result = project.run(
+        "--dist",
+        "load",
+        "--tx",
+        "popen//env:BENCH_HOST_ID=host-a",
+        "--tx",
+        "popen//env:BENCH_HOST_ID=host-b",
+        "-p",
+        "no:benchmark",
+        subprocess=True,
+    )
     assert result.ret == 0, result.stdout.str()
     record = project.results()
     by_host: dict[str, set[str]] = {}
@@ -83,7 +93,9 @@ def test_two_hosts_run_every_treatment_and_get_per_host_rows(project: BenchProje
 
 
 def test_a_python_domain_file_merges_with_its_metrics(project: BenchProject) -> None:
-    project.write("tiny.py", '''
+    project.write(
+        "tiny.py",
+        """
 from pytest_benchmark_agent.domains.api import Domain, measure
 
 
@@ -94,9 +106,18 @@ class Tiny(Domain):
     @measure(params=["mode"], metrics=["score"])
     def run(self, call):
         return {"score": float(len(call.params["mode"]))}
-''')
-    project.bench({"domain": "tiny.py:Tiny", "name": "tiny", "params": {"mode": "a"},
-                   "treatment_variable": "mode", "treatments": ["a", "bb"], "replicates": 2})
+""",
+    )
+    project.bench(
+        {
+            "domain": "tiny.py:Tiny",
+            "name": "tiny",
+            "params": {"mode": "a"},
+            "treatment_variable": "mode",
+            "treatments": ["a", "bb"],
+            "replicates": 2,
+        }
+    )
     result = project.run("-n", "2", "-p", "no:benchmark", subprocess=True)
     assert result.ret == 0, result.stdout.str()
     summary = project.results()["summary"]

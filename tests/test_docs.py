@@ -21,8 +21,9 @@ from pytest_benchmark_agent.config import models
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs" / "benchmark"
-_BLOCK = re.compile(r"(?:<!-- file: (?P<file>[^ ]+) -->\n)?```(?P<lang>[\w-]*)\n(?P<body>.*?)```",
-                    re.S)
+_BLOCK = re.compile(
+    r"(?:<!-- file: (?P<file>[^ ]+) -->\n)?```(?P<lang>[\w-]*)\n(?P<body>.*?)```", re.S
+)
 
 
 def blocks(text: str) -> list[tuple[str | None, str, str]]:
@@ -53,8 +54,14 @@ def test_every_code_block_runs(doc: str, tmp_path: Path) -> None:
             _check_file(path, where)
             continue
         assert lang == "bash", f"{where}: a block must be bash or be written to a file"
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", body],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, f"{where} failed:\n{body}\n{done.stdout}\n{done.stderr}"
 
 
@@ -70,8 +77,15 @@ def _check_file(path: Path, where: str) -> None:
 
 def test_the_yaml_reference_lists_every_model_field() -> None:
     text = (DOCS / "FORMAT.md").read_text()
-    for model in (models.BenchmarkConfig, models.Stage, models.MetricsFrom, models.MetricSpec,
-                  models.Resources, models.Budget, models.ManifestEntry):
+    for model in (
+        models.BenchmarkConfig,
+        models.Stage,
+        models.MetricsFrom,
+        models.MetricSpec,
+        models.Resources,
+        models.Budget,
+        models.ManifestEntry,
+    ):
         section = text.split(f"### {model.__name__}\n", 1)
         assert len(section) == 2, f"FORMAT.md has no section for {model.__name__}"
         table = section[1].strip().split("\n\n", 1)[0]
@@ -80,15 +94,17 @@ def test_the_yaml_reference_lists_every_model_field() -> None:
 
 
 def test_the_design_table_names_every_module_under_its_package() -> None:
-    rows = [line for line in (DOCS / "DESIGN.md").read_text().splitlines()
-            if line.startswith("| ")]
+    rows = [line for line in (DOCS / "DESIGN.md").read_text().splitlines() if line.startswith("| ")]
     package, listed = "(top)", set()
     for row in rows:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         package = cells[0].strip("`/") if cells[0] else package
         listed |= {(package, name) for name in re.findall(r"`([\w]+\.py)`", cells[1])}
     source = REPO / "pytest_benchmark_agent"
-    modules = {("(top)" if path.parent == source else path.parent.name, path.name)
-               for path in source.rglob("*.py") if path.name != "__init__.py"}
+    modules = {
+        ("(top)" if path.parent == source else path.parent.name, path.name)
+        for path in source.rglob("*.py")
+        if path.name != "__init__.py"
+    }
     assert modules - listed == set(), "modules missing from DESIGN.md's table"
     assert listed - modules == set(), "DESIGN.md names modules that do not exist"

@@ -22,7 +22,7 @@ from pytest_benchmark_agent.domains.api import (
 )
 from pytest_benchmark_agent.domains.runner import decode, result_lines
 
-COUNTER_DOMAIN = '''
+COUNTER_DOMAIN = """
 from pathlib import Path
 
 from pytest_benchmark_agent.domains.api import Domain, measure, prep
@@ -52,13 +52,18 @@ class Counter(Domain):
     def run(self, call):
         call.effective["mode"] = call.params["mode"]
         return {"score": float(call.artifacts["data"].read_text()) + len(call.params["mode"])}
-'''
+"""
 
 
 def counter_bench(**overrides) -> dict:
-    document = {"domain": "counter.py:Counter", "name": "counter",
-                "params": {"size": 3, "mode": "a"}, "treatment_variable": "mode",
-                "treatments": ["a", "bb"], "replicates": 2}
+    document = {
+        "domain": "counter.py:Counter",
+        "name": "counter",
+        "params": {"size": 3, "mode": "a"},
+        "treatment_variable": "mode",
+        "treatments": ["a", "bb"],
+        "replicates": 2,
+    }
     document.update(overrides)
     return document
 
@@ -87,8 +92,7 @@ def test_editing_a_method_rebuilds_only_what_it_changes(project: BenchProject) -
     project.write("counter.py", COUNTER_DOMAIN)
     project.bench(counter_bench())
     project.run()
-    edited = COUNTER_DOMAIN.replace('+ len(call.params["mode"])',
-                                    '+ 10 * len(call.params["mode"])')
+    edited = COUNTER_DOMAIN.replace('+ len(call.params["mode"])', '+ 10 * len(call.params["mode"])')
     project.write("counter.py", edited)
     assert project.run().ret == 0
     assert builds(project) == 1  # the measure changed; the prep's signature did not
@@ -100,10 +104,15 @@ def test_editing_a_method_rebuilds_only_what_it_changes(project: BenchProject) -
 
 
 def test_reading_an_undeclared_param_fails_with_the_fix(project: BenchProject) -> None:
-    project.write("counter.py", COUNTER_DOMAIN.replace(
-        'float(call.artifacts["data"].read_text())', 'float(call.params["size"]) * 0 + '
-        'float(call.params["extra"])').replace(
-        '"mode": {"default"', '"extra": {"default": 1, "why": "x"},\n        "mode": {"default"'))
+    project.write(
+        "counter.py",
+        COUNTER_DOMAIN.replace(
+            'float(call.artifacts["data"].read_text())',
+            'float(call.params["size"]) * 0 + float(call.params["extra"])',
+        ).replace(
+            '"mode": {"default"', '"extra": {"default": 1, "why": "x"},\n        "mode": {"default"'
+        ),
+    )
     project.bench(counter_bench(params={"size": 3, "mode": "a", "extra": 1}))
     result = project.run()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -111,10 +120,13 @@ def test_reading_an_undeclared_param_fails_with_the_fix(project: BenchProject) -
     assert "stage 'run' reads param 'extra', which it does not declare" in reason
 
 
-def test_effective_value_differing_from_declared_is_not_comparable(
-        project: BenchProject) -> None:
-    project.write("counter.py", COUNTER_DOMAIN.replace(
-        'call.effective["mode"] = call.params["mode"]', 'call.effective["mode"] = "other"'))
+def test_effective_value_differing_from_declared_is_not_comparable(project: BenchProject) -> None:
+    project.write(
+        "counter.py",
+        COUNTER_DOMAIN.replace(
+            'call.effective["mode"] = call.params["mode"]', 'call.effective["mode"] = "other"'
+        ),
+    )
     project.bench(counter_bench())
     project.run()
     trial = project.results()["trials"][0]
@@ -122,27 +134,31 @@ def test_effective_value_differing_from_declared_is_not_comparable(
     assert "mode: declared 'a', effective 'other'" in trial["reason"]
 
 
-def test_missing_manifest_param_is_a_collection_error_saying_why(
-        project: BenchProject) -> None:
+def test_missing_manifest_param_is_a_collection_error_saying_why(project: BenchProject) -> None:
     project.write("counter.py", COUNTER_DOMAIN)
     project.bench(counter_bench(params={"mode": "a"}))
     result = project.run()
     assert result.ret == 2  # a collection error
     out = result.stdout.str()
-    assert ("params.size: is required by the manifest of domain 'counter.py:Counter': how much "
-            "data the prep writes; its default is '3'.") in out
+    assert (
+        "params.size: is required by the manifest of domain 'counter.py:Counter': how much "
+        "data the prep writes; its default is '3'."
+    ) in out
     assert "declare it under params: (even at its default), e.g. size: 3" in out
 
 
-def test_missing_manifest_param_suggests_the_latest_reliable_value(
-        project: BenchProject) -> None:
+def test_missing_manifest_param_suggests_the_latest_reliable_value(project: BenchProject) -> None:
     project.write("counter.py", COUNTER_DOMAIN)
     run = project.home / "runs" / "2026-01-01T00-00-00-counter-0000"
     run.mkdir(parents=True)
-    (run / "results.yaml").write_text(yaml.safe_dump(
-        {"run_id": run.name, "name": "counter", "tag": "RELIABLE", "trials": []}))
-    (run / "config.yaml").write_text(yaml.safe_dump(
-        {"config": {"params": {"size": 7, "mode": "a"}, "treatment_variable": "mode"}}))
+    (run / "results.yaml").write_text(
+        yaml.safe_dump({"run_id": run.name, "name": "counter", "tag": "RELIABLE", "trials": []})
+    )
+    (run / "config.yaml").write_text(
+        yaml.safe_dump(
+            {"config": {"params": {"size": 7, "mode": "a"}, "treatment_variable": "mode"}}
+        )
+    )
     project.bench(counter_bench(params={"mode": "a"}))
     out = project.run().stdout.str()
     assert f"the latest RELIABLE run {run.name} used '7'" in out
@@ -150,20 +166,33 @@ def test_missing_manifest_param_suggests_the_latest_reliable_value(
 
 def test_a_domain_file_may_not_list_stages(project: BenchProject) -> None:
     project.write("counter.py", COUNTER_DOMAIN)
-    project.bench(counter_bench(stages=[{"name": "x", "kind": "measure", "cmd": "true",
-                                         "metrics_from": {"fields": ["wall_s"]}}]))
+    project.bench(
+        counter_bench(
+            stages=[
+                {
+                    "name": "x",
+                    "kind": "measure",
+                    "cmd": "true",
+                    "metrics_from": {"fields": ["wall_s"]},
+                }
+            ]
+        )
+    )
     out = project.run().stdout.str()
     assert "stages: domain 'counter.py:Counter' defines its own stages (build, run)" in out
 
 
 def test_registered_domain_is_picked_by_name(project: BenchProject) -> None:
     project.write("counter.py", COUNTER_DOMAIN)
-    project.write("conftest.py", """
+    project.write(
+        "conftest.py",
+        """
         from counter import Counter
         from pytest_benchmark_agent.domains.api import register_domain
 
         register_domain("counter-registered", Counter)
-    """)
+    """,
+    )
     project.bench(counter_bench(domain="counter-registered"))
     result = project.run()
     assert result.ret == 0, result.stdout.str()
@@ -177,7 +206,9 @@ def test_unknown_domain_names_the_known_ones(project: BenchProject) -> None:
 
 
 def test_seeded_prep_is_bound_per_seed(project: BenchProject) -> None:
-    project.write("seeded.py", """
+    project.write(
+        "seeded.py",
+        """
         from pytest_benchmark_agent.domains.api import Domain, measure, prep
 
         class Seeded(Domain):
@@ -192,10 +223,19 @@ def test_seeded_prep_is_bound_per_seed(project: BenchProject) -> None:
             @measure(needs=["train"], params=["mode"], metrics=["value"])
             def score(self, call):
                 return {"value": int(call.artifacts["model"].read_text())}
-    """)
-    project.bench({"domain": "seeded.py:Seeded", "name": "seeded", "params": {"mode": "a"},
-                   "treatment_variable": "mode", "treatments": ["a", "b"], "seeds": [1, 2],
-                   "replicates": 1})
+    """,
+    )
+    project.bench(
+        {
+            "domain": "seeded.py:Seeded",
+            "name": "seeded",
+            "params": {"mode": "a"},
+            "treatment_variable": "mode",
+            "treatments": ["a", "b"],
+            "seeds": [1, 2],
+            "replicates": 1,
+        }
+    )
     assert project.run().ret == 0
     record = project.results()
     assert {(t["seed"], t["metrics"]["value"]) for t in record["trials"]} == {(1, 1.0), (2, 2.0)}
@@ -244,7 +284,8 @@ def test_stage_methods_keep_definition_order_and_overrides() -> None:
 
 def test_reference_domains_are_installed_entry_points(tmp_path) -> None:
     assert {"command", "seismic", "sqlite_fts5", "postgres", "opensearch"} <= set(
-        available_domains())
+        available_domains()
+    )
     cls = domain_class("sqlite_fts5", tmp_path / "bench.yaml")
     assert set(cls.stage_methods()) == {"build", "merge", "search"}
     assert "fts.automerge" in cls.manifest_entries()
@@ -252,7 +293,14 @@ def test_reference_domains_are_installed_entry_points(tmp_path) -> None:
 
 def test_runner_decodes_values_and_prints_one_json_line() -> None:
     assert [decode(t) for t in ("5000", "0.6", "true", "[1, 2]", "none", "1e-4", "")] == [
-        5000, 0.6, True, [1, 2], "none", 1e-4, ""]
+        5000,
+        0.6,
+        True,
+        [1, 2],
+        "none",
+        1e-4,
+        "",
+    ]
     lines = result_lines({"p50_ms": 0.5, "ok": True}, {"heap_factor": 0.6})
     assert json.loads(lines[0]) == {"p50_ms": 0.5, "ok": 1}
     assert lines[1] == "BENCH_EFFECTIVE heap_factor=0.6"

@@ -18,8 +18,9 @@ GPU_RECIPES = ("llm-finetune-eval", "llm-eval-only")
 
 
 @pytest.mark.parametrize("recipe", available_recipes())
-def test_recipe_scaffold_passes_collect_only(project: BenchProject, recipe: str,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_recipe_scaffold_passes_collect_only(
+    project: BenchProject, recipe: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["domain", "mine", "--recipe", recipe, "--dir", str(project.path)]) == 0
     assert "wrote" in capsys.readouterr().out
     bench = project.path / "mine" / "bench.yaml"
@@ -36,8 +37,11 @@ def test_recipe_scaffold_passes_collect_only(project: BenchProject, recipe: str,
 def test_recipe_stage_scripts_take_the_flags_their_commands_pass(project: BenchProject) -> None:
     main(["domain", "ret", "--recipe", "retrieval-index", "--dir", str(project.path)])
     script = project.path / "ret" / "search.py"
-    done = subprocess.run([sys.executable, str(script), "--corpus", "c", "--index", "i",
-                           "--k", "10"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(script), "--corpus", "c", "--index", "i", "--k", "10"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1
     assert "stage search is not written yet" in done.stderr
     assert "must print p50_ms=<number>, p95_ms=<number>, recall_at_k=<number>" in done.stderr
@@ -46,12 +50,26 @@ def test_recipe_stage_scripts_take_the_flags_their_commands_pass(project: BenchP
 def test_python_domain_skeleton_collects_and_its_test_passes(project: BenchProject) -> None:
     assert main(["domain", "sorting", "--dir", str(project.path)]) == 0
     folder = project.path / "sorting"
-    assert sorted(p.name for p in folder.iterdir()) == ["bench.yaml", "sorting_domain.py",
-                                                        "test_sorting.py"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "bench.yaml",
+        "sorting_domain.py",
+        "test_sorting.py",
+    ]
     assert project.run("--collect-only", "-q", str(folder / "bench.yaml")).ret == 0
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(folder / "test_sorting.py")], capture_output=True, text=True,
-                          cwd=project.path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(folder / "test_sorting.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=project.path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
 

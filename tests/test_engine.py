@@ -28,8 +28,11 @@ def test_trials_run_interleaved_and_are_recorded(project: BenchProject) -> None:
     assert result.ret == pytest.ExitCode.OK
     record = project.results()
     assert [t["id"] for t in record["trials"]] == [
-        "measure[mode=a-rep0]", "measure[mode=b-rep0]",
-        "measure[mode=a-rep1]", "measure[mode=b-rep1]"]
+        "measure[mode=a-rep0]",
+        "measure[mode=b-rep0]",
+        "measure[mode=a-rep1]",
+        "measure[mode=b-rep1]",
+    ]
     assert record["state"] == "complete" and record["tag"] == "EXPLORATORY"
     assert record["treatment_variable"] == "mode" and record["control"] == "a"
     trial = record["trials"][0]
@@ -46,7 +49,8 @@ def test_trials_run_interleaved_and_are_recorded(project: BenchProject) -> None:
 
 
 def test_prep_shared_by_treatments_runs_once_and_not_at_all_next_session(
-        project: BenchProject) -> None:
+    project: BenchProject,
+) -> None:
     project.bench(simple_bench())
     assert project.run().ret == 0
     assert prep_runs(project) == 1  # build does not use {mode}: one signature for both
@@ -149,11 +153,14 @@ def test_prep_that_does_not_create_its_artifact_fails(project: BenchProject) -> 
     assert "did not create its artifact(s) 'data'" in project.results()["trials"][0]["reason"]
 
 
-@pytest.mark.parametrize("output, message", [
-    ("echo score=fast", "metric 'score' on stdout is 'fast', not a number"),
-    ("echo other=1", "metric 'score' was not reported on stdout"),
-    ("echo score=nan", "not a finite number"),
-])
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        ("echo score=fast", "metric 'score' on stdout is 'fast', not a number"),
+        ("echo other=1", "metric 'score' was not reported on stdout"),
+        ("echo score=nan", "not a finite number"),
+    ],
+)
 def test_bad_metric_fails_loudly(project: BenchProject, output: str, message: str) -> None:
     document = simple_bench()
     document["stages"][1]["cmd"] = f"echo {{mode}} >/dev/null; {output}"
@@ -167,8 +174,9 @@ def test_bad_metric_fails_loudly(project: BenchProject, output: str, message: st
 
 def test_metrics_from_json_line_and_file(project: BenchProject) -> None:
     document = simple_bench()
-    document["stages"][1]["cmd"] = ("echo {mode} >/dev/null; echo '{{\"score\": 2.5}}'; "
-                                    "echo 'lat: 4' > {out}/m.txt")
+    document["stages"][1]["cmd"] = (
+        "echo {mode} >/dev/null; echo '{{\"score\": 2.5}}'; echo 'lat: 4' > {out}/m.txt"
+    )
     document["stages"][1]["metrics_from"] = {"stdout": True, "fields": ["score"]}
     project.bench(document)
     assert project.run().ret == 0
@@ -183,10 +191,13 @@ def test_metrics_from_json_line_and_file(project: BenchProject) -> None:
 def test_exact_metrics_from_a_file_keep_every_digit_and_their_text(project: BenchProject) -> None:
     document = simple_bench()
     document["stages"][1]["cmd"] = (
-        "echo {mode} >/dev/null; printf '{{\"score\": 6, \"h\": 123456789012345678901234567890, "
-        "\"tag\": \"0x1f\"}}' > {out}/m.json")
-    document["stages"][1]["metrics_from"] = {"file": "{out}/m.json",
-                                             "fields": ["score", "h", "tag"]}
+        'echo {mode} >/dev/null; printf \'{{"score": 6, "h": 123456789012345678901234567890, '
+        '"tag": "0x1f"}}\' > {out}/m.json'
+    )
+    document["stages"][1]["metrics_from"] = {
+        "file": "{out}/m.json",
+        "fields": ["score", "h", "tag"],
+    }
     document["metrics"].update(h={"direction": "equal"}, tag={"direction": "equal"})
     project.bench(document)
     assert project.run(subprocess=True).ret == 0  # its own process: the identity loads numpy
@@ -194,16 +205,19 @@ def test_exact_metrics_from_a_file_keep_every_digit_and_their_text(project: Benc
     metrics = record["trials"][0]["metrics"]
     assert metrics["h"] == 123456789012345678901234567890 and metrics["tag"] == "0x1f"
     assert metrics["score"] == 6.0 and type(metrics["score"]) is float
-    assert record["summary"]["tag"]["b"] == {"n": 2, "distinct": 1,
-                                             "values": [{"value": "0x1f", "count": 2}]}
+    assert record["summary"]["tag"]["b"] == {
+        "n": 2,
+        "distinct": 1,
+        "values": [{"value": "0x1f", "count": 2}],
+    }
     assert record["verdicts"]["h"]["b"]["verdict"] == "no_change"
 
 
-def test_effective_param_differing_from_declared_is_not_comparable(
-        project: BenchProject) -> None:
+def test_effective_param_differing_from_declared_is_not_comparable(project: BenchProject) -> None:
     document = simple_bench()
-    document["stages"][1]["cmd"] = ("echo {mode} >/dev/null; echo BENCH_EFFECTIVE mode=a; "
-                                    "echo score=1")
+    document["stages"][1]["cmd"] = (
+        "echo {mode} >/dev/null; echo BENCH_EFFECTIVE mode=a; echo score=1"
+    )
     project.bench(document)
     result = project.run()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -214,8 +228,9 @@ def test_effective_param_differing_from_declared_is_not_comparable(
 
 def test_effective_json_file_is_read(project: BenchProject) -> None:
     document = simple_bench()
-    document["stages"][1]["cmd"] = ("echo '{{\"size\": 3.0}}' > {out}/effective.json; "
-                                    "echo {mode} > /dev/null; echo score=1")
+    document["stages"][1]["cmd"] = (
+        "echo '{{\"size\": 3.0}}' > {out}/effective.json; echo {mode} > /dev/null; echo score=1"
+    )
     project.bench(document)
     assert project.run().ret == 0
     assert project.results()["trials"][0]["effective"] == {"size": "3.0"}
@@ -223,7 +238,9 @@ def test_effective_json_file_is_read(project: BenchProject) -> None:
 
 def test_conftest_hookimpl_receives_the_run_record(project: BenchProject) -> None:
     project.bench(simple_bench())
-    project.write("conftest.py", """
+    project.write(
+        "conftest.py",
+        """
         import json
         def pytest_bench_trial_finished(trial, run):
             with open("exported.jsonl", "a") as f:
@@ -231,7 +248,8 @@ def test_conftest_hookimpl_receives_the_run_record(project: BenchProject) -> Non
         def pytest_bench_run_finished(run):
             with open("exported_run.json", "w") as f:
                 json.dump(run.results(), f, default=str)
-    """)
+    """,
+    )
     assert project.run().ret == 0
     lines = (project.path / "exported.jsonl").read_text().splitlines()
     assert len(lines) == 4 and json.loads(lines[0])["status"] == "passed"
@@ -262,9 +280,22 @@ def test_without_bench_nothing_is_collected(project: BenchProject) -> None:
 
 def _start_session(project: BenchProject, home: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "pytest", "--bench", "bench.yaml", "-p", "no:cacheprovider",
-         "--bench-home", str(home)], cwd=project.path, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--bench",
+            "bench.yaml",
+            "-p",
+            "no:cacheprovider",
+            "--bench-home",
+            str(home),
+        ],
+        cwd=project.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _wait_for_trials(home: Path, count: int) -> Path:
@@ -325,7 +356,9 @@ def _stage_processes_left(folder: Path) -> bool:
 
 
 def test_stage_over_its_memory_ceiling_is_stopped_and_recorded(project: BenchProject) -> None:
-    project.write("hog.py", """
+    project.write(
+        "hog.py",
+        """
         import sys, time
         blocks = []
         if sys.argv[1] == "b":
@@ -333,7 +366,8 @@ def test_stage_over_its_memory_ceiling_is_stopped_and_recorded(project: BenchPro
                 blocks.append(bytearray(8 << 20))
                 time.sleep(0.005)
         print("score=1")
-    """)
+    """,
+    )
     document = simple_bench()
     document["stages"][1].update(cmd=f"{sys.executable} hog.py {{mode}}", mem_mb=100)
     project.bench(document)
@@ -358,8 +392,9 @@ def test_preflight_refuses_a_benchmark_that_cannot_fit(project: BenchProject) ->
 
 
 def test_tuning_round_runs_each_point_as_a_treatment(project: BenchProject) -> None:
-    document = simple_bench(search_space={"size": [3, 5]},
-                            objective={"metric": "score", "direction": "higher"})
+    document = simple_bench(
+        search_space={"size": [3, 5]}, objective={"metric": "score", "direction": "higher"}
+    )
     del document["treatment_variable"], document["treatments"]
     project.bench(document)
     project.write("round.json", json.dumps({"points": [{"size": 3}, {"size": 5}]}))
@@ -367,15 +402,19 @@ def test_tuning_round_runs_each_point_as_a_treatment(project: BenchProject) -> N
     record = project.results()
     assert record["treatment_variable"] == "point" and record["control"] == "size=3"
     assert record["summary"]["score"]["size=5"]["median"] == 10.0
-    assert [t["id"] for t in record["trials"]][:2] == ["measure[point=size=3-rep0]",
-                                                      "measure[point=size=5-rep0]"]
+    assert [t["id"] for t in record["trials"]][:2] == [
+        "measure[point=size=3-rep0]",
+        "measure[point=size=5-rep0]",
+    ]
 
 
 def test_stage_start_and_progress_are_published(project: BenchProject) -> None:
     document = simple_bench(replicates=1)
     document["stages"][1]["cmd"] = "sleep 0.3; echo score=1 # {mode}"
     project.bench(document)
-    project.write("conftest.py", """
+    project.write(
+        "conftest.py",
+        """
         seen = []
         def pytest_bench_stage_started(run, stage, trial_id):
             seen.append(("start", stage, trial_id))
@@ -384,7 +423,8 @@ def test_stage_start_and_progress_are_published(project: BenchProject) -> None:
         def pytest_bench_run_finished(run):
             import json
             open("seen.json", "w").write(json.dumps(seen))
-    """)
+    """,
+    )
     assert project.run("--bench-progress-every", "0.05").ret == 0
     seen = json.loads((project.path / "seen.json").read_text())
     assert ["start", "build", None] in seen
@@ -393,7 +433,8 @@ def test_stage_start_and_progress_are_published(project: BenchProject) -> None:
 
 
 def test_collected_objects_stay_frozen_until_pytests_exit_collections_are_done(
-        project: BenchProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: BenchProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What collection made is out of the collector's scans through the run and pytest's
     ``gc.collect()`` calls at exit (~20 ms each otherwise); the host process is left unfrozen."""
     import _pytest.unraisableexception as unraisable
@@ -407,11 +448,14 @@ def test_collected_objects_stay_frozen_until_pytests_exit_collections_are_done(
 
     monkeypatch.setattr(unraisable, "gc_collect_harder", spy)
     project.bench(simple_bench())
-    project.write("conftest.py", """
+    project.write(
+        "conftest.py",
+        """
         import gc
         def pytest_bench_run_finished(run):
             open("frozen.txt", "w").write(str(gc.get_freeze_count()))
-    """)
+    """,
+    )
     assert project.run().ret == 0
     assert int((project.path / "frozen.txt").read_text()) > 0
     assert frozen_at_exit and frozen_at_exit[0] > 0
@@ -422,16 +466,20 @@ def test_the_interpreters_exit_skips_collecting_what_is_left(project: BenchProje
     """At exit everything left is frozen (the interpreter's own collections then walk nothing;
     an atexit hook registered before the session's runs after its one)."""
     project.bench(simple_bench(replicates=1))
-    project.write("conftest.py", """
+    project.write(
+        "conftest.py",
+        """
         import atexit, gc
         atexit.register(lambda: open("at_exit.txt", "w").write(str(gc.get_freeze_count())))
-    """)
+    """,
+    )
     assert project.run(subprocess=True).ret == 0
     assert int((project.path / "at_exit.txt").read_text()) > 0
 
 
 def test_editing_the_benchmark_file_leaves_the_code_fingerprint_alone(
-        project: BenchProject) -> None:
+    project: BenchProject,
+) -> None:
     """With no ``code:`` outside git the files the stages name in ``inputs:`` are the code,
     never the benchmark file: its content is the frozen config, compared on its own."""
     document = simple_bench(replicates=1)
@@ -446,7 +494,8 @@ def test_editing_the_benchmark_file_leaves_the_code_fingerprint_alone(
     assert project.run().ret == 0
     first, second, third = (
         yaml.safe_load((run / "config.yaml").read_text())["fingerprint"]["code"]
-        for run in project.runs())
+        for run in project.runs()
+    )
     assert first == second != third
 
 
@@ -455,15 +504,19 @@ def test_a_plain_session_loads_no_module_it_does_not_use(project: BenchProject) 
     imports neither pynvml (no NVIDIA device node), planning (no deviations folder) nor the
     domain layer (a command benchmark)."""
     project.bench(simple_bench(replicates=1))
-    project.write("conftest.py", """
+    project.write(
+        "conftest.py",
+        """
         import json, sys
         def pytest_bench_run_finished(run):
             heavy = ("pynvml", "pytest_benchmark_agent.config.review",
                      "pytest_benchmark_agent.domains.api")
             open("loaded.json", "w").write(json.dumps([m for m in heavy if m in sys.modules]))
-    """)
+    """,
+    )
     assert project.run(subprocess=True).ret == 0
     loaded = json.loads((project.path / "loaded.json").read_text())
     no_node = sys.platform.startswith("linux") and not any(
-        os.path.exists(node) for node in ("/dev/nvidiactl", "/dev/dxg"))
+        os.path.exists(node) for node in ("/dev/nvidiactl", "/dev/dxg")
+    )
     assert loaded == ([] if no_node else ["pynvml"])

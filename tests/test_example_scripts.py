@@ -31,7 +31,11 @@ def run_script(folder: Path, script: str, *args: object) -> subprocess.Completed
     """Run one example script from its own folder, as the engine does."""
     return subprocess.run(
         [sys.executable, script, *map(str, args)],
-        cwd=folder, capture_output=True, text=True, timeout=120, check=False,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -64,36 +68,47 @@ FTS5_QUERIES = 40
 def fts5(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A built index and its two treatments: left as built, and optimized."""
     folder = tmp_path_factory.mktemp("fts5")
-    paths = {"index": folder / "index.db", "none": folder / "none.db",
-             "optimize": folder / "optimize.db"}
-    metrics_of(run_script(FTS5, "build.py", "--docs", FTS5_DOCS, "--seed", 7,
-                          "--out", paths["index"]))
+    paths = {
+        "index": folder / "index.db",
+        "none": folder / "none.db",
+        "optimize": folder / "optimize.db",
+    }
+    metrics_of(
+        run_script(FTS5, "build.py", "--docs", FTS5_DOCS, "--seed", 7, "--out", paths["index"])
+    )
     for mode in ("none", "optimize"):
-        metrics_of(run_script(FTS5, "merge.py", "--index", paths["index"], "--mode", mode,
-                              "--out", paths[mode]))
+        metrics_of(
+            run_script(
+                FTS5, "merge.py", "--index", paths["index"], "--mode", mode, "--out", paths[mode]
+            )
+        )
     return paths
 
 
 def fts5_search(index: Path, seed: int = 3) -> dict[str, float | str]:
-    return metrics_of(run_script(FTS5, "search.py", "--index", index,
-                                 "--queries", FTS5_QUERIES, "--seed", seed))
+    return metrics_of(
+        run_script(FTS5, "search.py", "--index", index, "--queries", FTS5_QUERIES, "--seed", seed)
+    )
 
 
 def test_fts5_build_reports_the_segments_the_index_really_has(tmp_path: Path) -> None:
     out = tmp_path / "index.db"
-    printed = metrics_of(run_script(FTS5, "build.py", "--docs", FTS5_DOCS, "--seed", 1,
-                                    "--out", out))
+    printed = metrics_of(
+        run_script(FTS5, "build.py", "--docs", FTS5_DOCS, "--seed", 1, "--out", out)
+    )
     with sqlite3.connect(out) as conn:
         # A second, independent count: leaf pages of segment s have rowids s << 37 + ...
         (distinct_segment_ids,) = conn.execute(
-            "SELECT count(DISTINCT id >> 37) FROM docs_data WHERE id >> 37 > 0").fetchone()
+            "SELECT count(DISTINCT id >> 37) FROM docs_data WHERE id >> 37 > 0"
+        ).fetchone()
         (n_docs,) = conn.execute("SELECT count(*) FROM docs").fetchone()
     assert printed["segments"] == distinct_segment_ids == FTS5_DOCS / 20
     assert n_docs == FTS5_DOCS
 
 
-def test_fts5_same_seed_gives_same_corpus_and_results(tmp_path: Path,
-                                                      fts5: dict[str, Path]) -> None:
+def test_fts5_same_seed_gives_same_corpus_and_results(
+    tmp_path: Path, fts5: dict[str, Path]
+) -> None:
     again = tmp_path / "again.db"
     metrics_of(run_script(FTS5, "build.py", "--docs", FTS5_DOCS, "--seed", 7, "--out", again))
     with sqlite3.connect(again) as a, sqlite3.connect(fts5["index"]) as b:
@@ -103,15 +118,19 @@ def test_fts5_same_seed_gives_same_corpus_and_results(tmp_path: Path,
 
 
 def test_fts5_other_query_seed_gives_other_results(fts5: dict[str, Path]) -> None:
-    assert (fts5_search(fts5["none"], seed=3)["results_hash"]
-            != fts5_search(fts5["none"], seed=4)["results_hash"])
+    assert (
+        fts5_search(fts5["none"], seed=3)["results_hash"]
+        != fts5_search(fts5["none"], seed=4)["results_hash"]
+    )
 
 
-def test_fts5_optimize_leaves_one_segment_and_identical_results(tmp_path: Path,
-                                                                fts5: dict[str, Path]) -> None:
+def test_fts5_optimize_leaves_one_segment_and_identical_results(
+    tmp_path: Path, fts5: dict[str, Path]
+) -> None:
     out = tmp_path / "optimized.db"
-    merged = metrics_of(run_script(FTS5, "merge.py", "--index", fts5["index"],
-                                   "--mode", "optimize", "--out", out))
+    merged = metrics_of(
+        run_script(FTS5, "merge.py", "--index", fts5["index"], "--mode", "optimize", "--out", out)
+    )
     assert merged == {"effective:fts.merge": "optimize", "segments": 1.0}
     left, optimized = fts5_search(fts5["none"]), fts5_search(out)
     assert left["segments"] == FTS5_DOCS / 20
@@ -130,8 +149,9 @@ def test_fts5_search_leaves_the_index_unchanged(fts5: dict[str, Path]) -> None:
 
 def test_fts5_unknown_merge_mode_is_rejected(tmp_path: Path, fts5: dict[str, Path]) -> None:
     out = tmp_path / "merged.db"
-    result = run_script(FTS5, "merge.py", "--index", fts5["index"], "--mode", "vacuum",
-                        "--out", out)
+    result = run_script(
+        FTS5, "merge.py", "--index", fts5["index"], "--mode", "vacuum", "--out", out
+    )
     assert result.returncode == 2
     assert "unknown --mode 'vacuum'; use one of: none, optimize" in result.stderr
     assert result.stdout == ""
@@ -145,8 +165,20 @@ SEISMIC_QUERIES = 25
 
 
 def generate(out: Path, seed: int = 5) -> dict[str, float | str]:
-    return metrics_of(run_script(SEISMIC, "gen_corpus.py", "--docs", SEISMIC_DOCS,
-                                 "--queries", SEISMIC_QUERIES, "--seed", seed, "--out", out))
+    return metrics_of(
+        run_script(
+            SEISMIC,
+            "gen_corpus.py",
+            "--docs",
+            SEISMIC_DOCS,
+            "--queries",
+            SEISMIC_QUERIES,
+            "--seed",
+            seed,
+            "--out",
+            out,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -167,8 +199,9 @@ def test_sparse_corpus_is_deterministic_and_shaped(tmp_path: Path, sparse_corpus
     for name in ("documents.jsonl", "queries.jsonl", "groundtruth.npy"):
         assert (tmp_path / "again" / name).read_bytes() == (sparse_corpus / name).read_bytes()
     generate(tmp_path / "other", seed=6)
-    assert ((tmp_path / "other" / "documents.jsonl").read_bytes()
-            != (sparse_corpus / "documents.jsonl").read_bytes())
+    assert (tmp_path / "other" / "documents.jsonl").read_bytes() != (
+        sparse_corpus / "documents.jsonl"
+    ).read_bytes()
     assert printed["docs"] == SEISMIC_DOCS and printed["queries"] == SEISMIC_QUERIES
     assert 80 <= printed["doc_nonzeros_mean"] <= 120
     assert 24 <= printed["query_nonzeros_mean"] <= 36
@@ -191,16 +224,29 @@ def test_sparse_ground_truth_is_the_exact_top_10(sparse_corpus: Path) -> None:
 
 @pytest.mark.happy
 @seismic_only
-def test_seismic_exhaustive_search_finds_the_ground_truth(tmp_path: Path,
-                                                           sparse_corpus: Path) -> None:
+def test_seismic_exhaustive_search_finds_the_ground_truth(
+    tmp_path: Path, sparse_corpus: Path
+) -> None:
     index = tmp_path / "index"
-    built = metrics_of(run_script(SEISMIC, "build.py", "--corpus", sparse_corpus,
-                                  "--out", index))
+    built = metrics_of(run_script(SEISMIC, "build.py", "--corpus", sparse_corpus, "--out", index))
     assert built["docs"] == SEISMIC_DOCS
     # Query cut above any query's length and a tiny heap factor: no block is skipped.
-    searched = metrics_of(run_script(SEISMIC, "search.py", "--index", index,
-                                     "--corpus", sparse_corpus, "--heap-factor", 0.05,
-                                     "--query-cut", 200, "--k", 10))
+    searched = metrics_of(
+        run_script(
+            SEISMIC,
+            "search.py",
+            "--index",
+            index,
+            "--corpus",
+            sparse_corpus,
+            "--heap-factor",
+            0.05,
+            "--query-cut",
+            200,
+            "--k",
+            10,
+        )
+    )
     assert searched["recall@10"] == 1.0
     assert searched["effective:heap_factor"] == "0.05"
     assert searched["effective:query_cut"] == "200"

@@ -32,9 +32,22 @@ DB_PASSWORD = "hunter2-db-secret"
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid",
-         "-c", "commit.gpgsign=false", *args],
-        capture_output=True, text=True, check=True).stdout.strip()
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -78,10 +91,13 @@ def test_env_section_describes_this_machine(no_gpu):
 def test_package_versions_read_from_metadata_headers_match_importlib_metadata():
     installed = {dist.metadata["Name"] for dist in metadata.distributions()}
     assert {name: _version(name) for name in installed} == {
-        name: metadata.version(name) for name in installed}
+        name: metadata.version(name) for name in installed
+    }
     required = [req for req in metadata.requires("pytest-benchmark-agent") if "extra" not in req]
     assert _tool_packages() == [
-        "pytest-benchmark-agent", *(re.split(r"[^A-Za-z0-9._\-]", req)[0] for req in required)]
+        "pytest-benchmark-agent",
+        *(re.split(r"[^A-Za-z0-9._\-]", req)[0] for req in required),
+    ]
 
 
 def test_metadata_header_fields_ignore_the_body_and_unfold_lines(tmp_path):
@@ -90,7 +106,8 @@ def test_metadata_header_fields_ignore_the_body_and_unfold_lines(tmp_path):
     (info / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\nLicense: a long\n        licence\n"
         "Requires-Dist: alpha>=1\nRequires-Dist: beta; extra == 'x'\n\n"
-        "Version: 9.9 (in the description)\nRequires-Dist: not-a-field\n")
+        "Version: 9.9 (in the description)\nRequires-Dist: not-a-field\n"
+    )
     dist = metadata.PathDistribution(info)
     assert _header(dist, "Version") == ["1.0"] == [dist.version]
     assert _header(dist, "License") == ["a long licence"]
@@ -145,7 +162,10 @@ def test_changes_outside_the_code_path_do_not_touch_it(repo, no_gpu):
     diff = compare_fingerprints(before, after)
     assert diff.comparable and diff.blocking == [] and diff.benign == []
     assert sorted(line.split(":")[0] for line in diff.code) == [
-        f"code[{repo / 'engine'}].commit", "code_identity.commit", "code_identity.short"]
+        f"code[{repo / 'engine'}].commit",
+        "code_identity.commit",
+        "code_identity.short",
+    ]
 
 
 def test_a_commit_that_changes_the_code_is_a_code_difference(repo, no_gpu):
@@ -204,8 +224,9 @@ def test_an_excluded_file_is_not_code_in_git_or_outside(repo, tmp_path, no_gpu):
     (plain / "bench.yaml").write_text("params: {n: 1}\n")
 
     def content() -> str:
-        return collect_fingerprint([plain], [], exclude=[plain / "bench.yaml"])["code"][
-            str(plain)]["content_hash"]
+        return collect_fingerprint([plain], [], exclude=[plain / "bench.yaml"])["code"][str(plain)][
+            "content_hash"
+        ]
 
     before = content()
     (plain / "bench.yaml").write_text("params: {n: 2}\n")
@@ -233,8 +254,10 @@ def test_code_outside_git_is_hashed_by_content(tmp_path, no_gpu):
     assert code_of(src) == first and first["vcs"] is None
     (src / "run.py").write_text("print(2)\n")
     assert code_of(src)["content_hash"] != first["content_hash"]
-    assert code_of(src / "run.py")["content_hash"] == hashlib.sha256(
-        b"\0file\0run.py\0print(2)\n").hexdigest()
+    assert (
+        code_of(src / "run.py")["content_hash"]
+        == hashlib.sha256(b"\0file\0run.py\0print(2)\n").hexdigest()
+    )
 
 
 def test_a_missing_code_path_names_the_field(tmp_path, no_gpu):
@@ -248,8 +271,14 @@ def test_accelerator_section_from_nvml():
         acc = collect_fingerprint([Path(".")], [])["accelerator"]
     assert acc["available"] and acc["reason"] is None
     assert (acc["driver_version"], acc["cuda_driver_version"]) == ("550.54.15", "12.4")
-    assert acc["devices"] == [{"index": 0, "uuid": double.devices[0].uuid,
-                               "name": "NVIDIA H200", "memory_total_mb": 143771}]
+    assert acc["devices"] == [
+        {
+            "index": 0,
+            "uuid": double.devices[0].uuid,
+            "name": "NVIDIA H200",
+            "memory_total_mb": 143771,
+        }
+    ]
 
 
 def test_accelerator_absent_gives_the_reason(no_gpu):
@@ -283,10 +312,13 @@ def base(no_gpu) -> dict:
     fingerprint["env"].update(python="3.11.7", kernel="6.1.0-18-amd64", memory_total_mb=24000)
     fingerprint["vars"] = {"OMP_NUM_THREADS": "4"}
     fingerprint["accelerator"] = {
-        "available": True, "reason": None, "driver_version": "550.54.15",
+        "available": True,
+        "reason": None,
+        "driver_version": "550.54.15",
         "cuda_driver_version": "12.4",
-        "devices": [{"index": 0, "uuid": "GPU-aaa", "name": "NVIDIA H100",
-                     "memory_total_mb": 81559}],
+        "devices": [
+            {"index": 0, "uuid": "GPU-aaa", "name": "NVIDIA H100", "memory_total_mb": 81559}
+        ],
     }
     return fingerprint
 
@@ -304,8 +336,9 @@ def test_identical_fingerprints_have_no_differences(base):
 
 def test_benign_differences_are_listed_but_do_not_block(base):
     def edit(fp):
-        fp["env"].update(hostname="other-host", python="3.11.9", kernel="6.1.0-21-amd64",
-                         memory_total_mb=23000)
+        fp["env"].update(
+            hostname="other-host", python="3.11.9", kernel="6.1.0-21-amd64", memory_total_mb=23000
+        )
         fp["env"]["tool_packages"]["pytest"] = "0.0.1"
         fp["accelerator"]["devices"][0]["uuid"] = "GPU-bbb"
 
@@ -324,21 +357,31 @@ def add_device(fp: dict) -> None:
     fp["accelerator"]["devices"].append(dict(fp["accelerator"]["devices"][0]))
 
 
-@pytest.mark.parametrize(("edit", "expected"), [
-    (lambda fp: fp["env"].update(python="3.12.1"), "env.python: 3.11.7 -> 3.12.1"),
-    (lambda fp: fp["env"].update(kernel="6.8.0-1-amd64"), "env.kernel: 6.1.0-18-amd64 -> 6.8"),
-    (lambda fp: fp["env"].update(cpu_model="Other CPU"), "env.cpu_model: "),
-    (lambda fp: fp["env"].update(cpu_available=1), "env.cpu_available: "),
-    (lambda fp: fp["env"].update(memory_total_mb=12000), "env.memory_total_mb: 24000 -> 12000"),
-    (lambda fp: fp["env"]["packages"].update(numpy="2.0"), "env.packages[numpy]: <absent> -> 2.0"),
-    (lambda fp: fp["vars"].update(OMP_NUM_THREADS="8"), "vars[OMP_NUM_THREADS]: 4 -> 8"),
-    (lambda fp: fp["accelerator"].update(driver_version="560.1"),
-     "accelerator.driver_version: 550.54.15 -> 560.1"),
-    (lambda fp: fp["accelerator"]["devices"][0].update(name="NVIDIA A100"),
-     "accelerator.devices[0].name: NVIDIA H100 -> NVIDIA A100"),
-    (add_device, "accelerator.devices[1].name: <absent> -> NVIDIA H100"),
-    (lambda fp: fp["env"].update(new_field="x"), "env.new_field: <absent> -> x"),
-])
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda fp: fp["env"].update(python="3.12.1"), "env.python: 3.11.7 -> 3.12.1"),
+        (lambda fp: fp["env"].update(kernel="6.8.0-1-amd64"), "env.kernel: 6.1.0-18-amd64 -> 6.8"),
+        (lambda fp: fp["env"].update(cpu_model="Other CPU"), "env.cpu_model: "),
+        (lambda fp: fp["env"].update(cpu_available=1), "env.cpu_available: "),
+        (lambda fp: fp["env"].update(memory_total_mb=12000), "env.memory_total_mb: 24000 -> 12000"),
+        (
+            lambda fp: fp["env"]["packages"].update(numpy="2.0"),
+            "env.packages[numpy]: <absent> -> 2.0",
+        ),
+        (lambda fp: fp["vars"].update(OMP_NUM_THREADS="8"), "vars[OMP_NUM_THREADS]: 4 -> 8"),
+        (
+            lambda fp: fp["accelerator"].update(driver_version="560.1"),
+            "accelerator.driver_version: 550.54.15 -> 560.1",
+        ),
+        (
+            lambda fp: fp["accelerator"]["devices"][0].update(name="NVIDIA A100"),
+            "accelerator.devices[0].name: NVIDIA H100 -> NVIDIA A100",
+        ),
+        (add_device, "accelerator.devices[1].name: <absent> -> NVIDIA H100"),
+        (lambda fp: fp["env"].update(new_field="x"), "env.new_field: <absent> -> x"),
+    ],
+)
 def test_differences_that_matter_block(base, edit, expected):
     diff = compare_fingerprints(base, changed(base, edit))
     assert not diff.comparable
@@ -347,8 +390,13 @@ def test_differences_that_matter_block(base, edit, expected):
 
 def test_accelerator_differences_are_benign_without_gpu_stages(base):
     def edit(fp):
-        fp["accelerator"] = {"available": False, "reason": "no driver", "driver_version": None,
-                             "cuda_driver_version": None, "devices": []}
+        fp["accelerator"] = {
+            "available": False,
+            "reason": "no driver",
+            "driver_version": None,
+            "cuda_driver_version": None,
+            "devices": [],
+        }
 
     assert not compare_fingerprints(base, changed(base, edit)).comparable
     diff = compare_fingerprints(base, changed(base, edit), uses_gpu=False)
@@ -356,54 +404,81 @@ def test_accelerator_differences_are_benign_without_gpu_stages(base):
     assert "accelerator.available: True -> False" in diff.benign
 
 
-@pytest.mark.parametrize("name", [
-    "API_TOKEN", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "PGPASSWORD", "apiKey",
-    "client_secret", "GOOGLE_APPLICATION_CREDENTIALS", "SENTRY_DSN", "HF_AUTH", "STRIPE_KEY",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "API_TOKEN",
+        "AWS_SECRET_ACCESS_KEY",
+        "GITHUB_TOKEN",
+        "DB_PASSWORD",
+        "PGPASSWORD",
+        "apiKey",
+        "client_secret",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "SENTRY_DSN",
+        "HF_AUTH",
+        "STRIPE_KEY",
+    ],
+)
 def test_secret_names_are_redacted(name):
     assert redact_value(name, "plain-looking-value") == REDACTED
 
 
-@pytest.mark.parametrize("name", ["PWD", "OLDPWD", "HOME", "OMP_NUM_THREADS", "KEYBOARD",
-                                  "AUTHOR", "CUDA_VISIBLE_DEVICES"])
+@pytest.mark.parametrize(
+    "name",
+    ["PWD", "OLDPWD", "HOME", "OMP_NUM_THREADS", "KEYBOARD", "AUTHOR", "CUDA_VISIBLE_DEVICES"],
+)
 def test_ordinary_names_are_kept(name):
     assert redact_value(name, "0,1") == "0,1"
 
 
-@pytest.mark.parametrize("value", [
-    "ghp_" + "a1B2" * 9,
-    "github_pat_11ABCDEFG0123456789_abcdefghijkl",
-    "sk-ant-api03-" + "x9Y8" * 6,
-    "AKIAIOSFODNN7EXAMPLE",
-    "xoxb-1234567890-abcdefghij",
-    "hf_" + "AbCdEfGhIj" * 4,
-    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig",
-    "-----BEGIN RSA PRIVATE KEY-----\nMIIB...",
-    hashlib.sha256(b"key").hexdigest(),
-    "Zk9vQmFyQmF6UXV4MTIzNDU2Nzg5MEFCQ0RFRg==",
-    "--header Authorization: Bearer abcdefghijklmnop1234",
-    "https://ghp_abcdefghijklmnopqrstuvwx1234@github.com/o/r",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "ghp_" + "a1B2" * 9,
+        "github_pat_11ABCDEFG0123456789_abcdefghijkl",
+        "sk-ant-api03-" + "x9Y8" * 6,
+        "AKIAIOSFODNN7EXAMPLE",
+        "xoxb-1234567890-abcdefghij",
+        "hf_" + "AbCdEfGhIj" * 4,
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIB...",
+        hashlib.sha256(b"key").hexdigest(),
+        "Zk9vQmFyQmF6UXV4MTIzNDU2Nzg5MEFCQ0RFRg==",
+        "--header Authorization: Bearer abcdefghijklmnop1234",
+        "https://ghp_abcdefghijklmnopqrstuvwx1234@github.com/o/r",
+    ],
+)
 def test_secret_looking_values_are_redacted_whatever_the_name(value):
     assert redact_value("SOME_SETTING", value) == REDACTED
 
 
-@pytest.mark.parametrize("value", [
-    "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "3.11.7", "en_US.UTF-8",
-    "123e4567-e89b-12d3-a456-426614174000", "bench-2024-01-01-fts5-merge-3f2a",
-    "ssh://git@github.com/o/r.git", "https://example.com/data/v1?split=train&n=100",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        "3.11.7",
+        "en_US.UTF-8",
+        "123e4567-e89b-12d3-a456-426614174000",
+        "bench-2024-01-01-fts5-merge-3f2a",
+        "ssh://git@github.com/o/r.git",
+        "https://example.com/data/v1?split=train&n=100",
+    ],
+)
 def test_ordinary_values_are_kept(value):
     assert redact_value("SOME_SETTING", value) == value
 
 
 def test_urls_lose_credentials_and_secret_parameters_only():
-    assert (redact_value("DATABASE_URL", f"postgresql://bench:{DB_PASSWORD}@db:5432/x")
-            == f"postgresql://{REDACTED}@db:5432/x")
+    assert (
+        redact_value("DATABASE_URL", f"postgresql://bench:{DB_PASSWORD}@db:5432/x")
+        == f"postgresql://{REDACTED}@db:5432/x"
+    )
     url = "https://s3.example/b/k?X-Amz-Signature=abc123&X-Amz-Credential=me&partNumber=1"
-    assert (redact_value("UPLOAD", url)
-            == f"https://s3.example/b/k?X-Amz-Signature={REDACTED}"
-               f"&X-Amz-Credential={REDACTED}&partNumber=1")
+    assert (
+        redact_value("UPLOAD", url) == f"https://s3.example/b/k?X-Amz-Signature={REDACTED}"
+        f"&X-Amz-Credential={REDACTED}&partNumber=1"
+    )
 
 
 def test_unset_and_empty_values_pass():
@@ -412,11 +487,13 @@ def test_unset_and_empty_values_pass():
 
 
 def test_mappings_are_redacted_deeply():
-    data = {"db": {"password": 1234, "host": "db.example"},
-            "credentials": {"user": "u", "pass": "p"},
-            "tokens": ["a", "b"],
-            "args": ["--fast", f"postgres://u:{DB_PASSWORD}@h/d"],
-            "n": 3}
+    data = {
+        "db": {"password": 1234, "host": "db.example"},
+        "credentials": {"user": "u", "pass": "p"},
+        "tokens": ["a", "b"],
+        "args": ["--fast", f"postgres://u:{DB_PASSWORD}@h/d"],
+        "n": 3,
+    }
     assert redact_mapping(data) == {
         "db": {"password": REDACTED, "host": "db.example"},
         "credentials": REDACTED,

@@ -20,9 +20,11 @@ def _mode(path) -> int:
 def test_a_new_file_gets_the_mode_open_would_give_it(tmp_path, umask, expected):
     # A fresh interpreter: the umask is read once per process.
     target = tmp_path / "results.yaml"
-    code = ("import os, sys; from pathlib import Path; os.umask(int(sys.argv[2], 8)); "
-            "from pytest_benchmark_agent.records.fsutil import atomic_write; "
-            "atomic_write(Path(sys.argv[1]), 'x: 1\\n')")
+    code = (
+        "import os, sys; from pathlib import Path; os.umask(int(sys.argv[2], 8)); "
+        "from pytest_benchmark_agent.records.fsutil import atomic_write; "
+        "atomic_write(Path(sys.argv[1]), 'x: 1\\n')"
+    )
     subprocess.run([sys.executable, "-c", code, str(target), oct(umask)[2:]], check=True)
     assert _mode(target) == expected
     assert target.read_text() == "x: 1\n"

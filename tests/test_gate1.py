@@ -126,12 +126,15 @@ def test_one_treatment_is_half_a_comparison_with_both_fixes(project: BenchProjec
 
 
 def test_a_treatment_variable_without_treatments_is_half_a_comparison(
-        project: BenchProject) -> None:
+    project: BenchProject,
+) -> None:
     document = simple_bench()
     del document["treatments"]
     text = collect_error(project, document)
-    assert "treatments: is missing: treatment_variable names 'mode' but gives it no values: " \
-           "half a comparison" in text
+    assert (
+        "treatments: is missing: treatment_variable names 'mode' but gives it no values: "
+        "half a comparison" in text
+    )
     assert "remove treatment_variable: and treatments:" in text
 
 
@@ -152,14 +155,14 @@ def one_config(**overrides) -> dict:
 def test_gate1_holds_a_file_of_one_configuration(project: BenchProject) -> None:
     """Nothing varies, yet stages, placeholders, metrics and the manifest are all checked."""
     metrics = {"score": {"direction": "higher"}, "ghost": {"direction": "lower"}}
-    document = one_config(metrics=metrics,
-                          manifest={"eval_suite": {"why": "results depend on it"}})
+    document = one_config(metrics=metrics, manifest={"eval_suite": {"why": "results depend on it"}})
     document["stages"][1]["cmd"] += " {nope}"
     document["stages"][0]["needs"] = ["biuld"]
     text = collect_error(project, document)
     assert "needs: names unknown stage 'biuld'" in text
-    assert "params.eval_suite: is required by the manifest of this file: results depend on it" \
-        in text
+    assert (
+        "params.eval_suite: is required by the manifest of this file: results depend on it" in text
+    )
     assert "half a comparison" not in text and "treatment_variable" not in text
     document["stages"][0]["needs"] = []  # a sound DAG: placeholders and metrics are checked too
     text = collect_error(project, document)
@@ -177,11 +180,15 @@ def test_one_configuration_plans_one_trial_per_replicate_and_seed(project: Bench
     project.bench(one_config(seeds=[1, 2]))
     result = project.run("--collect-only", "-q")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["bench.yaml::measure[[]default-rep0-seed1[]]",
-                                 "bench.yaml::measure[[]default-rep0-seed2[]]",
-                                 "bench.yaml::measure[[]default-rep1-seed1[]]",
-                                 "bench.yaml::measure[[]default-rep1-seed2[]]",
-                                 "*4 tests collected*"])
+    result.stdout.fnmatch_lines(
+        [
+            "bench.yaml::measure[[]default-rep0-seed1[]]",
+            "bench.yaml::measure[[]default-rep0-seed2[]]",
+            "bench.yaml::measure[[]default-rep1-seed1[]]",
+            "bench.yaml::measure[[]default-rep1-seed2[]]",
+            "*4 tests collected*",
+        ]
+    )
     assert not project.home.exists()
 
 
@@ -195,10 +202,14 @@ def test_a_clean_file_plans_its_trials(project: BenchProject) -> None:
     project.bench(simple_bench())
     result = project.run("--collect-only", "-q")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["bench.yaml::measure[[]mode=a-rep0[]]",
-                                 "bench.yaml::measure[[]mode=b-rep0[]]",
-                                 "bench.yaml::measure[[]mode=a-rep1[]]",
-                                 "bench.yaml::measure[[]mode=b-rep1[]]"])
+    result.stdout.fnmatch_lines(
+        [
+            "bench.yaml::measure[[]mode=a-rep0[]]",
+            "bench.yaml::measure[[]mode=b-rep0[]]",
+            "bench.yaml::measure[[]mode=a-rep1[]]",
+            "bench.yaml::measure[[]mode=b-rep1[]]",
+        ]
+    )
     assert not project.home.exists()  # planning writes nothing
 
 

@@ -15,23 +15,40 @@ from pytest_benchmark_agent.report.plots import NO_MATPLOTLIB
 
 
 def two_way(cmd: str, metrics: dict, fields: list[str], **overrides) -> dict:
-    document = {"name": "gate2", "hypothesis": "the treatment changes the metric",
-                "params": {"mode": "a", "size": 3}, "treatment_variable": "mode",
-                "treatments": ["a", "b"], "replicates": 5,
-                "stages": [{"name": "measure", "kind": "measure", "cmd": cmd,
-                            "metrics_from": {"stdout": True, "fields": fields}}],
-                "metrics": metrics}
+    document = {
+        "name": "gate2",
+        "hypothesis": "the treatment changes the metric",
+        "params": {"mode": "a", "size": 3},
+        "treatment_variable": "mode",
+        "treatments": ["a", "b"],
+        "replicates": 5,
+        "stages": [
+            {
+                "name": "measure",
+                "kind": "measure",
+                "cmd": cmd,
+                "metrics_from": {"stdout": True, "fields": fields},
+            }
+        ],
+        "metrics": metrics,
+    }
     document.update(overrides)
     return document
 
 
 # -- verdicts from real measurements --------------------------------------------------------------
 
+
 def test_an_a_a_run_of_identical_commands_ends_no_change(project: BenchProject) -> None:
     work = f"{sys.executable} -S -c 'sum(range(300000))'"
-    project.bench(two_way(f": {{mode}}; {work}",
-                          {"cpu_s": {"direction": "lower", "primary": True,
-                                     "noise_threshold": 0.3}}, ["cpu_s"], replicates=6))
+    project.bench(
+        two_way(
+            f": {{mode}}; {work}",
+            {"cpu_s": {"direction": "lower", "primary": True, "noise_threshold": 0.3}},
+            ["cpu_s"],
+            replicates=6,
+        )
+    )
     result = project.run("--bench-fail-on=regression")
     assert result.ret == 0, result.stdout.str()
     record = project.results()
@@ -42,8 +59,13 @@ def test_an_a_a_run_of_identical_commands_ends_no_change(project: BenchProject) 
 
 
 def test_a_treatment_that_sleeps_longer_regresses_and_fails_ci(project: BenchProject) -> None:
-    project.bench(two_way('if [ {mode} = a ]; then sleep 0.02; else sleep 0.2; fi',
-                          {"wall_s": {"direction": "lower", "primary": True}}, ["wall_s"]))
+    project.bench(
+        two_way(
+            "if [ {mode} = a ]; then sleep 0.02; else sleep 0.2; fi",
+            {"wall_s": {"direction": "lower", "primary": True}},
+            ["wall_s"],
+        )
+    )
     result = project.run("--bench-fail-on=regression")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*regression: `wall_s` regressed for b (x* of the control a)"])
@@ -59,8 +81,9 @@ def test_a_treatment_that_sleeps_longer_regresses_and_fails_ci(project: BenchPro
     assert project.run().ret == 0  # without the flag a regression is a finding, not a failure
 
 
-def test_the_report_is_complete_without_matplotlib(project: BenchProject,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_report_is_complete_without_matplotlib(
+    project: BenchProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     scored(project)
@@ -72,16 +95,23 @@ def test_the_report_is_complete_without_matplotlib(project: BenchProject,
 
 
 def test_sequential_replication_stops_once_every_primary_is_decided(project: BenchProject) -> None:
-    project.bench(two_way('if [ {mode} = a ]; then echo t=10; else echo t=20; fi',
-                          {"t": {"direction": "lower", "primary": True}}, ["t"],
-                          replicates={"min": 5, "max": 12}))
+    project.bench(
+        two_way(
+            "if [ {mode} = a ]; then echo t=10; else echo t=20; fi",
+            {"t": {"direction": "lower", "primary": True}},
+            ["t"],
+            replicates={"min": 5, "max": 12},
+        )
+    )
     result = project.run()
     assert result.ret == 0, result.stdout.str()
     result.assert_outcomes(passed=10, skipped=14)
     record = project.results()
     assert record["state"] == "complete"
-    assert record["decided"] == ("sequential replication stopped after 5 of 12 blocks: every "
-                                 "primary verdict decided after 5 blocks")
+    assert record["decided"] == (
+        "sequential replication stopped after 5 of 12 blocks: every "
+        "primary verdict decided after 5 blocks"
+    )
     not_run = [t for t in record["trials"] if t["status"] == "not_run"]
     assert len(not_run) == 14 and {t["reason"] for t in not_run} == {record["decided"]}
     assert record["verdicts"]["t"]["b"]["verdict"] == "regressed"
@@ -92,9 +122,14 @@ def test_sequential_replication_stops_once_every_primary_is_decided(project: Ben
 
 def test_sequential_replication_stops_every_xdist_worker(project: BenchProject) -> None:
     pytest.importorskip("xdist")
-    project.bench(two_way('sleep 0.05; if [ {mode} = a ]; then echo t=10; else echo t=20; fi',
-                          {"t": {"direction": "lower", "primary": True}}, ["t"],
-                          replicates={"min": 5, "max": 12}))
+    project.bench(
+        two_way(
+            "sleep 0.05; if [ {mode} = a ]; then echo t=10; else echo t=20; fi",
+            {"t": {"direction": "lower", "primary": True}},
+            ["t"],
+            replicates={"min": 5, "max": 12},
+        )
+    )
     result = project.run("-n", "2", "-p", "no:benchmark", subprocess=True)
     assert result.ret == 0, result.stdout.str()
     record = project.results()
@@ -108,15 +143,20 @@ def test_sequential_replication_stops_every_xdist_worker(project: BenchProject) 
 
 # -- the baseline gate ----------------------------------------------------------------------------
 
+
 def test_a_baseline_may_differ_in_the_treatment_variable_only(project: BenchProject) -> None:
     scored(project)
     run_as(project, "r1")
     run_as(project, "r2")
     result = project.run("--bench-baseline", "r2", "--bench-set", "size=4")
     assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error, exit code 2
-    result.stdout.fnmatch_lines(["*params.size: is '4' here but '3' in baseline r2: a baseline "
-                                 "may differ in the treatment variable ('mode') and the code "
-                                 "only.*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*params.size: is '4' here but '3' in baseline r2: a baseline "
+            "may differ in the treatment variable ('mode') and the code "
+            "only.*"
+        ]
+    )
 
 
 def test_an_exploratory_baseline_serves_and_is_noted(project: BenchProject) -> None:
@@ -130,17 +170,25 @@ def test_an_exploratory_baseline_serves_and_is_noted(project: BenchProject) -> N
     assert record["reproduces"]["run_id"] == "r1" and record["tag"] == "RELIABLE"
 
 
-@pytest.mark.parametrize(("fail_on", "exit_code"), [
-    ("regression", pytest.ExitCode.OK), ("regression,unjudged", pytest.ExitCode.TESTS_FAILED)])
-def test_an_unknown_baseline_leaves_the_gate_unjudged(project: BenchProject, fail_on: str,
-                                                      exit_code: int) -> None:
+@pytest.mark.parametrize(
+    ("fail_on", "exit_code"),
+    [("regression", pytest.ExitCode.OK), ("regression,unjudged", pytest.ExitCode.TESTS_FAILED)],
+)
+def test_an_unknown_baseline_leaves_the_gate_unjudged(
+    project: BenchProject, fail_on: str, exit_code: int
+) -> None:
     scored(project)
     run_as(project, "r1")
-    result = project.run("--bench-run-id", "r2", "--bench-baseline", "nope",
-                         f"--bench-fail-on={fail_on}")
+    result = project.run(
+        "--bench-run-id", "r2", "--bench-baseline", "nope", f"--bench-fail-on={fail_on}"
+    )
     assert result.ret == exit_code, result.stdout.str()
-    result.stdout.fnmatch_lines(["  CI gate: UNJUDGED: baseline `nope`: `nope` is no run id or "
-                                 "unique prefix of one among 1 recorded run(s)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "  CI gate: UNJUDGED: baseline `nope`: `nope` is no run id or "
+            "unique prefix of one among 1 recorded run(s)*"
+        ]
+    )
     record = load_results(project.home / "runs" / "r2")
     assert record["baseline"]["gate"]["outcome"] == "unjudged"
     assert record["tag"] == "RELIABLE"  # the run itself is fine: it reproduces r1
@@ -149,14 +197,24 @@ def test_an_unknown_baseline_leaves_the_gate_unjudged(project: BenchProject, fai
 def test_an_unreliable_baseline_is_refused_naming_why(project: BenchProject) -> None:
     scored(project)
     run_as(project, "r1")
-    scored(project, stages=[{"name": "measure", "kind": "measure", "cmd": "echo {mode}; exit 3",
-                             "metrics_from": {"stdout": True, "fields": ["score"]}}])
+    scored(
+        project,
+        stages=[
+            {
+                "name": "measure",
+                "kind": "measure",
+                "cmd": "echo {mode}; exit 3",
+                "metrics_from": {"stdout": True, "fields": ["score"]},
+            }
+        ],
+    )
     assert project.run("--bench-run-id", "broken").ret == pytest.ExitCode.TESTS_FAILED
     assert load_results(project.home / "runs" / "broken")["tag"] == "UNRELIABLE"
     scored(project)
     record = run_as(project, "r3", "--bench-baseline", "broken")
-    assert record["baseline"]["refused"].startswith("run broken is UNRELIABLE (a gate failed in "
-                                                    "it) and cannot be a baseline")
+    assert record["baseline"]["refused"].startswith(
+        "run broken is UNRELIABLE (a gate failed in it) and cannot be a baseline"
+    )
     assert record["baseline"]["gate"]["outcome"] == "unjudged"
 
 
@@ -182,13 +240,16 @@ def test_a_qualified_baseline_carries_its_caveat(project: BenchProject) -> None:
     assert run_as(project, "r2", "--bench-isolation", "none")["tag"] == "QUALIFIED"
     record = run_as(project, "r3", "--bench-baseline", "r2")
     assert record["tag"] == "QUALIFIED"
-    assert any(reason.startswith("relies on QUALIFIED run r2: isolation 'none'")
-               for reason in record["tag_reasons"])
+    assert any(
+        reason.startswith("relies on QUALIFIED run r2: isolation 'none'")
+        for reason in record["tag_reasons"]
+    )
     report = (project.home / "runs" / "r3" / "report.md").read_text()
     assert "Baseline r2 is QUALIFIED: isolation 'none'" in report
 
 
 # -- fingerprints ---------------------------------------------------------------------------------
+
 
 def test_changed_code_is_compared_with_the_baseline_not_refused(project: BenchProject) -> None:
     scored(project)
@@ -209,7 +270,8 @@ def test_changed_code_is_compared_with_the_baseline_not_refused(project: BenchPr
     assert record["reproduces"]["skipped"] == [
         "2 earlier run(s) of this frozen config measured other code (e.g. "
         f"{base['code']['baseline']}; this run {base['code']['this']}): a rerun needs the same "
-        "code"]
+        "code"
+    ]
     report = (project.home / "runs" / "r3" / "report.md").read_text()
     both = f"{base['code']['baseline']} -> {base['code']['this']}"
     assert f"- **Code:** {both} (changed: this is a comparison of code)" in report
@@ -219,7 +281,8 @@ def test_changed_code_is_compared_with_the_baseline_not_refused(project: BenchPr
 
 
 def test_a_declared_variable_that_differs_blocks_and_a_secret_never_reaches_a_file(
-        project: BenchProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: BenchProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = "sk-test-4f9a1c2e8b7d6a5f3e2d1c0b"
     monkeypatch.setenv("API_TOKEN", secret)
     monkeypatch.setenv("BENCH_FLAVOUR", "plain")
@@ -228,8 +291,10 @@ def test_a_declared_variable_that_differs_blocks_and_a_secret_never_reaches_a_fi
     run_as(project, "r2")
     monkeypatch.setenv("BENCH_FLAVOUR", "spicy")
     record = run_as(project, "r3", "--bench-baseline", "r2")
-    assert record["baseline"]["verdicts"]["score"]["a"]["reason"] == \
-        "fingerprints differ in fields that matter: vars[BENCH_FLAVOUR]"
+    assert (
+        record["baseline"]["verdicts"]["score"]["a"]["reason"]
+        == "fingerprints differ in fields that matter: vars[BENCH_FLAVOUR]"
+    )
     files = [p for p in project.home.rglob("*") if p.is_file()]
     assert len(files) > 20
     assert not [p for p in files if secret.encode() in p.read_bytes()]
@@ -238,29 +303,49 @@ def test_a_declared_variable_that_differs_blocks_and_a_secret_never_reaches_a_fi
 
 # -- two hosts ------------------------------------------------------------------------------------
 
+
 def test_two_hosts_with_opposite_directions_are_refused_and_shown_per_host(
-        project: BenchProject) -> None:
+    project: BenchProject,
+) -> None:
     pytest.importorskip("xdist")
     # score: b doubles a on host-a and halves it on host-b; t: b is slower on both hosts
-    cmd = ('sleep 0.05; if [ {mode} = a ]; then echo score=10; echo t=1; '
-           'elif [ "$BENCH_HOST_ID" = host-a ]; then echo score=20; echo t=3; '
-           'else echo score=5; echo t=3; fi')
-    project.bench(two_way(cmd, {"score": {"direction": "higher", "primary": True,
-                                          "min_replicates": 2},
-                                "t": {"direction": "lower", "primary": True,
-                                      "min_replicates": 2}},
-                          ["score", "t"], replicates=8))
-    result = project.run("--dist", "load", "--tx", "popen//env:BENCH_HOST_ID=host-a",
-                         "--tx", "popen//env:BENCH_HOST_ID=host-b", "-p", "no:benchmark",
-                         "--bench-fail-on=regression", subprocess=True)
+    cmd = (
+        "sleep 0.05; if [ {mode} = a ]; then echo score=10; echo t=1; "
+        'elif [ "$BENCH_HOST_ID" = host-a ]; then echo score=20; echo t=3; '
+        "else echo score=5; echo t=3; fi"
+    )
+    project.bench(
+        two_way(
+            cmd,
+            {
+                "score": {"direction": "higher", "primary": True, "min_replicates": 2},
+                "t": {"direction": "lower", "primary": True, "min_replicates": 2},
+            },
+            ["score", "t"],
+            replicates=8,
+        )
+    )
+    result = project.run(
+        "--dist",
+        "load",
+        "--tx",
+        "popen//env:BENCH_HOST_ID=host-a",
+        "--tx",
+        "popen//env:BENCH_HOST_ID=host-b",
+        "-p",
+        "no:benchmark",
+        "--bench-fail-on=regression",
+        subprocess=True,
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()  # t regressed
     record = project.results()
     hosts = {t["host"] for t in record["trials"]}
     assert hosts == {"host-a", "host-b"}
     split = record["verdicts"]["score"]["b"]
     assert split["verdict"] == "not_comparable"
-    assert split["reason"].startswith("direction differs between hosts: host-a improved x2, "
-                                      "host-b regressed x0.5")
+    assert split["reason"].startswith(
+        "direction differs between hosts: host-a improved x2, host-b regressed x0.5"
+    )
     assert record["verdicts"]["t"]["b"]["verdict"] == "regressed"
     by_host = record["verdicts_by_host"]
     assert by_host["host-a"]["score"]["b"]["verdict"] == "improved"
@@ -269,4 +354,3 @@ def test_two_hosts_with_opposite_directions_are_refused_and_shown_per_host(
     assert "| host-a | `score` | `b` | improved |" in report
     assert "| host-b | `score` | `b` | regressed |" in report
     assert "Refused: score [b]: not comparable: direction differs between hosts" in report
-

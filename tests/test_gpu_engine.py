@@ -49,16 +49,17 @@ def pytest_unconfigure(config):
 
 def gpu_bench(**overrides) -> dict:
     document = simple_bench(resources={"gpus": 1, "price_per_gpu_hour": 3600.0}, **overrides)
-    document["stages"][1]["cmd"] = ("echo visible=$CUDA_VISIBLE_DEVICES {mode}; "
-                                    "sleep 0.05; echo score=1")
+    document["stages"][1]["cmd"] = (
+        "echo visible=$CUDA_VISIBLE_DEVICES {mode}; sleep 0.05; echo score=1"
+    )
     document["stages"][0]["gpus"] = 0
-    document["stages"][0]["cmd"] = ("echo \"[$CUDA_VISIBLE_DEVICES]\" > prep_saw.txt; "
-                                    "echo {size} > {data}")
+    document["stages"][0]["cmd"] = (
+        'echo "[$CUDA_VISIBLE_DEVICES]" > prep_saw.txt; echo {size} > {data}'
+    )
     return document
 
 
-def test_gpu_stage_is_pinned_to_the_least_used_device_and_accounted(
-        project: BenchProject) -> None:
+def test_gpu_stage_is_pinned_to_the_least_used_device_and_accounted(project: BenchProject) -> None:
     project.write("conftest.py", CONFTEST)
     project.bench(gpu_bench())
     result = project.run(subprocess=True)
@@ -76,8 +77,9 @@ def test_vram_overrun_is_stopped_by_the_guard(project: BenchProject) -> None:
     project.write("conftest.py", CONFTEST)
     document = gpu_bench(replicates=1)
     document["resources"]["vram_mb"] = 500
-    document["stages"][1]["cmd"] = ("if [ {mode} = b ]; then sh -c 'sleep 5 # vram_hog'; fi; "
-                                    "echo score=1")
+    document["stages"][1]["cmd"] = (
+        "if [ {mode} = b ]; then sh -c 'sleep 5 # vram_hog'; fi; echo score=1"
+    )
     project.bench(document)
     result = project.run(subprocess=True)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -92,8 +94,10 @@ def test_vram_overrun_is_stopped_by_the_guard(project: BenchProject) -> None:
 def test_cuda_out_of_memory_is_reported_as_such(project: BenchProject) -> None:
     project.write("conftest.py", CONFTEST)
     document = gpu_bench(replicates=1)
-    document["stages"][1]["cmd"] = ("echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to "
-                                    "allocate 2.00 GiB' >&2; exit 1 # {mode}")
+    document["stages"][1]["cmd"] = (
+        "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to "
+        "allocate 2.00 GiB' >&2; exit 1 # {mode}"
+    )
     project.bench(document)
     project.run(subprocess=True)
     reason = project.results()["trials"][0]["reason"]

@@ -46,8 +46,15 @@ time.sleep(hold)
 
 
 def run_stage(
-    tmp_path: Path, step: float, pause: float, top: float, *, forks: int = 0, hold: float = 0,
-    ceiling_mb: float | None, cgroup: CgroupMemory | None = None,
+    tmp_path: Path,
+    step: float,
+    pause: float,
+    top: float,
+    *,
+    forks: int = 0,
+    hold: float = 0,
+    ceiling_mb: float | None,
+    cgroup: CgroupMemory | None = None,
 ) -> tuple[GuardReport, int]:
     """Run the allocator as the engine runs a stage; returns the report and the wait status."""
     script = tmp_path / "stage.py"
@@ -127,8 +134,12 @@ def test_peak_rss_is_recorded_without_a_ceiling(tmp_path: Path) -> None:
 
 def test_child_preexec_makes_the_stage_the_oom_killers_choice() -> None:
     out = subprocess.run(
-        "cat /proc/self/oom_score_adj", shell=True, capture_output=True, text=True,
-        preexec_fn=child_preexec, check=True,
+        "cat /proc/self/oom_score_adj",
+        shell=True,
+        capture_output=True,
+        text=True,
+        preexec_fn=child_preexec,
+        check=True,
     )
     assert out.stdout.strip() == "1000"
 

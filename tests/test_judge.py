@@ -24,15 +24,27 @@ from pytest_benchmark_agent.records.tags import compute_tag
 Value = Callable[[str, int], float]  # (treatment, replicate) -> the metric's value
 
 
-def make_run(tmp_path: Path, replicates: int | dict = 10, metrics: dict | None = None,
-             **metric: object) -> BenchRun:
+def make_run(
+    tmp_path: Path, replicates: int | dict = 10, metrics: dict | None = None, **metric: object
+) -> BenchRun:
     """A run of treatments a (the control) and b; metric ``t`` unless ``metrics`` are given."""
     metrics = metrics or {"t": {"direction": "lower", "primary": True, **metric}}
-    document = {"name": "judged", "params": {"mode": "a"}, "treatment_variable": "mode",
-                "treatments": ["a", "b"], "replicates": replicates,
-                "stages": [{"name": "m", "kind": "measure", "cmd": "echo {mode}",
-                            "metrics_from": {"stdout": True, "fields": list(metrics)}}],
-                "metrics": metrics}
+    document = {
+        "name": "judged",
+        "params": {"mode": "a"},
+        "treatment_variable": "mode",
+        "treatments": ["a", "b"],
+        "replicates": replicates,
+        "stages": [
+            {
+                "name": "m",
+                "kind": "measure",
+                "cmd": "echo {mode}",
+                "metrics_from": {"stdout": True, "fields": list(metrics)},
+            }
+        ],
+        "metrics": metrics,
+    }
     path = tmp_path / "bench.yaml"
     tmp_path.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(document))
@@ -43,17 +55,22 @@ def make_run(tmp_path: Path, replicates: int | dict = 10, metrics: dict | None =
     return run
 
 
-def record(run: BenchRun, value: Value, host: Callable[[int], str] = lambda r: "h",
-           blocks: range | None = None, status: Callable[[str, int], str] = lambda t, r: "passed",
-           ) -> None:
+def record(
+    run: BenchRun,
+    value: Value,
+    host: Callable[[int], str] = lambda r: "h",
+    blocks: range | None = None,
+    status: Callable[[str, int], str] = lambda t, r: "passed",
+) -> None:
     """Append a trial record per planned trial (of the given blocks only); every declared
     metric gets ``value``."""
     for spec in run.planned:
         if blocks is not None and spec.replicate not in blocks:
             continue
         trial = run.blank_trial(spec, status(spec.treatment_label, spec.replicate))
-        trial["metrics"] = {m: value(spec.treatment_label, spec.replicate)
-                            for m in run.plan.config.metrics}
+        trial["metrics"] = {
+            m: value(spec.treatment_label, spec.replicate) for m in run.plan.config.metrics
+        }
         trial["host"] = host(spec.replicate)
         run.trials.append(trial)
 
@@ -68,6 +85,7 @@ def split_hosts(replicate: int) -> str:
 
 
 # -- observations ---------------------------------------------------------------------------------
+
 
 def test_blocks_are_numbered_per_host_so_pairs_never_cross_hosts(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=4)
@@ -92,6 +110,7 @@ def test_a_trial_recorded_twice_is_analysed_once_with_a_caveat(tmp_path: Path) -
 
 # -- hosts ----------------------------------------------------------------------------------------
 
+
 def test_a_direction_that_differs_between_hosts_is_refused_not_averaged(tmp_path: Path) -> None:
     run = make_run(tmp_path)
 
@@ -104,8 +123,9 @@ def test_a_direction_that_differs_between_hosts_is_refused_not_averaged(tmp_path
     gate2 = judge.evaluate(run, None)
     verdict = gate2.verdicts["t"]["b"]
     assert verdict["verdict"] == "not_comparable"
-    assert verdict["reason"].startswith("direction differs between hosts: host-a regressed x2, "
-                                        "host-b improved x0.5")
+    assert verdict["reason"].startswith(
+        "direction differs between hosts: host-a regressed x2, host-b improved x0.5"
+    )
     assert gate2.by_host["host-a"]["t"]["b"]["verdict"] == "regressed"
     assert gate2.by_host["host-b"]["t"]["b"]["verdict"] == "improved"
     assert any("direction differs between hosts" in r for r in gate2.refusals)
@@ -121,7 +141,9 @@ def test_hosts_that_agree_are_combined_with_rows_for_each(tmp_path: Path) -> Non
     assert gate2.verdicts["t"]["b"]["verdict"] == "regressed"
     assert gate2.verdicts["t"]["b"]["units"] == 10  # both hosts' blocks, each paired in its host
     assert {h: v["t"]["b"]["verdict"] for h, v in gate2.by_host.items()} == {
-        "host-a": "regressed", "host-b": "regressed"}
+        "host-a": "regressed",
+        "host-b": "regressed",
+    }
 
 
 def test_opposite_estimates_significant_nowhere_are_a_caveat(tmp_path: Path) -> None:
@@ -130,9 +152,11 @@ def test_opposite_estimates_significant_nowhere_are_a_caveat(tmp_path: Path) -> 
     record(run, lambda t, r: (10.0 + r) * (ratios[r] if t == "b" else 1), host=split_hosts)
     gate2 = judge.evaluate(run, None)
     assert gate2.verdicts["t"]["b"]["verdict"] == "no_change"
-    assert gate2.caveats == ["t [b]: the effect's direction differs between hosts, significant "
-                             "on at most one of them: host-a no_change x1.11, host-b no_change "
-                             "x0.882"]
+    assert gate2.caveats == [
+        "t [b]: the effect's direction differs between hosts, significant "
+        "on at most one of them: host-a no_change x1.11, host-b no_change "
+        "x0.882"
+    ]
 
 
 def test_one_host_gets_its_row_too(tmp_path: Path) -> None:
@@ -144,10 +168,12 @@ def test_one_host_gets_its_row_too(tmp_path: Path) -> None:
 
 # -- nothing to compare ---------------------------------------------------------------------------
 
-GUARDED = {"t": {"direction": "lower", "primary": True},
-           "recall": {"direction": "higher", "guard": True, "floor": 10.5},
-           "hash": {"direction": "equal", "guard": True},
-           "lat": {"direction": "lower", "ceiling": 10.5, "min_replicates": 2}}
+GUARDED = {
+    "t": {"direction": "lower", "primary": True},
+    "recall": {"direction": "higher", "guard": True, "floor": 10.5},
+    "hash": {"direction": "equal", "guard": True},
+    "lat": {"direction": "lower", "ceiling": 10.5, "min_replicates": 2},
+}
 
 
 def only(treatment: str) -> Callable[[str, int], str]:
@@ -155,20 +181,34 @@ def only(treatment: str) -> Callable[[str, int], str]:
     return lambda t, r: "passed" if t == treatment else "not_run"
 
 
-@pytest.mark.parametrize(("case", "replicates", "metrics", "status", "value", "host"), [
-    ("cached session: the treatment deselected", 1, None, only("a"), twice_as_slow, None),
-    ("no control", 3, None, only("b"), twice_as_slow, None),
-    ("too few replicates", 3, None, None, twice_as_slow, None),
-    ("too few, two hosts", 4, None, None, twice_as_slow, lambda r: "h1" if r < 2 else "h2"),
-    ("guards, floors, ceilings", 3, GUARDED, only("a"), lambda t, r: 10.0 + r, None),
-    ("guards with values on both sides", 1, {**GUARDED, "hash": {"direction": "higher"}},
-     None, lambda t, r: 11.0, None),
-    ("non-finite values", 3, GUARDED, only("a"), lambda t, r: float("nan") if r else 1.0, None),
-])
+@pytest.mark.parametrize(
+    ("case", "replicates", "metrics", "status", "value", "host"),
+    [
+        ("cached session: the treatment deselected", 1, None, only("a"), twice_as_slow, None),
+        ("no control", 3, None, only("b"), twice_as_slow, None),
+        ("too few replicates", 3, None, None, twice_as_slow, None),
+        ("too few, two hosts", 4, None, None, twice_as_slow, lambda r: "h1" if r < 2 else "h2"),
+        ("guards, floors, ceilings", 3, GUARDED, only("a"), lambda t, r: 10.0 + r, None),
+        (
+            "guards with values on both sides",
+            1,
+            {**GUARDED, "hash": {"direction": "higher"}},
+            None,
+            lambda t, r: 11.0,
+            None,
+        ),
+        ("non-finite values", 3, GUARDED, only("a"), lambda t, r: float("nan") if r else 1.0, None),
+    ],
+)
 def test_a_run_with_nothing_to_compare_is_refused_as_the_analysis_would(
-        tmp_path: Path, case: str, replicates: int, metrics: dict | None,
-        status: Callable[[str, int], str] | None, value: Value,
-        host: Callable[[int], str] | None) -> None:
+    tmp_path: Path,
+    case: str,
+    replicates: int,
+    metrics: dict | None,
+    status: Callable[[str, int], str] | None,
+    value: Value,
+    host: Callable[[int], str] | None,
+) -> None:
     run = make_run(tmp_path, replicates=replicates, metrics=metrics)
     record(run, value, status=status or (lambda t, r: "passed"), host=host or (lambda r: "h"))
     run.trials.append(dict(run.trials[0]))  # recorded twice: a caveat of both paths
@@ -189,17 +229,23 @@ def test_the_cached_session_gets_its_refusal_and_tag_as_before(tmp_path: Path) -
     assert run.tag_reasons == ["gate 2 refused `t` [b]: no samples for the treatment"]
 
 
-@pytest.mark.parametrize(("replicates", "metrics"), [
-    (5, None),  # enough replicates for the paired test
-    (1, {"hash": {"direction": "equal", "primary": True}}),  # identity compares from one sample
-])
-def test_a_run_with_a_comparison_is_analysed(tmp_path: Path, replicates: int,
-                                             metrics: dict | None) -> None:
+@pytest.mark.parametrize(
+    ("replicates", "metrics"),
+    [
+        (5, None),  # enough replicates for the paired test
+        (1, {"hash": {"direction": "equal", "primary": True}}),  # identity compares from one sample
+    ],
+)
+def test_a_run_with_a_comparison_is_analysed(
+    tmp_path: Path, replicates: int, metrics: dict | None
+) -> None:
     run = make_run(tmp_path, replicates=replicates, metrics=metrics)
     record(run, twice_as_slow)
     assert judge._nothing_to_compare(run) is None
-    assert judge.evaluate(run, None).verdicts[next(iter(run.plan.config.metrics))]["b"][
-        "verdict"] == "regressed"
+    assert (
+        judge.evaluate(run, None).verdicts[next(iter(run.plan.config.metrics))]["b"]["verdict"]
+        == "regressed"
+    )
 
 
 JUDGE_IN_A_FRESH_PROCESS = """
@@ -216,22 +262,39 @@ print(json.dumps({"tag": run.tag, "loaded": [m for m in heavy if m in sys.module
 """
 
 
-@pytest.mark.parametrize(("replicates", "treatments", "tag", "loaded"), [
-    (1, "one", "UNRELIABLE", []),  # the cached session: one trial of one treatment
-    (2, "both", "EXPLORATORY", []),  # too few replicates
-    (5, "both", "EXPLORATORY", ["pytest_benchmark_agent.stats.analysis", "numpy"]),
-])
+@pytest.mark.parametrize(
+    ("replicates", "treatments", "tag", "loaded"),
+    [
+        (1, "one", "UNRELIABLE", []),  # the cached session: one trial of one treatment
+        (2, "both", "EXPLORATORY", []),  # too few replicates
+        (5, "both", "EXPLORATORY", ["pytest_benchmark_agent.stats.analysis", "numpy"]),
+    ],
+)
 def test_judging_a_run_without_comparisons_imports_no_analysis(
-        tmp_path: Path, replicates: int, treatments: str, tag: str, loaded: list[str]) -> None:
+    tmp_path: Path, replicates: int, treatments: str, tag: str, loaded: list[str]
+) -> None:
     """In a fresh process (this one has scipy loaded): only a real comparison imports analysis,
     and numpy with it; scipy.stats only for Mann-Whitney."""
     tests = str(Path(__file__).parent)
-    out = subprocess.run([sys.executable, "-c", JUDGE_IN_A_FRESH_PROCESS, tests, str(tmp_path),
-                          str(replicates), treatments], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            JUDGE_IN_A_FRESH_PROCESS,
+            tests,
+            str(tmp_path),
+            str(replicates),
+            treatments,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(out.stdout) == {"tag": tag, "loaded": loaded}
 
 
 # -- sequential replication -----------------------------------------------------------------------
+
 
 def test_blocks_done_counts_leading_complete_blocks_only(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=4)
@@ -251,8 +314,10 @@ def test_a_decided_look_stops_the_run_and_gives_its_verdicts(tmp_path: Path) -> 
     assert judge.sequential_stop(run, run.trials, looked) is None and looked == set()
     record(run, twice_as_slow, blocks=range(4, 5))
     reason = judge.sequential_stop(run, run.trials, looked)
-    assert reason == ("sequential replication stopped after 5 of 20 blocks: every primary "
-                      "verdict decided after 5 blocks")
+    assert reason == (
+        "sequential replication stopped after 5 of 20 blocks: every primary "
+        "verdict decided after 5 blocks"
+    )
     assert looked == {5}
     assert judge.sequential_stop(run, run.trials, looked) is None  # a look is taken once
     outcome = judge.sequential_outcome(run)
@@ -292,6 +357,7 @@ def test_a_fixed_design_has_no_sequential_outcome(tmp_path: Path) -> None:
 
 # -- gates, limits, caveats, regressions ----------------------------------------------------------
 
+
 def test_too_few_replicates_limit_the_run_instead_of_failing_it(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=3)
     record(run, twice_as_slow)
@@ -302,10 +368,13 @@ def test_too_few_replicates_limit_the_run_instead_of_failing_it(tmp_path: Path) 
     assert run.tag == "EXPLORATORY"
 
 
-@pytest.mark.parametrize(("status", "expected"), [
-    ("not_comparable", "gate 1: 1 trial(s) ran with effective params other than the declared"),
-    ("interrupted", "the run did not complete (state interrupted)"),
-])
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("not_comparable", "gate 1: 1 trial(s) ran with effective params other than the declared"),
+        ("interrupted", "the run did not complete (state interrupted)"),
+    ],
+)
 def test_broken_gates_make_the_run_unreliable(tmp_path: Path, status: str, expected: str) -> None:
     run = make_run(tmp_path)
     record(run, twice_as_slow, status=lambda t, r: status if (t, r) == ("b", 9) else "passed")
@@ -345,37 +414,72 @@ def test_regressions_name_the_metric_and_the_treatment(tmp_path: Path) -> None:
 
 # -- reproduction across runs ---------------------------------------------------------------------
 
-def view(run_id: str, verdicts: dict | None = None, trials: list | None = None,
-         treatments: tuple[str, ...] = ("a", "b")) -> RecordView:
+
+def view(
+    run_id: str,
+    verdicts: dict | None = None,
+    trials: list | None = None,
+    treatments: tuple[str, ...] = ("a", "b"),
+) -> RecordView:
     """A recorded run as a comparison reads it: verdicts of ``t`` for b, or trials."""
-    return RecordView(run_id=run_id, name="judged", tag="EXPLORATORY", state="complete",
-                      control="a", treatments=list(treatments), config={}, fingerprint={},
-                      trials=trials or [], verdicts={"t": verdicts or {}})
+    return RecordView(
+        run_id=run_id,
+        name="judged",
+        tag="EXPLORATORY",
+        state="complete",
+        control="a",
+        treatments=list(treatments),
+        config={},
+        fingerprint={},
+        trials=trials or [],
+        verdicts={"t": verdicts or {}},
+    )
 
 
 SPECS = {"t": MetricSpec(direction="lower", primary=True)}
 
 
-@pytest.mark.parametrize(("mine", "theirs", "tag", "said"), [
-    # identical reruns of a clear effect: x6.2 then x8.3, far beyond the 10% tolerance
-    ({"verdict": "regressed", "ratio": 8.3, "ci": [6.9, 9.8]},
-     {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]}, "RELIABLE",
-     "reproduced (95% intervals [6.9, 9.8] and [5.1, 7.4] overlap)"),
-    ({"verdict": "regressed", "ratio": 2.05, "ci": [2.0, 2.1]},
-     {"verdict": "regressed", "ratio": 2.0, "ci": [1.9, 1.95]}, "RELIABLE",
-     "reproduced (tolerance 10%)"),
-    # the same verdict, an effect of another size: reproduced with a caveat
-    ({"verdict": "regressed", "ratio": 8.3, "ci": [8.0, 8.6]},
-     {"verdict": "regressed", "ratio": 2.0, "ci": [1.9, 2.1]}, "QUALIFIED",
-     "the verdict reproduced, the size did not (intervals apart, beyond 10%)"),
-    # a flipped or a vanished effect contradicts the earlier run
-    ({"verdict": "improved", "ratio": 0.5, "ci": [0.4, 0.6]},
-     {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]}, "UNRELIABLE", "NOT reproduced"),
-    ({"verdict": "no_change", "ratio": 1.0, "ci": [0.9, 1.1]},
-     {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]}, "UNRELIABLE", "NOT reproduced"),
-])
+@pytest.mark.parametrize(
+    ("mine", "theirs", "tag", "said"),
+    [
+        # identical reruns of a clear effect: x6.2 then x8.3, far beyond the 10% tolerance
+        (
+            {"verdict": "regressed", "ratio": 8.3, "ci": [6.9, 9.8]},
+            {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]},
+            "RELIABLE",
+            "reproduced (95% intervals [6.9, 9.8] and [5.1, 7.4] overlap)",
+        ),
+        (
+            {"verdict": "regressed", "ratio": 2.05, "ci": [2.0, 2.1]},
+            {"verdict": "regressed", "ratio": 2.0, "ci": [1.9, 1.95]},
+            "RELIABLE",
+            "reproduced (tolerance 10%)",
+        ),
+        # the same verdict, an effect of another size: reproduced with a caveat
+        (
+            {"verdict": "regressed", "ratio": 8.3, "ci": [8.0, 8.6]},
+            {"verdict": "regressed", "ratio": 2.0, "ci": [1.9, 2.1]},
+            "QUALIFIED",
+            "the verdict reproduced, the size did not (intervals apart, beyond 10%)",
+        ),
+        # a flipped or a vanished effect contradicts the earlier run
+        (
+            {"verdict": "improved", "ratio": 0.5, "ci": [0.4, 0.6]},
+            {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]},
+            "UNRELIABLE",
+            "NOT reproduced",
+        ),
+        (
+            {"verdict": "no_change", "ratio": 1.0, "ci": [0.9, 1.1]},
+            {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]},
+            "UNRELIABLE",
+            "NOT reproduced",
+        ),
+    ],
+)
 def test_a_rerun_reproduces_when_verdicts_agree_and_intervals_overlap(
-        mine: dict, theirs: dict, tag: str, said: str) -> None:
+    mine: dict, theirs: dict, tag: str, said: str
+) -> None:
     check = reproduction(view("r2", {"b": mine}), view("r1", {"b": theirs}), SPECS, [])
     assert check.lines[0].endswith(said)
     assert compute_tag([], [], [], check)[0] == tag
@@ -383,19 +487,31 @@ def test_a_rerun_reproduces_when_verdicts_agree_and_intervals_overlap(
 
 def alone(values: list[float]) -> list[dict]:
     """Passed trials of one configuration (``a``) with these values of ``t``."""
-    return [{"treatment": "a", "replicate": i, "seed": None, "status": "passed",
-             "metrics": {"t": value}} for i, value in enumerate(values)]
+    return [
+        {
+            "treatment": "a",
+            "replicate": i,
+            "seed": None,
+            "status": "passed",
+            "metrics": {"t": value},
+        }
+        for i, value in enumerate(values)
+    ]
 
 
-@pytest.mark.parametrize(("later", "tag", "said"), [
-    ([10.0, 10.2, 9.9, 10.1, 10.0], "RELIABLE", "reproduced (no change, within 10%)"),
-    # no change, but too noisy to show agreement: a shared miss is not a reproduction
-    ([6.0, 16.0, 9.0, 14.0, 10.0], "EXPLORATORY", "not shown (the interval is wider than 10%)"),
-    ([20.0, 20.4, 19.8, 20.2, 20.0], "UNRELIABLE", "NOT reproduced"),
-    ([10.0, 10.2, 9.9], "EXPLORATORY", "not compared (too few replicates (n=3, needed 5))"),
-])
+@pytest.mark.parametrize(
+    ("later", "tag", "said"),
+    [
+        ([10.0, 10.2, 9.9, 10.1, 10.0], "RELIABLE", "reproduced (no change, within 10%)"),
+        # no change, but too noisy to show agreement: a shared miss is not a reproduction
+        ([6.0, 16.0, 9.0, 14.0, 10.0], "EXPLORATORY", "not shown (the interval is wider than 10%)"),
+        ([20.0, 20.4, 19.8, 20.2, 20.0], "UNRELIABLE", "NOT reproduced"),
+        ([10.0, 10.2, 9.9], "EXPLORATORY", "not compared (too few replicates (n=3, needed 5))"),
+    ],
+)
 def test_one_configuration_reproduces_by_no_change_against_the_prior_run(
-        later: list[float], tag: str, said: str) -> None:
+    later: list[float], tag: str, said: str
+) -> None:
     prior = view("r1", trials=alone([10.0, 10.1, 10.2, 9.9, 10.0]), treatments=("a",))
     check = reproduction(view("r2", trials=alone(later), treatments=("a",)), prior, SPECS, [])
     assert check.lines[0].startswith("`t` [a] against r1 `a`: ") and check.lines[0].endswith(said)
@@ -404,39 +520,79 @@ def test_one_configuration_reproduces_by_no_change_against_the_prior_run(
 
 # -- the CI gate ----------------------------------------------------------------------------------
 
+
 def against(verdicts: dict, **extra: object) -> dict:
     """``run.baseline`` of a comparison with baseline r1, code a1 -> b2."""
-    return {"run_id": "r1", "code": {"baseline": "a1", "this": "b2", "changed": True},
-            "refused": None, "verdicts": verdicts, **extra}
+    return {
+        "run_id": "r1",
+        "code": {"baseline": "a1", "this": "b2", "changed": True},
+        "refused": None,
+        "verdicts": verdicts,
+        **extra,
+    }
 
 
 def regressed(ratio: float | None, reason: str | None = None) -> dict:
     return {"verdict": "regressed", "ratio": ratio, "reason": reason, "against": "r1 `a`"}
 
 
-GATED = {"t": MetricSpec(direction="lower", primary=True, fail_threshold=0.05),
-         "digest": MetricSpec(direction="equal", guard=True),
-         "mem": MetricSpec(direction="lower")}
+GATED = {
+    "t": MetricSpec(direction="lower", primary=True, fail_threshold=0.05),
+    "digest": MetricSpec(direction="equal", guard=True),
+    "mem": MetricSpec(direction="lower"),
+}
 
 
-@pytest.mark.parametrize(("verdicts", "outcome", "first"), [
-    ({"t": {"a": regressed(1.2)}}, "regressed",
-     "`t` [a] regressed x1.2 against r1 `a` (a1 -> b2), beyond fail_threshold 5%"),
-    ({"t": {"a": regressed(1.03)}}, "passed",
-     "no primary metric regressed beyond its fail_threshold against baseline r1 (a1 -> b2)"),
-    ({"t": {"a": {"verdict": "no_change", "ratio": 1.0, "against": "r1 `a`"}},
-      "digest": {"a": regressed(None, "1 of 5 values differ from the control's 7 (e.g. 8)")}},
-     "regressed", "guard `digest` [a] changed against r1 `a` (a1 -> b2): 1 of 5 values differ "
-     "from the control's 7 (e.g. 8)"),
-    ({"t": {"a": {"verdict": "no_change", "ratio": 1.0, "against": "r1 `a`"}},
-      "mem": {"a": regressed(3.0)}}, "passed",  # not a primary, not a guard
-     "no primary metric regressed beyond its fail_threshold against baseline r1 (a1 -> b2)"),
-    ({"t": {"a": {"verdict": "not_comparable", "reason": "too few replicates (n=3, needed 5)",
-                  "against": "r1 `a`"}}}, "unjudged",
-     "no primary metric could be compared with baseline r1 (a1 -> b2)"),
-])
+@pytest.mark.parametrize(
+    ("verdicts", "outcome", "first"),
+    [
+        (
+            {"t": {"a": regressed(1.2)}},
+            "regressed",
+            "`t` [a] regressed x1.2 against r1 `a` (a1 -> b2), beyond fail_threshold 5%",
+        ),
+        (
+            {"t": {"a": regressed(1.03)}},
+            "passed",
+            "no primary metric regressed beyond its fail_threshold against baseline r1 (a1 -> b2)",
+        ),
+        (
+            {
+                "t": {"a": {"verdict": "no_change", "ratio": 1.0, "against": "r1 `a`"}},
+                "digest": {
+                    "a": regressed(None, "1 of 5 values differ from the control's 7 (e.g. 8)")
+                },
+            },
+            "regressed",
+            "guard `digest` [a] changed against r1 `a` (a1 -> b2): 1 of 5 values differ "
+            "from the control's 7 (e.g. 8)",
+        ),
+        (
+            {
+                "t": {"a": {"verdict": "no_change", "ratio": 1.0, "against": "r1 `a`"}},
+                "mem": {"a": regressed(3.0)},
+            },
+            "passed",  # not a primary, not a guard
+            "no primary metric regressed beyond its fail_threshold against baseline r1 (a1 -> b2)",
+        ),
+        (
+            {
+                "t": {
+                    "a": {
+                        "verdict": "not_comparable",
+                        "reason": "too few replicates (n=3, needed 5)",
+                        "against": "r1 `a`",
+                    }
+                }
+            },
+            "unjudged",
+            "no primary metric could be compared with baseline r1 (a1 -> b2)",
+        ),
+    ],
+)
 def test_the_gate_fails_beyond_fail_threshold_and_on_a_changed_guard(
-        verdicts: dict, outcome: str, first: str) -> None:
+    verdicts: dict, outcome: str, first: str
+) -> None:
     gate = judge.baseline_gate(against(verdicts), GATED)
     assert gate["outcome"] == outcome and gate["reasons"][0] == first
     if outcome == "passed" and "t" in verdicts and verdicts["t"]["a"]["verdict"] == "regressed":
@@ -444,20 +600,29 @@ def test_the_gate_fails_beyond_fail_threshold_and_on_a_changed_guard(
 
 
 def test_a_refused_baseline_leaves_the_gate_unjudged() -> None:
-    gate = judge.baseline_gate(against({}, refused="fingerprints differ in fields that matter: "
-                                           "env.cpu_model"), GATED)
-    assert gate == {"outcome": "unjudged", "reasons": [
-        "not comparable with baseline r1 (a1 -> b2): fingerprints differ in fields that matter: "
-        "env.cpu_model"]}
+    gate = judge.baseline_gate(
+        against({}, refused="fingerprints differ in fields that matter: env.cpu_model"), GATED
+    )
+    assert gate == {
+        "outcome": "unjudged",
+        "reasons": [
+            "not comparable with baseline r1 (a1 -> b2): fingerprints differ in fields that "
+            "matter: env.cpu_model"
+        ],
+    }
 
 
-@pytest.mark.parametrize(("replicates", "value", "outcome"), [
-    (5, twice_as_slow, "regressed"),
-    (5, lambda t, r: 10.0 + r % 3, "passed"),
-    (3, twice_as_slow, "unjudged"),  # too few replicates: nothing could be judged
-])
+@pytest.mark.parametrize(
+    ("replicates", "value", "outcome"),
+    [
+        (5, twice_as_slow, "regressed"),
+        (5, lambda t, r: 10.0 + r % 3, "passed"),
+        (3, twice_as_slow, "unjudged"),  # too few replicates: nothing could be judged
+    ],
+)
 def test_without_a_baseline_the_gate_keeps_the_in_run_meaning(
-        tmp_path: Path, replicates: int, value: Value, outcome: str) -> None:
+    tmp_path: Path, replicates: int, value: Value, outcome: str
+) -> None:
     run = make_run(tmp_path, replicates=replicates)
     record(run, value)
     judge.judge_run(run, None)

@@ -37,15 +37,30 @@ def loop_bench(**overrides) -> dict:
         "params": {"loop.n": 2000, "data.text": "abc"},
         "replicates": 3,
         "stages": [
-            {"name": "build", "kind": "prep", "cmd": "echo {data.text} > {data}",
-             "produces": ["data"]},
-            {"name": "loop", "kind": "measure", "needs": ["build"], "inputs": ["loop.py"],
-             "cmd": f"{python} loop.py {{loop.n}} {{data}}",
-             "metrics_from": {"stdout": True, "fields": ["loop_ms", "checksum"]}},
+            {
+                "name": "build",
+                "kind": "prep",
+                "cmd": "echo {data.text} > {data}",
+                "produces": ["data"],
+            },
+            {
+                "name": "loop",
+                "kind": "measure",
+                "needs": ["build"],
+                "inputs": ["loop.py"],
+                "cmd": f"{python} loop.py {{loop.n}} {{data}}",
+                "metrics_from": {"stdout": True, "fields": ["loop_ms", "checksum"]},
+            },
         ],
-        "metrics": {"loop_ms": {"direction": "lower", "primary": True, "noise_threshold": 0.05,
-                                "min_replicates": 3},
-                    "checksum": {"direction": "equal", "guard": True}},
+        "metrics": {
+            "loop_ms": {
+                "direction": "lower",
+                "primary": True,
+                "noise_threshold": 0.05,
+                "min_replicates": 3,
+            },
+            "checksum": {"direction": "equal", "guard": True},
+        },
     }
     document.update(overrides)
     return document
@@ -59,12 +74,16 @@ def loop_project(project: BenchProject) -> BenchProject:
 
 
 def test_runs_its_replicates_and_compares_nothing_within_the_run(
-        loop_project: BenchProject) -> None:
+    loop_project: BenchProject,
+) -> None:
     result = loop_project.run("-v")
     assert result.ret == pytest.ExitCode.OK
     record = loop_project.results()
     assert [t["id"] for t in record["trials"]] == [
-        "loop[default-rep0]", "loop[default-rep1]", "loop[default-rep2]"]
+        "loop[default-rep0]",
+        "loop[default-rep1]",
+        "loop[default-rep2]",
+    ]
     assert {t["status"] for t in record["trials"]} == {"passed"}
     assert record["treatment_variable"] is None
     assert record["control"] == "default" and record["treatments"] == ["default"]
@@ -75,7 +94,8 @@ def test_runs_its_replicates_and_compares_nothing_within_the_run(
     assert record["refusals"] == []
     assert record["tag"] == "EXPLORATORY"
     assert record["tag_reasons"][0].startswith(
-        "one configuration (`default`), compared with nothing within this run")
+        "one configuration (`default`), compared with nothing within this run"
+    )
     index = json.loads((loop_project.runs()[-1] / "index.json").read_text())
     assert index["control"] == "default" and index["treatment_variable"] is None
     listing = (loop_project.home / "results_index.md").read_text()
@@ -83,10 +103,13 @@ def test_runs_its_replicates_and_compares_nothing_within_the_run(
 
     text = result.stdout.str()
     assert "needs two" not in text and "refused:" not in text
-    result.stdout.fnmatch_lines(["*EXPLORATORY: one configuration (`default`), compared with "
-                                 "nothing within this run*",
-                                 "*metric*median (default)*CV*n",
-                                 "*loop_ms*%*3"])
+    result.stdout.fnmatch_lines(
+        [
+            "*EXPLORATORY: one configuration (`default`), compared with nothing within this run*",
+            "*metric*median (default)*CV*n",
+            "*loop_ms*%*3",
+        ]
+    )
     row_line = next(line for line in text.splitlines() if line.startswith("  loop_ms"))
     assert not re.search(r" x[0-9-]", row_line)  # no ratio to a control that does not exist
 
@@ -100,10 +123,13 @@ def test_runs_its_replicates_and_compares_nothing_within_the_run(
     assert "Verdicts compare each treatment" not in report
     assert "the treatment order inside each block" not in report
 
-    done = subprocess.run(["benchmark-agent", "--home", str(loop_project.home), "analyze",
-                           "latest"], capture_output=True, text=True)
+    done = subprocess.run(
+        ["benchmark-agent", "--home", str(loop_project.home), "analyze", "latest"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
-    outline = done.stdout[done.stdout.index("## Skeptical reading"):]
+    outline = done.stdout[done.stdout.index("## Skeptical reading") :]
     assert "- One configuration (`default`): nothing was compared within the run" in outline
     assert "Guard `checksum`: no in-run verdict (one configuration" in outline
     assert "the control runs first" not in outline
@@ -114,20 +140,30 @@ def test_k_selects_replicates_of_the_one_configuration(loop_project: BenchProjec
     assert result.ret == pytest.ExitCode.OK
     record = loop_project.results()
     assert [t["id"] for t in record["trials"] if t["status"] == "passed"] == [
-        "loop[default-rep0]", "loop[default-rep2]"]
+        "loop[default-rep0]",
+        "loop[default-rep2]",
+    ]
     assert record["summary"]["loop_ms"]["default"]["n"] == 2
     assert record["verdicts"] == {} and record["refusals"] == []
 
 
-def test_collect_only_and_the_plan_verb_plan_it_without_running(
-        loop_project: BenchProject) -> None:
+def test_collect_only_and_the_plan_verb_plan_it_without_running(loop_project: BenchProject) -> None:
     result = loop_project.run("--collect-only", "-q")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["bench.yaml::loop[[]default-rep0[]]",
-                                 "bench.yaml::loop[[]default-rep2[]]", "*3 tests collected*"])
+    result.stdout.fnmatch_lines(
+        [
+            "bench.yaml::loop[[]default-rep0[]]",
+            "bench.yaml::loop[[]default-rep2[]]",
+            "*3 tests collected*",
+        ]
+    )
     assert not loop_project.home.exists()
-    done = subprocess.run(["benchmark-agent", "--home", str(loop_project.home), "plan",
-                           "bench.yaml"], cwd=loop_project.path, capture_output=True, text=True)
+    done = subprocess.run(
+        ["benchmark-agent", "--home", str(loop_project.home), "plan", "bench.yaml"],
+        cwd=loop_project.path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "bench.yaml::loop[default-rep1]" in done.stdout
     rows = [line.split() for line in done.stdout.splitlines()]
@@ -139,18 +175,33 @@ def test_collect_only_and_the_plan_verb_plan_it_without_running(
 def test_its_guards_still_hold(project: BenchProject) -> None:
     """A floor is checked on the one configuration, and an exact metric whose values differ
     between its trials is a caveat (seeds make them differ here)."""
-    project.bench({
-        "name": "guarded", "params": {"size": 3}, "replicates": 1, "seeds": [1, 2],
-        "stages": [{"name": "measure", "kind": "measure",
+    project.bench(
+        {
+            "name": "guarded",
+            "params": {"size": 3},
+            "replicates": 1,
+            "seeds": [1, 2],
+            "stages": [
+                {
+                    "name": "measure",
+                    "kind": "measure",
                     "cmd": "echo score=$(( {size} * 2 )); echo checksum={seed}",
-                    "metrics_from": {"stdout": True, "fields": ["score", "checksum"]}}],
-        "metrics": {"score": {"direction": "higher", "primary": True, "floor": 10},
-                    "checksum": {"direction": "equal", "guard": True}}})
+                    "metrics_from": {"stdout": True, "fields": ["score", "checksum"]},
+                }
+            ],
+            "metrics": {
+                "score": {"direction": "higher", "primary": True, "floor": 10},
+                "checksum": {"direction": "equal", "guard": True},
+            },
+        }
+    )
     result = project.run()
     assert result.ret == pytest.ExitCode.OK
     record = project.results()
-    assert [t["id"] for t in record["trials"]] == ["measure[default-rep0-seed1]",
-                                                   "measure[default-rep0-seed2]"]
+    assert [t["id"] for t in record["trials"]] == [
+        "measure[default-rep0-seed1]",
+        "measure[default-rep0-seed2]",
+    ]
     assert "default: guard score median 6 is below its floor 10" in record["caveats"]
     assert "checksum: its values are not all identical" in record["caveats"]
     assert record["verdicts"] == {} and record["refusals"] == []

@@ -78,8 +78,10 @@ def start_co_tenant(cgroup: ChildCgroup) -> subprocess.Popen[str]:
 def start_runaway(cgroup: ChildCgroup, rate: int, *, preexec: bool) -> subprocess.Popen[str]:
     return cgroup.popen(
         [sys.executable, "-c", RUNAWAY, str(rate), str(RUNAWAY_TOP_MB)],
-        stdout=subprocess.DEVNULL, start_new_session=True,
-        preexec_fn=child_preexec if preexec else None, text=True,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=child_preexec if preexec else None,
+        text=True,
     )
 
 
@@ -128,9 +130,7 @@ def test_oom_score_adj_alone_makes_the_kernel_pick_the_runaway(
 
 
 @pytest.mark.parametrize("rate", RATES_MB_S, ids=lambda r: f"{r}MiB_s")
-def test_the_guard_stops_the_runaway_before_the_kernel_acts(
-    cgroup: ChildCgroup, rate: int
-) -> None:
+def test_the_guard_stops_the_runaway_before_the_kernel_acts(cgroup: ChildCgroup, rate: int) -> None:
     memory = cgroup.memory
     assert memory is not None
     kills_before = memory.oom_kills()

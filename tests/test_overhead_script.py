@@ -16,14 +16,18 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "overhead.py"
-MEASURED = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<median>-?\d+\.\d{3} ms)\s+"
-                      r"(?P<min>-?\d+\.\d{3} ms)\s+(?P<n>\d+)$")
+MEASURED = re.compile(
+    r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<median>-?\d+\.\d{3} ms)\s+"
+    r"(?P<min>-?\d+\.\d{3} ms)\s+(?P<n>\d+)$"
+)
 SKIPPED = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+skipped: (?P<why>.+)$")
-TARGET = re.compile(r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<value>-?\d+\.\d+(x| ms)|-)\s+"
-                    r"(?P<interval>-?\d+\.\d+x? to -?\d+\.\d+(x| ms)|-)\s+"
-                    r"(?P<limit>(<=|<) [\d.]+(x| ms))\s+"
-                    r"(?P<result>(met|MISSED)( \(one sample: noise not measured\))?|within noise.*"
-                    r"|skipped.*|no estimate.*)$")
+TARGET = re.compile(
+    r"^(?P<row>\w+)\s+(?P<what>.+?)\s+(?P<value>-?\d+\.\d+(x| ms)|-)\s+"
+    r"(?P<interval>-?\d+\.\d+x? to -?\d+\.\d+(x| ms)|-)\s+"
+    r"(?P<limit>(<=|<) [\d.]+(x| ms))\s+"
+    r"(?P<result>(met|MISSED)( \(one sample: noise not measured\))?|within noise.*"
+    r"|skipped.*|no estimate.*)$"
+)
 
 
 def _load_script(monkeypatch: pytest.MonkeyPatch):
@@ -37,20 +41,35 @@ def _load_script(monkeypatch: pytest.MonkeyPatch):
 
 def _lines(script, **samples: list[float]):
     """Every line the table has, with one sample each unless ``samples`` gives them."""
-    lines = {key: script.Line(target_row, key, samples=[0.001]) for key, target_row in (
-        ("bench", "marginal"), ("cycle", "marginal"), ("hyperfine", "marginal"),
-        ("hyperfine_mean", "marginal"), ("loop", "marginal"), ("plain", "marginal"),
-        ("cached", "cached"), ("one", "cached"), ("dvc", "cached"), ("plan", "planning"),
-        ("collect", "planning"), ("with", "inert"), ("without", "inert"), ("inert", "inert"),
-        ("import", "inert"))}
+    lines = {
+        key: script.Line(target_row, key, samples=[0.001])
+        for key, target_row in (
+            ("bench", "marginal"),
+            ("cycle", "marginal"),
+            ("hyperfine", "marginal"),
+            ("hyperfine_mean", "marginal"),
+            ("loop", "marginal"),
+            ("plain", "marginal"),
+            ("cached", "cached"),
+            ("one", "cached"),
+            ("dvc", "cached"),
+            ("plan", "planning"),
+            ("collect", "planning"),
+            ("with", "inert"),
+            ("without", "inert"),
+            ("inert", "inert"),
+            ("import", "inert"),
+        )
+    }
     for key, values in samples.items():
         lines[key].samples = values
     return lines
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +117,10 @@ def test_quick_mode_prints_the_four_targets(quick):
     assert cached.group("value") == "-" and cached.group("result") == "skipped (--dvc none)"
     planning = parsed[2]
     assert planning.group("interval") == "-"
-    assert planning.group("result") in ("met (one sample: noise not measured)",
-                                        "MISSED (one sample: noise not measured)")
+    assert planning.group("result") in (
+        "met (one sample: noise not measured)",
+        "MISSED (one sample: noise not measured)",
+    )
 
 
 def test_quick_mode_prints_the_context_ratios(quick):
@@ -154,13 +175,15 @@ def test_only_runs_the_comparisons_named_and_skips_the_rest_by_name(tmp_path):
 def test_import_time_sums_the_package_own_modules_only(monkeypatch):
     """-X importtime's self times of the package and its submodules, nothing else's."""
     script = _load_script(monkeypatch)
-    output = ("import time: self [us] | cumulative | imported package\n"
-              "import time:       300 |        300 |   pytest_benchmark_agent\n"
-              "import time:       467 |        467 |   pytest_benchmark_agent.hookspecs\n"
-              "import time:      1999 |     147774 | pytest_benchmark_agent.plugin\n"
-              "import time:       926 |      33099 |   __editable___pytest_benchmark_agent_finder\n"
-              "import time:        50 |         50 |   pytest_benchmark_agentx\n"
-              "import time:      4000 |       4000 | pytest\n")
+    output = (
+        "import time: self [us] | cumulative | imported package\n"
+        "import time:       300 |        300 |   pytest_benchmark_agent\n"
+        "import time:       467 |        467 |   pytest_benchmark_agent.hookspecs\n"
+        "import time:      1999 |     147774 | pytest_benchmark_agent.plugin\n"
+        "import time:       926 |      33099 |   __editable___pytest_benchmark_agent_finder\n"
+        "import time:        50 |         50 |   pytest_benchmark_agentx\n"
+        "import time:      4000 |       4000 | pytest\n"
+    )
     assert script.own_import_s(output, "pytest_benchmark_agent") == pytest.approx(0.002766)
 
 
@@ -182,11 +205,14 @@ def test_a_ratio_whose_median_is_not_positive_is_no_estimate(monkeypatch):
     assert results["inert"] == "met (one sample: noise not measured)"
 
 
-@pytest.mark.parametrize(("plan", "verdict"), [
-    ([1.0, 1.1, 1.2, 1.3, 1.4], "met"),  # every resampled ratio <= 1.5x
-    ([2.0, 2.1, 2.2, 2.3, 2.4], "MISSED"),  # none of them is
-    ([1.0, 1.2, 1.4, 1.6, 1.8], "within noise"),  # the limit lies inside the interval
-])
+@pytest.mark.parametrize(
+    ("plan", "verdict"),
+    [
+        ([1.0, 1.1, 1.2, 1.3, 1.4], "met"),  # every resampled ratio <= 1.5x
+        ([2.0, 2.1, 2.2, 2.3, 2.4], "MISSED"),  # none of them is
+        ([1.0, 1.2, 1.4, 1.6, 1.8], "within noise"),  # the limit lies inside the interval
+    ],
+)
 def test_a_target_is_judged_on_its_interval_not_its_median_alone(monkeypatch, plan, verdict):
     """The benchstat rule: a limit inside the interval is noise, neither met nor missed."""
     script = _load_script(monkeypatch)

@@ -13,14 +13,21 @@ from pytest_benchmark_agent.cli.session import EXIT_CHALLENGED
 from pytest_benchmark_agent.records.lessons import LESSONS, Note, add_note
 
 #: Plugins these sessions never use, left out of the pytest runs plan and run start.
-QUIET = {**os.environ, "PYTEST_ADDOPTS": "-p no:hypothesispytest -p no:benchmark "
-                                         "-p no:cacheprovider"}
+QUIET = {
+    **os.environ,
+    "PYTEST_ADDOPTS": "-p no:hypothesispytest -p no:benchmark -p no:cacheprovider",
+}
 
 
 def agent(project: BenchProject, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["benchmark-agent", "--home", str(project.home), *args],
-                          cwd=project.path, capture_output=True, text=True, timeout=120,
-                          env=QUIET)
+    return subprocess.run(
+        ["benchmark-agent", "--home", str(project.home), *args],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=QUIET,
+    )
 
 
 def reliable_baseline(project: BenchProject) -> str:
@@ -36,11 +43,14 @@ def reliable_baseline(project: BenchProject) -> str:
 
 
 def test_plan_without_baseline_prints_the_matrix_and_applicable_lessons(
-        project: BenchProject) -> None:
+    project: BenchProject,
+) -> None:
     project.bench(simple_bench())
-    for note in (Note("mode b needs a warm cache", "T1", benchmark="simple"),
-                 Note("size above 100 swaps", "T2", params={"size": None}),
-                 Note("unrelated to this benchmark", "T3")):
+    for note in (
+        Note("mode b needs a warm cache", "T1", benchmark="simple"),
+        Note("size above 100 swaps", "T2", params={"size": None}),
+        Note("unrelated to this benchmark", "T3"),
+    ):
         add_note(project.home / LESSONS, note)
     plan = agent(project, "plan", "bench.yaml")
     assert plan.returncode == 0, plan.stdout + plan.stderr
@@ -48,16 +58,19 @@ def test_plan_without_baseline_prints_the_matrix_and_applicable_lessons(
     assert "measure[mode=b-rep1]" in out  # gate 1 and preflight ran through pytest
     assert "no RELIABLE run of 'simple'" in out
     assert [line.split() for line in out.splitlines() if line.startswith("  mode")] == [
-        ["mode", "-", "a,", "b", "TREATMENT"]]
+        ["mode", "-", "a,", "b", "TREATMENT"]
+    ]
     assert [line.split() for line in out.splitlines() if line.startswith("  size")] == [
-        ["size", "-", "3", "CONTROL"]]
+        ["size", "-", "3", "CONTROL"]
+    ]
     assert "mode b needs a warm cache" in out and "size above 100 swaps" in out
     assert "unrelated to this benchmark" not in out
     assert not (project.home / "runs").exists()  # planning executes nothing
 
 
 def test_changed_control_is_challenged_and_an_accepted_deviation_is_a_caveat(
-        project: BenchProject) -> None:
+    project: BenchProject,
+) -> None:
     baseline = reliable_baseline(project)
     aligned = agent(project, "plan", "bench.yaml")
     assert aligned.returncode == 0 and f"comparison with baseline {baseline}" in aligned.stdout
@@ -67,13 +80,22 @@ def test_changed_control_is_challenged_and_an_accepted_deviation_is_a_caveat(
     assert challenged.returncode == EXIT_CHALLENGED
     out = challenged.stdout
     assert [line.split() for line in out.splitlines() if line.startswith("  size")] == [
-        ["size", "3", "4", "CONTROL", "(changed)"]]
+        ["size", "3", "4", "CONTROL", "(changed)"]
+    ]
     assert f"CHALLENGE 1: control size changed relative to the baseline {baseline} (3 -> 4)" in out
     assert "risk: " in out and "aligned alternative: set size: 3 as in the baseline" in out
     assert not (project.home / "deviations").exists()
 
-    accepted = agent(project, "plan", "bench.yaml", "--accept-deviation",
-                     "size 4 is the production setting", "--", "--bench-set", "size=4")
+    accepted = agent(
+        project,
+        "plan",
+        "bench.yaml",
+        "--accept-deviation",
+        "size 4 is the production setting",
+        "--",
+        "--bench-set",
+        "size=4",
+    )
     assert accepted.returncode == 0, accepted.stdout
     assert "deviation accepted and recorded" in accepted.stdout
     again = agent(project, "plan", "bench.yaml", "--", "--bench-set", "size=4")
@@ -92,15 +114,21 @@ def test_a_changed_treatment_variable_is_challenged(project: BenchProject) -> No
     project.bench(simple_bench(treatment_variable="size", treatments=[3, 4]))
     plan = agent(project, "plan", "bench.yaml")
     assert plan.returncode == EXIT_CHALLENGED
-    assert (f"the treatment variable is size, but the baseline {baseline} varied mode"
-            in plan.stdout)
+    assert f"the treatment variable is size, but the baseline {baseline} varied mode" in plan.stdout
     assert "keep treatment_variable: mode" in plan.stdout
 
 
 def test_a_request_against_a_lesson_is_challenged(project: BenchProject) -> None:
     project.bench(simple_bench())
-    add_note(project.home / LESSONS, Note("size 3 fits in cache and flatters mode b", "T1",
-                                          benchmark="simple", params={"size": "50"}))
+    add_note(
+        project.home / LESSONS,
+        Note(
+            "size 3 fits in cache and flatters mode b",
+            "T1",
+            benchmark="simple",
+            params={"size": "50"},
+        ),
+    )
     plan = agent(project, "plan", "bench.yaml")
     assert plan.returncode == EXIT_CHALLENGED
     assert "size = 3 contradicts the lesson of" in plan.stdout
@@ -110,14 +138,22 @@ def test_a_request_against_a_lesson_is_challenged(project: BenchProject) -> None
 
 def test_hypothesis_is_set_in_place_keeping_the_rest_of_the_file(project: BenchProject) -> None:
     text = (project.path / project.bench(simple_bench()).name).read_text()
-    text = "# my comment\n" + text.replace("hypothesis: mode b is no different from mode a\n",
-                                           "hypothesis: >-\n  an old\n  folded one\n\n")
+    text = "# my comment\n" + text.replace(
+        "hypothesis: mode b is no different from mode a\n",
+        "hypothesis: >-\n  an old\n  folded one\n\n",
+    )
     (project.path / "bench.yaml").write_text(text)
-    plan = agent(project, "plan", "bench.yaml", "--hypothesis",
-                 "mode b scores 2x mode a: \"b\" doubles the work")
+    plan = agent(
+        project,
+        "plan",
+        "bench.yaml",
+        "--hypothesis",
+        'mode b scores 2x mode a: "b" doubles the work',
+    )
     assert plan.returncode == 0, plan.stdout + plan.stderr
     new = (project.path / "bench.yaml").read_text()
     assert new.startswith("# my comment\n") and "old" not in new
     assert yaml.safe_load(new)["hypothesis"] == 'mode b scores 2x mode a: "b" doubles the work'
-    assert new.replace('hypothesis: "mode b scores 2x mode a: \\"b\\" doubles the work"\n',
-                       "") == text.replace("hypothesis: >-\n  an old\n  folded one\n", "")
+    assert new.replace(
+        'hypothesis: "mode b scores 2x mode a: \\"b\\" doubles the work"\n', ""
+    ) == text.replace("hypothesis: >-\n  an old\n  folded one\n", "")

@@ -36,17 +36,35 @@ metrics:
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def bench(repo: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "BENCHMARK_HOME"}
     env["BENCH_API_TOKEN"] = SECRET
-    return subprocess.run([sys.executable, "-m", "pytest", "--bench", "bench.yaml", "-p",
-                           "no:cacheprovider", "-p", "no:randomly", "--bench-home", str(home),
-                           *args], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--bench",
+            "bench.yaml",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "--bench-home",
+            str(home),
+            *args,
+        ],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +85,13 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     run_dir = runs_in(home)[-1]
     exported = repo.parent / "run.json"
     assert main(["--home", str(home), "export", run_dir.name[:24], "-o", str(exported)]) == 0
-    return {"repo": repo, "home": home, "run_dir": run_dir, "file": exported,
-            "sha": git(repo, "rev-parse", "HEAD")}
+    return {
+        "repo": repo,
+        "home": home,
+        "run_dir": run_dir,
+        "file": exported,
+        "sha": git(repo, "rev-parse", "HEAD"),
+    }
 
 
 def document(project: dict[str, Any]) -> dict[str, Any]:
@@ -104,8 +127,9 @@ def test_export_to_standard_output(project, capsys) -> None:
     assert json.loads(capsys.readouterr().out)["run_id"] == project["run_dir"].name
 
 
-def test_import_round_trips_and_serves_as_the_baseline_of_its_commit(project, tmp_path,
-                                                                     capsys) -> None:
+def test_import_round_trips_and_serves_as_the_baseline_of_its_commit(
+    project, tmp_path, capsys
+) -> None:
     home = tmp_path / "empty-home"
     assert import_(project["file"], home) == 0
     assert f"imported {project['run_dir'].name}" in capsys.readouterr().out
@@ -132,8 +156,13 @@ def test_import_round_trips_and_serves_as_the_baseline_of_its_commit(project, tm
     (project["repo"] / "README.md").write_text("docs only\n")
     git(project["repo"], "add", "README.md")
     git(project["repo"], "commit", "-q", "-m", "C")
-    done = bench(project["repo"], home, "--bench-baseline", project["sha"],
-                 "--bench-fail-on=regression,unjudged")
+    done = bench(
+        project["repo"],
+        home,
+        "--bench-baseline",
+        project["sha"],
+        "--bench-fail-on=regression,unjudged",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     newest = load_results(runs_in(home)[-1])
     assert newest["baseline"]["run_id"] == imported.name
@@ -142,7 +171,8 @@ def test_import_round_trips_and_serves_as_the_baseline_of_its_commit(project, tm
 
 
 def test_the_code_block_is_built_from_the_fingerprint_when_the_export_lacks_it(
-        project, tmp_path) -> None:
+    project, tmp_path
+) -> None:
     doc = document(project)
     doc["index"] = None
     home = tmp_path / "home"
@@ -151,10 +181,22 @@ def test_the_code_block_is_built_from_the_fingerprint_when_the_export_lacks_it(
     assert entry["code"] == document(project)["index"]["code"]
 
 
-@pytest.mark.parametrize("run_id", ["../escaped", "/abs/path", "a/b", "nul\x00byte", "..",
-                                    ".hidden", "", "x" * (MAX_RUN_ID + 1), 42, None])
-def test_a_run_id_that_would_leave_the_home_is_refused(project, tmp_path, capsys,
-                                                       run_id) -> None:
+@pytest.mark.parametrize(
+    "run_id",
+    [
+        "../escaped",
+        "/abs/path",
+        "a/b",
+        "nul\x00byte",
+        "..",
+        ".hidden",
+        "",
+        "x" * (MAX_RUN_ID + 1),
+        42,
+        None,
+    ],
+)
+def test_a_run_id_that_would_leave_the_home_is_refused(project, tmp_path, capsys, run_id) -> None:
     doc = document(project)
     doc["run_id"] = doc["record"]["run_id"] = doc["config"]["run_id"] = run_id
     file = written(tmp_path, "hostile.json", doc)
@@ -175,20 +217,26 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> None:
         doc[last] = value
 
 
-@pytest.mark.parametrize(("path", "value", "said"), [
-    ("format", "something-else", "format: is 'something-else'"),
-    ("schema_version", 99, "schema_version: is 99, this version reads 1; upgrade"),
-    ("schema_version", "1", "schema_version: is '1', expected an integer"),
-    ("record", KeyError, "record: expected an object, found null (missing)"),
-    ("record.run_id", "another-run", "record.run_id: is 'another-run'"),
-    ("record.tag", 7, "record.tag: expected text, found the number 7"),
-    ("config.fingerprint", [], "config.fingerprint: expected an object, found a list"),
-    ("config.config.metrics", {"cost": {"direction": "sideways"}}, "config.config: the frozen "
-     "config does not validate"),
-    ("trials", {"0": 1}, "trials: expected a list"),
-    ("trials.0.metrics", "100", "trials[0].metrics: expected an object, found text '100'"),
-    ("trials.1.status", None, "trials[1].status: expected text, found null"),
-])
+@pytest.mark.parametrize(
+    ("path", "value", "said"),
+    [
+        ("format", "something-else", "format: is 'something-else'"),
+        ("schema_version", 99, "schema_version: is 99, this version reads 1; upgrade"),
+        ("schema_version", "1", "schema_version: is '1', expected an integer"),
+        ("record", KeyError, "record: expected an object, found null (missing)"),
+        ("record.run_id", "another-run", "record.run_id: is 'another-run'"),
+        ("record.tag", 7, "record.tag: expected text, found the number 7"),
+        ("config.fingerprint", [], "config.fingerprint: expected an object, found a list"),
+        (
+            "config.config.metrics",
+            {"cost": {"direction": "sideways"}},
+            "config.config: the frozen config does not validate",
+        ),
+        ("trials", {"0": 1}, "trials: expected a list"),
+        ("trials.0.metrics", "100", "trials[0].metrics: expected an object, found text '100'"),
+        ("trials.1.status", None, "trials[1].status: expected text, found null"),
+    ],
+)
 def test_a_malformed_file_names_the_field(project, tmp_path, capsys, path, value, said) -> None:
     doc = copy.deepcopy(document(project))
     _set(doc, path, value)
@@ -199,10 +247,14 @@ def test_a_malformed_file_names_the_field(project, tmp_path, capsys, path, value
     assert not (tmp_path / "home" / "runs").exists()
 
 
-@pytest.mark.parametrize(("text", "said"), [
-    ("", "not valid JSON"), ("[1, 2]", "expected a JSON object, found a list"),
-    (b"\xff\xfe{}", "not UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object, found a list"),
+        (b"\xff\xfe{}", "not UTF-8 text"),
+    ],
+)
 def test_a_file_that_is_no_export_is_refused(tmp_path, capsys, text, said) -> None:
     file = tmp_path / "junk.json"
     file.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -213,9 +265,20 @@ def test_a_file_that_is_no_export_is_refused(tmp_path, capsys, text, said) -> No
 def test_a_truncated_download_is_refused_without_a_traceback(project, tmp_path) -> None:
     text = project["file"].read_text()
     file = written(tmp_path, "cut.json", text[: len(text) // 2])
-    done = subprocess.run([sys.executable, "-m", "pytest_benchmark_agent.cli.main", "import",
-                           str(file), "--home", str(tmp_path / "home")], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_benchmark_agent.cli.main",
+            "import",
+            str(file),
+            "--home",
+            str(tmp_path / "home"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert f"{file}: not valid JSON" in done.stderr and "truncated download" in done.stderr
     assert "Traceback" not in done.stderr

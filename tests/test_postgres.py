@@ -13,10 +13,21 @@ from pytest_benchmark_agent.domains import postgres
 UNAVAILABLE = postgres.available()
 needs_server = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"PostgreSQL: {UNAVAILABLE}")
 
-PARAMS = {"table.rows": 20000, "table.categories": 200, "table.seed": 1, "pg.index": "none",
-          "pg.maintenance": "none", "pg.shared_buffers": "128MB", "pg.work_mem": "4MB",
-          "pg.effective_cache_size": "4GB", "pg.random_page_cost": 4, "pg.jit": "off",
-          "pg.max_parallel_workers_per_gather": 0, "n_queries": 40, "query.seed": 1}
+PARAMS = {
+    "table.rows": 20000,
+    "table.categories": 200,
+    "table.seed": 1,
+    "pg.index": "none",
+    "pg.maintenance": "none",
+    "pg.shared_buffers": "128MB",
+    "pg.work_mem": "4MB",
+    "pg.effective_cache_size": "4GB",
+    "pg.random_page_cost": 4,
+    "pg.jit": "off",
+    "pg.max_parallel_workers_per_gather": 0,
+    "n_queries": 40,
+    "query.seed": 1,
+}
 
 
 def _leftover_servers() -> list[str]:
@@ -27,8 +38,13 @@ def _leftover_servers() -> list[str]:
 @needs_server
 def test_an_index_changes_the_plan_at_identical_results(bench) -> None:
     before = _leftover_servers()
-    result = bench.run_domain("postgres", params=PARAMS, treatment_variable="pg.index",
-                              treatments=["none", "btree"], replicates=1)
+    result = bench.run_domain(
+        "postgres",
+        params=PARAMS,
+        treatment_variable="pg.index",
+        treatments=["none", "btree"],
+        replicates=1,
+    )
     assert result.counts == {"passed": 2}, result.output
     control, indexed = result.trials
     assert control["effective"]["pg.plan"] == "Seq Scan"
@@ -44,14 +60,20 @@ def test_an_index_changes_the_plan_at_identical_results(bench) -> None:
 @needs_server
 def test_a_setting_the_server_reports_otherwise_is_not_comparable(bench) -> None:
     params = {**PARAMS, "pg.work_mem": "4096kB", "pg.index": "btree"}
-    result = bench.run_domain("postgres", params=params, treatment_variable="pg.maintenance",
-                              treatments=["none", "cluster"], replicates=1)
+    result = bench.run_domain(
+        "postgres",
+        params=params,
+        treatment_variable="pg.maintenance",
+        treatments=["none", "cluster"],
+        replicates=1,
+    )
     assert result.counts == {"not_comparable": 2}, result.output
     assert "pg.work_mem: declared '4096kB', effective '4MB'" in result.trials[0]["reason"]
 
 
-def test_server_binaries_come_from_pg_bindir_first(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_binaries_come_from_pg_bindir_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for tool in ("initdb", "pg_ctl", "postgres"):
         (tmp_path / tool).write_text("#!/bin/sh\n")
     monkeypatch.setenv("PG_BINDIR", str(tmp_path))

@@ -18,7 +18,11 @@ V1_UNLIMITED = "9223372036854771712"
 
 
 def make_tree(
-    root: Path, version: int, *, mem_available_mb: int, levels: dict[str, tuple[str, int, int]],
+    root: Path,
+    version: int,
+    *,
+    mem_available_mb: int,
+    levels: dict[str, tuple[str, int, int]],
     own: str = "/jobs/me",
 ) -> tuple[Path, Path]:
     """Write a fake /proc and /sys/fs/cgroup; ``levels`` maps a cgroup path to
@@ -68,8 +72,13 @@ def version(request: pytest.FixtureRequest) -> int:
     return request.param
 
 
-def levels_with(own_limit: str | int, usage: int, inactive: int = 0,
-                parent_limit: str | int = "max", parent_usage: int = 0):
+def levels_with(
+    own_limit: str | int,
+    usage: int,
+    inactive: int = 0,
+    parent_limit: str | int = "max",
+    parent_usage: int = 0,
+):
     return {
         "/": ("max", 9000, 0),
         "/jobs": (parent_limit, parent_usage, 0),
@@ -78,8 +87,9 @@ def levels_with(own_limit: str | int, usage: int, inactive: int = 0,
 
 
 def test_discovers_own_cgroup_and_reads_it(tmp_path: Path, version: int) -> None:
-    proc, cg = make_tree(tmp_path, version, mem_available_mb=20000,
-                         levels=levels_with(4096, 1000, inactive=200))
+    proc, cg = make_tree(
+        tmp_path, version, mem_available_mb=20000, levels=levels_with(4096, 1000, inactive=200)
+    )
     found = CgroupMemory.of_self(proc_root=proc, cgroup_root=cg)
     assert found is not None
     assert found.version == version
@@ -95,8 +105,9 @@ def test_discovers_own_cgroup_and_reads_it(tmp_path: Path, version: int) -> None
 
 def test_container_view_drops_leading_path_components(tmp_path: Path) -> None:
     """Without a cgroup namespace the container's cgroup is mounted as the hierarchy's root."""
-    proc, cg = make_tree(tmp_path, 1, mem_available_mb=20000,
-                         levels={"/": (2048, 100, 0)}, own="/docker/abc123")
+    proc, cg = make_tree(
+        tmp_path, 1, mem_available_mb=20000, levels={"/": (2048, 100, 0)}, own="/docker/abc123"
+    )
     found = CgroupMemory.of_self(proc_root=proc, cgroup_root=cg)
     assert found is not None and found.path == cg / "memory"
     assert found.limit_bytes() == 2048 * MIB
@@ -110,8 +121,7 @@ def test_no_memory_controller_is_none(tmp_path: Path) -> None:
 
 
 def test_fits_with_room(tmp_path: Path, version: int) -> None:
-    proc, cg = make_tree(tmp_path, version, mem_available_mb=20000,
-                         levels=levels_with(8192, 1000))
+    proc, cg = make_tree(tmp_path, version, mem_available_mb=20000, levels=levels_with(8192, 1000))
     result = check_resources(2048, None, [], False, proc_root=proc, cgroup_root=cg)
     assert result.ok and result.caveat is None
     assert "limit 8192.0 MiB - in use 1000.0 MiB" in result.message
@@ -120,8 +130,7 @@ def test_fits_with_room(tmp_path: Path, version: int) -> None:
 
 
 def test_cgroup_tighter_than_machine_does_not_fit(tmp_path: Path, version: int) -> None:
-    proc, cg = make_tree(tmp_path, version, mem_available_mb=20000,
-                         levels=levels_with(3072, 1500))
+    proc, cg = make_tree(tmp_path, version, mem_available_mb=20000, levels=levels_with(3072, 1500))
     result = check_resources(2048, None, [], accept_risk=True, proc_root=proc, cgroup_root=cg)
     assert not result.ok
     assert "limit 3072.0 MiB - in use 1500.0 MiB" in result.message
@@ -130,8 +139,9 @@ def test_cgroup_tighter_than_machine_does_not_fit(tmp_path: Path, version: int) 
 
 
 def test_inactive_page_cache_counts_as_free(tmp_path: Path, version: int) -> None:
-    proc, cg = make_tree(tmp_path, version, mem_available_mb=20000,
-                         levels=levels_with(3072, 2500, inactive=1500))
+    proc, cg = make_tree(
+        tmp_path, version, mem_available_mb=20000, levels=levels_with(3072, 2500, inactive=1500)
+    )
     result = check_resources(1024, None, [], False, proc_root=proc, cgroup_root=cg)
     assert result.ok, result.message
     assert "(usage 2500.0 MiB - inactive file 1500.0 MiB) = 2072.0 MiB free" in result.message
@@ -139,8 +149,7 @@ def test_inactive_page_cache_counts_as_free(tmp_path: Path, version: int) -> Non
 
 def test_tight_headroom_needs_accept_risk_then_caveat(tmp_path: Path, version: int) -> None:
     # 2150 MiB free for 2048 MiB: fits, with 5% headroom, under the 10% margin
-    proc, cg = make_tree(tmp_path, version, mem_available_mb=20000,
-                         levels=levels_with(3150, 1000))
+    proc, cg = make_tree(tmp_path, version, mem_available_mb=20000, levels=levels_with(3150, 1000))
     refused = check_resources(2048, None, [], False, proc_root=proc, cgroup_root=cg)
     assert not refused.ok and refused.caveat is None
     assert "headroom 5.0% is under the 10% margin" in refused.message
@@ -160,8 +169,12 @@ def test_machine_tighter_than_unlimited_cgroup(tmp_path: Path, version: int) -> 
 
 
 def test_ancestor_limit_is_the_binding_one(tmp_path: Path, version: int) -> None:
-    proc, cg = make_tree(tmp_path, version, mem_available_mb=20000,
-                         levels=levels_with("max", 100, parent_limit=4096, parent_usage=3000))
+    proc, cg = make_tree(
+        tmp_path,
+        version,
+        mem_available_mb=20000,
+        levels=levels_with("max", 100, parent_limit=4096, parent_usage=3000),
+    )
     result = check_resources(2048, None, [], False, proc_root=proc, cgroup_root=cg)
     assert not result.ok
     assert f"{cg}" in result.message and "jobs: limit 4096.0 MiB" in result.message

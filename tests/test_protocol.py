@@ -26,26 +26,32 @@ def pytest_runtest_teardown(item):
 
 
 def test_a_running_stage_prints_its_progress_on_the_terminal_not_in_a_capture(
-        project: BenchProject) -> None:
+    project: BenchProject,
+) -> None:
     document = simple_bench(replicates=1)
     document["stages"][1]["cmd"] = "if [ {mode} = a ]; then sleep 0.6; fi; echo score=1"
     project.bench(document)
     result = project.run("--bench-progress-every", "0.2", subprocess=True)
     assert result.ret == 0
-    live = [line for line in result.outlines
-            if line.startswith("[benchmark] simple: stage measure (measure[mode=a-rep0]) "
-                               "running for")]
+    live = [
+        line
+        for line in result.outlines
+        if line.startswith("[benchmark] simple: stage measure (measure[mode=a-rep0]) running for")
+    ]
     assert live, result.stdout.str()
     assert "Captured" not in result.stdout.str()
 
 
 def test_ordinary_tests_in_a_bench_session_keep_their_capture(project: BenchProject) -> None:
     project.bench(simple_bench(replicates=1))
-    project.write("test_plain.py", """
+    project.write(
+        "test_plain.py",
+        """
         def test_prints_and_fails():
             print("said by the test")
             assert False
-    """)
+    """,
+    )
     result = project.run("bench.yaml", "test_plain.py")
     assert result.ret == 1
     result.assert_outcomes(passed=2, failed=1)
@@ -54,11 +60,15 @@ def test_ordinary_tests_in_a_bench_session_keep_their_capture(project: BenchProj
 
 
 def test_conftest_phase_hooks_run_for_trials_where_their_folder_applies(
-        project: BenchProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: BenchProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
     built = []  # a conftest that does not apply makes pytest build a hook proxy per access
     original = TrialProtocol._phase_callers
-    monkeypatch.setattr(TrialProtocol, "_phase_callers",
-                        lambda self, ihook: built.append(ihook) or original(self, ihook))
+    monkeypatch.setattr(
+        TrialProtocol,
+        "_phase_callers",
+        lambda self, ihook: built.append(ihook) or original(self, ihook),
+    )
     inside, outside = project.path / "inside.log", project.path / "outside.log"
     project.bench(simple_bench(replicates=1), name="suite/bench.yaml")
     project.write("suite/conftest.py", HOOK_LOG_CONFTEST.format(log=str(inside)))
@@ -67,15 +77,20 @@ def test_conftest_phase_hooks_run_for_trials_where_their_folder_applies(
     result = project.run("suite/bench.yaml", "other/test_other.py")
     assert result.ret == 0
     seen = inside.read_text().splitlines()
-    assert seen == [f"{when} suite/bench.yaml::measure[mode={mode}-rep0]"
-                    for mode in "ab" for when in ("setup", "call", "teardown")]
+    assert seen == [
+        f"{when} suite/bench.yaml::measure[mode={mode}-rep0]"
+        for mode in "ab"
+        for when in ("setup", "call", "teardown")
+    ]
     assert outside.read_text().splitlines() == [
-        f"{when} other/test_other.py::test_other" for when in ("setup", "call", "teardown")]
+        f"{when} other/test_other.py::test_other" for when in ("setup", "call", "teardown")
+    ]
     assert len(built) == 1  # once for the benchmark file, not once per trial
 
 
 def test_exitfirst_stops_after_the_first_failed_trial_and_records_the_rest(
-        project: BenchProject) -> None:
+    project: BenchProject,
+) -> None:
     document = simple_bench()
     document["stages"][1]["cmd"] = "echo {mode}; exit 3"
     project.bench(document)
@@ -86,8 +101,7 @@ def test_exitfirst_stops_after_the_first_failed_trial_and_records_the_rest(
     assert statuses == ["failed", "not_run", "not_run", "not_run"]
 
 
-def test_setup_show_shows_each_trial_between_its_setup_and_teardown(
-        project: BenchProject) -> None:
+def test_setup_show_shows_each_trial_between_its_setup_and_teardown(project: BenchProject) -> None:
     project.bench(simple_bench(replicates=1))
     result = project.run("--setup-show")
     assert result.ret == 0

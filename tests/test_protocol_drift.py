@@ -19,13 +19,30 @@ REPO = Path(__file__).resolve().parent.parent
 
 #: The steps of ``runtestprotocol`` and ``call_and_report`` that TrialProtocol re-states, in order:
 #: the hooks they call, the options they read and the item state they reset.
-PROTOCOL_STEPS = ["_initrequest", "call_and_report", "getoption:setupshow", "show_test_item",
-                  "getoption:setuponly", "call_and_report", "shouldfail", "shouldstop",
-                  "call_and_report", "_request", "funcargs"]
-REPORT_STEPS = ["pytest_runtest_setup", "pytest_runtest_call", "pytest_runtest_teardown",
-                "from_call", "get_reraise_exceptions", "pytest_runtest_makereport",
-                "pytest_runtest_logreport", "check_interactive_exception",
-                "pytest_exception_interact"]
+PROTOCOL_STEPS = [
+    "_initrequest",
+    "call_and_report",
+    "getoption:setupshow",
+    "show_test_item",
+    "getoption:setuponly",
+    "call_and_report",
+    "shouldfail",
+    "shouldstop",
+    "call_and_report",
+    "_request",
+    "funcargs",
+]
+REPORT_STEPS = [
+    "pytest_runtest_setup",
+    "pytest_runtest_call",
+    "pytest_runtest_teardown",
+    "from_call",
+    "get_reraise_exceptions",
+    "pytest_runtest_makereport",
+    "pytest_runtest_logreport",
+    "check_interactive_exception",
+    "pytest_exception_interact",
+]
 
 
 def steps(function: object) -> list[str]:
@@ -33,18 +50,26 @@ def steps(function: object) -> list[str]:
     tree = ast.parse(inspect.getsource(function))
     out: list[str] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "getoption" and node.args \
-                and isinstance(node.args[0], ast.Constant):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "getoption"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
             out.append((node.lineno, node.col_offset, f"getoption:{node.args[0].value}"))
         elif isinstance(node, ast.Attribute) and (
-                node.attr.startswith("pytest_") or node.attr in (
-                    "_initrequest", "shouldfail", "shouldstop", "from_call", "funcargs")
-                or (node.attr == "_request" and isinstance(node.ctx, ast.Store))):
+            node.attr.startswith("pytest_")
+            or node.attr in ("_initrequest", "shouldfail", "shouldstop", "from_call", "funcargs")
+            or (node.attr == "_request" and isinstance(node.ctx, ast.Store))
+        ):
             out.append((node.lineno, node.col_offset, node.attr))
         elif isinstance(node, ast.Name) and node.id in (
-                "call_and_report", "show_test_item", "get_reraise_exceptions",
-                "check_interactive_exception"):
+            "call_and_report",
+            "show_test_item",
+            "get_reraise_exceptions",
+            "check_interactive_exception",
+        ):
             out.append((node.lineno, node.col_offset, node.id))
     return [name for *_, name in sorted(out)]
 
@@ -58,7 +83,7 @@ def test_pytest_and_xdist_are_inside_the_pinned_range() -> None:
     pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     for name in ("pytest", "pytest-xdist"):
         spec = next(p for p in pins if re.match(rf"{re.escape(name)}\s*[<>=!~]", p))
-        specifier = SpecifierSet(spec[len(name):])
+        specifier = SpecifierSet(spec[len(name) :])
         assert "<" in str(specifier), f"{name} has no upper bound: {spec}"
         assert metadata.version(name) in specifier, f"{name} {metadata.version(name)}: {spec}"
 

@@ -21,8 +21,12 @@ ML_REQUIRED = {"base_model", "dataset", "tokenizer", "precision", "eval_suite"}
 
 
 def test_the_four_recipes_exist_and_validate(tmp_path: Path) -> None:
-    assert available_recipes() == ["embedding-train-eval", "llm-eval-only",
-                                   "llm-finetune-eval", "retrieval-index"]
+    assert available_recipes() == [
+        "embedding-train-eval",
+        "llm-eval-only",
+        "llm-finetune-eval",
+        "retrieval-index",
+    ]
     for name in available_recipes():
         recipe = load_recipe(name, tmp_path / "bench.yaml")
         used = {n for stage in recipe.stages for n in _placeholders(stage.cmd or "")}
@@ -57,21 +61,39 @@ def _write(folder: Path, document: dict, name: str = "bench.yaml") -> Path:
     return path
 
 
-RETRIEVAL_PARAMS = {"dataset": "synthetic", "corpus.seed": 1, "n_queries": 50, "k": 10,
-                    "index.variant": "baseline"}
+RETRIEVAL_PARAMS = {
+    "dataset": "synthetic",
+    "corpus.seed": 1,
+    "n_queries": 50,
+    "k": 10,
+    "index.variant": "baseline",
+}
 
 
 def test_a_file_inherits_and_overrides_stages_metrics_and_resources(tmp_path: Path) -> None:
     (tmp_path / "corpus.py").write_text("")
     (tmp_path / "index.py").write_text("")
-    path = _write(tmp_path, {
-        "recipe": "retrieval-index", "name": "r", "params": RETRIEVAL_PARAMS,
-        "treatment_variable": "index.variant", "treatments": ["baseline", "hnsw"],
-        "stages": [{"name": "search", "kind": "measure", "cmd": "python mine.py {index} {k}"},
-                   {"name": "report", "kind": "measure", "cmd": "echo x=1",
-                    "metrics_from": {"stdout": True, "fields": ["x"]}}],
-        "metrics": {"recall_at_k": {"floor": 0.9}, "x": {"direction": "lower"}},
-        "resources": {"mem_mb": 512}})
+    path = _write(
+        tmp_path,
+        {
+            "recipe": "retrieval-index",
+            "name": "r",
+            "params": RETRIEVAL_PARAMS,
+            "treatment_variable": "index.variant",
+            "treatments": ["baseline", "hnsw"],
+            "stages": [
+                {"name": "search", "kind": "measure", "cmd": "python mine.py {index} {k}"},
+                {
+                    "name": "report",
+                    "kind": "measure",
+                    "cmd": "echo x=1",
+                    "metrics_from": {"stdout": True, "fields": ["x"]},
+                },
+            ],
+            "metrics": {"recall_at_k": {"floor": 0.9}, "x": {"direction": "lower"}},
+            "resources": {"mem_mb": 512},
+        },
+    )
     config = load_benchmark(path)
     stages = {s.name: s for s in config.stages}
     assert list(stages) == ["corpus", "index", "search", "report"]
@@ -87,37 +109,56 @@ def test_a_file_inherits_and_overrides_stages_metrics_and_resources(tmp_path: Pa
 
 
 def test_missing_manifest_params_are_collection_errors_with_why_and_default(
-        project: BenchProject) -> None:
+    project: BenchProject,
+) -> None:
     project.write("data.py", "")
     project.write("train.py", "")
     project.write("eval.py", "")
-    project.bench({"recipe": "embedding-train-eval", "name": "emb",
-                   "params": {"train.learning_rate": 2e-5},
-                   "treatment_variable": "train.learning_rate", "treatments": [2e-5, 1e-4]})
+    project.bench(
+        {
+            "recipe": "embedding-train-eval",
+            "name": "emb",
+            "params": {"train.learning_rate": 2e-5},
+            "treatment_variable": "train.learning_rate",
+            "treatments": [2e-5, 1e-4],
+        }
+    )
     result = project.run("--collect-only")
     assert result.ret == 2
     out = result.stdout.str()
-    assert ("params.base_model: is required by the manifest of recipe 'embedding-train-eval': "
-            "the model fine-tuned; another base model is another experiment; it has no "
-            "default: name the one you use.") in out
+    assert (
+        "params.base_model: is required by the manifest of recipe 'embedding-train-eval': "
+        "the model fine-tuned; another base model is another experiment; it has no "
+        "default: name the one you use."
+    ) in out
     assert "seeds: is required by the manifest" in out and "declare seeds: [1, 2, 3]" in out
     assert "e.g. precision: fp32" in out
     assert "uses {seed}" not in out  # the missing seeds are explained once, by the manifest
 
 
 def _ml_document(**overrides) -> dict:
-    document = {"recipe": "embedding-train-eval", "name": "emb",
-                "params": {"base_model": "minilm", "tokenizer": "minilm", "dataset": "gen-v1",
-                           "precision": "fp32", "eval_suite": "recall@10-v1", "train.steps": 2,
-                           "train.learning_rate": 2e-5, "train.batch_size": 8},
-                "treatment_variable": "train.learning_rate", "treatments": [2e-5, 1e-4],
-                "seeds": [1, 2, 3]}
+    document = {
+        "recipe": "embedding-train-eval",
+        "name": "emb",
+        "params": {
+            "base_model": "minilm",
+            "tokenizer": "minilm",
+            "dataset": "gen-v1",
+            "precision": "fp32",
+            "eval_suite": "recall@10-v1",
+            "train.steps": 2,
+            "train.learning_rate": 2e-5,
+            "train.batch_size": 8,
+        },
+        "treatment_variable": "train.learning_rate",
+        "treatments": [2e-5, 1e-4],
+        "seeds": [1, 2, 3],
+    }
     document.update(overrides)
     return document
 
 
-def test_a_complete_ml_file_plans_one_trial_per_treatment_and_seed(
-        project: BenchProject) -> None:
+def test_a_complete_ml_file_plans_one_trial_per_treatment_and_seed(project: BenchProject) -> None:
     for script in ("data.py", "train.py", "eval.py"):
         project.write(script, "")
     project.bench(_ml_document())
@@ -133,18 +174,27 @@ def test_eval_suite_can_never_be_what_varies(project: BenchProject) -> None:
     document["params"]["eval_suite"] = "a-v1"
     project.bench(document)
     out = project.run("--collect-only").stdout.str()
-    assert ("manifest.eval_suite: must be the same in every compared run (scores from "
-            "different evaluation suites measure different things), so it cannot be what "
-            "varies.") in out
+    assert (
+        "manifest.eval_suite: must be the same in every compared run (scores from "
+        "different evaluation suites measure different things), so it cannot be what "
+        "varies."
+    ) in out
 
 
 def test_recipe_by_path_and_unknown_recipe(tmp_path: Path) -> None:
     recipe = yaml.safe_load((RECIPES_DIR / "retrieval-index.yaml").read_text())
     recipe["manifest"]["k"]["default"] = 5
     (tmp_path / "mine.yaml").write_text(yaml.safe_dump(recipe))
-    path = _write(tmp_path, {"recipe": "mine.yaml", "name": "r", "params": RETRIEVAL_PARAMS,
-                             "treatment_variable": "index.variant",
-                             "treatments": ["baseline", "b"]})
+    path = _write(
+        tmp_path,
+        {
+            "recipe": "mine.yaml",
+            "name": "r",
+            "params": RETRIEVAL_PARAMS,
+            "treatment_variable": "index.variant",
+            "treatments": ["baseline", "b"],
+        },
+    )
     assert load_benchmark(path).manifest["k"].default == 5
     path = _write(tmp_path, {"recipe": "retrieval-idx", "name": "r"})
     with pytest.raises(ConfigError, match="'retrieval-idx' is not a recipe"):

@@ -11,8 +11,18 @@ from pytest_benchmark_agent.records.writer import index_entries, regenerate_inde
 
 def write_entry(home: Path, run_id: str, tag: str) -> Path:
     path = home / "runs" / run_id / "index.json"
-    atomic_write(path, json.dumps({"run_id": run_id, "name": "demo", "state": "complete",
-                                   "tag": tag, "counts": {"passed": 1}}))
+    atomic_write(
+        path,
+        json.dumps(
+            {
+                "run_id": run_id,
+                "name": "demo",
+                "state": "complete",
+                "tag": tag,
+                "counts": {"passed": 1},
+            }
+        ),
+    )
     return path
 
 

@@ -21,9 +21,14 @@ def tuning(**overrides: Any) -> dict[str, Any]:
         "objective": {"metric": "p50_ms", "direction": "lower"},
         "constraints": ["recall@10 >= 0.99"],
         "replicates": 5,
-        "stages": [{"name": "search", "kind": "measure",
-                    "cmd": "search --hf {heap_factor} --cut {query_cut} --mode {mode}",
-                    "metrics_from": {"stdout": True, "fields": ["p50_ms", "recall@10"]}}],
+        "stages": [
+            {
+                "name": "search",
+                "kind": "measure",
+                "cmd": "search --hf {heap_factor} --cut {query_cut} --mode {mode}",
+                "metrics_from": {"stdout": True, "fields": ["p50_ms", "recall@10"]},
+            }
+        ],
         "metrics": {"p50_ms": {"direction": "lower"}, "recall@10": {"direction": "higher"}},
     }
     document.update(overrides)
@@ -50,9 +55,12 @@ def test_a_linear_range_is_an_evenly_spaced_lattice() -> None:
 
 
 def test_a_log_range_is_geometric() -> None:
-    space = space_of(tuning(params={"heap_factor": 1.0, "query_cut": 10, "mode": "fast"},
-                            search_space={"heap_factor": {"min": 0.01, "max": 100, "steps": 5,
-                                                          "scale": "log"}}))
+    space = space_of(
+        tuning(
+            params={"heap_factor": 1.0, "query_cut": 10, "mode": "fast"},
+            search_space={"heap_factor": {"min": 0.01, "max": 100, "steps": 5, "scale": "log"}},
+        )
+    )
     assert space.dimensions[0].values == (0.01, 0.1, 1.0, 10.0, 100.0)
 
 
@@ -67,9 +75,11 @@ def test_numeric_lists_are_ordered_and_other_lists_categorical() -> None:
     cut, mode = space.dimensions
     assert cut.values == (5, 10, 20) and cut.ordered
     assert mode.values == ("fast", "exact") and not mode.ordered
-    assert space.grid()[:3] == [{"query_cut": 5, "mode": "fast"},
-                                {"query_cut": 5, "mode": "exact"},
-                                {"query_cut": 10, "mode": "fast"}]
+    assert space.grid()[:3] == [
+        {"query_cut": 5, "mode": "fast"},
+        {"query_cut": 5, "mode": "exact"},
+        {"query_cut": 10, "mode": "fast"},
+    ]
 
 
 def test_distance_counts_changed_params_then_lattice_steps() -> None:
@@ -79,10 +89,13 @@ def test_distance_counts_changed_params_then_lattice_steps() -> None:
     assert space.distance(start, {"query_cut": 5, "mode": "exact"}) == (2, 2)
 
 
-@pytest.mark.parametrize(("size", "expected"), [
-    (5, [0, 1, 2, 3, 4]), (8, [0, 2, 4, 6, 7]), (33, [0, 8, 16, 24, 32]), (2, [0, 1])])
-def test_refine_starts_from_a_coarse_grid_of_at_least_four_points(size: int,
-                                                                 expected: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [(5, [0, 1, 2, 3, 4]), (8, [0, 2, 4, 6, 7]), (33, [0, 8, 16, 24, 32]), (2, [0, 1])],
+)
+def test_refine_starts_from_a_coarse_grid_of_at_least_four_points(
+    size: int, expected: list[int]
+) -> None:
     assert Dimension("x", tuple(range(size)), ordered=True).coarse_indices() == expected
 
 
@@ -105,7 +118,10 @@ def test_a_constraint_on_an_unknown_metric_suggests_the_declared_one() -> None:
 def test_constraints_accept_each_operator_and_builtin_metrics() -> None:
     space = space_of(tuning(constraints=["recall@10>0.9", "peak_rss_mb <= 512", "p50_ms < 1e3"]))
     assert [(c.metric, c.op, c.bound) for c in space.constraints] == [
-        ("recall@10", ">", 0.9), ("peak_rss_mb", "<=", 512.0), ("p50_ms", "<", 1000.0)]
+        ("recall@10", ">", 0.9),
+        ("peak_rss_mb", "<=", 512.0),
+        ("p50_ms", "<", 1000.0),
+    ]
     recall = space.constraints[0]
     assert recall.holds(0.95) and not recall.holds(0.9) and recall.worst([0.97, 0.93]) == 0.93
 
@@ -127,12 +143,21 @@ def test_too_few_replicates_for_gate_2_is_refused_before_anything_runs() -> None
 
 
 def test_every_problem_is_reported_at_once() -> None:
-    text = problems_of(tuning(
-        treatment_variable="heap_factor", treatments=[0.6, 1.0],
-        search_space={"heap_factor": {"min": 2.0, "max": 0.6, "steps": 3},
-                      "nope": [1, 2], "mode": ["exact", "slow"]},
-        metrics={"p50_ms": {"direction": "lower"}, "recall@10": {"direction": "higher",
-                                                                 "primary": True}}))
+    text = problems_of(
+        tuning(
+            treatment_variable="heap_factor",
+            treatments=[0.6, 1.0],
+            search_space={
+                "heap_factor": {"min": 2.0, "max": 0.6, "steps": 3},
+                "nope": [1, 2],
+                "mode": ["exact", "slow"],
+            },
+            metrics={
+                "p50_ms": {"direction": "lower"},
+                "recall@10": {"direction": "higher", "primary": True},
+            },
+        )
+    )
     assert "treatments: a tuning file varies its search_space params" in text
     assert "search_space.heap_factor: min (2) must be below max (0.6)" in text
     assert "search_space.nope: is tuned but not declared under params" in text
@@ -146,8 +171,9 @@ def test_the_start_must_lie_inside_the_space() -> None:
 
 
 def test_log_scale_needs_a_positive_min() -> None:
-    text = problems_of(tuning(search_space={"heap_factor": {"min": 0, "max": 2, "steps": 3,
-                                                            "scale": "log"}}))
+    text = problems_of(
+        tuning(search_space={"heap_factor": {"min": 0, "max": 2, "steps": 3, "scale": "log"}})
+    )
     assert "search_space.heap_factor.min: is 0, but scale: log needs min > 0" in text
 
 

@@ -31,23 +31,71 @@ MARKETPLACE_METADATA_FIELDS = {"description", "version", "pluginRoot"}
 OWNER_FIELDS = {"name", "email", "url"}
 ENTRY_REQUIRED = {"name", "source"}
 ENTRY_FIELDS = ENTRY_REQUIRED | {
-    "description", "version", "author", "homepage", "repository", "license", "keywords",
-    "category", "tags", "strict", "commands", "agents", "skills", "hooks", "mcpServers",
-    "lspServers", "outputStyles"}
+    "description",
+    "version",
+    "author",
+    "homepage",
+    "repository",
+    "license",
+    "keywords",
+    "category",
+    "tags",
+    "strict",
+    "commands",
+    "agents",
+    "skills",
+    "hooks",
+    "mcpServers",
+    "lspServers",
+    "outputStyles",
+}
 # From "Plugins reference" > "Plugin manifest schema" (https://code.claude.com/docs/en/plugins-reference):
 # the required field, the metadata fields and the component path fields of plugin.json.
 PLUGIN_REQUIRED = {"name"}
 PLUGIN_FIELDS = PLUGIN_REQUIRED | {
-    "version", "description", "author", "homepage", "repository", "license", "keywords",
-    "commands", "agents", "skills", "hooks", "mcpServers", "outputStyles", "lspServers"}
+    "version",
+    "description",
+    "author",
+    "homepage",
+    "repository",
+    "license",
+    "keywords",
+    "commands",
+    "agents",
+    "skills",
+    "hooks",
+    "mcpServers",
+    "outputStyles",
+    "lspServers",
+}
 AUTHOR_FIELDS = {"name", "email", "url"}
 # From "Agent Skills" > frontmatter reference (https://code.claude.com/docs/en/skills).
 SKILL_REQUIRED = {"name", "description", "argument-hint", "allowed-tools"}
-SKILL_FIELDS = SKILL_REQUIRED | {"disable-model-invocation", "user-invocable", "model", "context",
-                                 "agent", "hooks"}
+SKILL_FIELDS = SKILL_REQUIRED | {
+    "disable-model-invocation",
+    "user-invocable",
+    "model",
+    "context",
+    "agent",
+    "hooks",
+}
 KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-VERBS = ("plan", "run", "tune", "analyze", "compare", "history", "status", "reclassify",
-         "domain", "bisect", "export", "import")
+VERBS = (
+    "plan",
+    "run",
+    "tune",
+    "analyze",
+    "compare",
+    "history",
+    "status",
+    "reclassify",
+    "domain",
+    "bisect",
+    "export",
+    "import",
+)
+
+
 #: Verbs another issue owns that had not landed when this skill was written.
 def test_marketplace_lists_the_plugin_with_documented_fields_only() -> None:
     market = json.loads(MARKETPLACE.read_text())
@@ -69,8 +117,9 @@ def test_plugin_manifest_has_documented_fields_and_points_at_the_skill() -> None
     assert PLUGIN_REQUIRED <= plugin.keys() <= PLUGIN_FIELDS
     assert KEBAB.match(plugin["name"]) and plugin["name"] == market_entry["name"]
     assert set(plugin["author"]) <= AUTHOR_FIELDS
-    assert plugin["version"] == market_entry["version"] == installed_version(
-        "pytest-benchmark-agent")
+    assert (
+        plugin["version"] == market_entry["version"] == installed_version("pytest-benchmark-agent")
+    )
     skills_dir = plugin["skills"]
     assert skills_dir.startswith("./") and ".." not in skills_dir
     assert (ROOT / skills_dir / "benchmark" / "SKILL.md").resolve() == SKILL
@@ -101,7 +150,7 @@ def _mentions() -> dict[str, list[list[str]]]:
     for span in spans:
         for match in re.finditer(r"(?<![\w.-])benchmark-agent\s+(.*)", span):
             words = shlex.split(match.group(1))
-            words = words[:words.index("--")] if "--" in words else words
+            words = words[: words.index("--")] if "--" in words else words
             while words[:1] == ["--home"]:
                 words = words[2:]
             if words and re.fullmatch(r"[a-z]+", words[0]):
@@ -141,7 +190,8 @@ def test_every_command_in_the_skill_runs_with_help(verb: str) -> None:
         assert flags <= known, f"'benchmark-agent {' '.join(words)}': unknown {flags - known}"
         flags_by_path.setdefault(path, set()).update(flags)
     for path, flags in flags_by_path.items():
-        result = subprocess.run(["benchmark-agent", *path, "--help"], capture_output=True,
-                                text=True, timeout=60)
+        result = subprocess.run(
+            ["benchmark-agent", *path, "--help"], capture_output=True, text=True, timeout=60
+        )
         assert result.returncode == 0, result.stderr
         assert all(flag in result.stdout for flag in flags)

@@ -20,8 +20,9 @@ from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 
 
 def stage(tmp_path: Path, command: str, **options: object) -> StageRun:
-    return run_stage("measure", command, cwd=tmp_path, env=dict(os.environ),
-                     log_dir=tmp_path / "logs", **options)  # type: ignore[arg-type]
+    return run_stage(
+        "measure", command, cwd=tmp_path, env=dict(os.environ), log_dir=tmp_path / "logs", **options
+    )  # type: ignore[arg-type]
 
 
 def test_a_silent_stage_leaves_no_log_files(tmp_path: Path) -> None:
@@ -65,9 +66,15 @@ def test_a_daemon_holding_the_pipes_does_not_hold_the_stage(tmp_path: Path) -> N
     """A process that left the stage's group keeps its stdout open: the stage still ends."""
     pidfile = tmp_path / "daemon.pid"
     results: list[StageRun] = []
-    worker = threading.Thread(target=lambda: results.append(
-        stage(tmp_path, f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
-                        f"while [ ! -s {pidfile} ]; do sleep 0.01; done; echo done")))
+    worker = threading.Thread(
+        target=lambda: results.append(
+            stage(
+                tmp_path,
+                f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' & "
+                f"while [ ! -s {pidfile} ]; do sleep 0.01; done; echo done",
+            )
+        )
+    )
     worker.start()
     worker.join(120)
     try:
@@ -85,16 +92,19 @@ def test_timeout_stops_the_whole_group(tmp_path: Path) -> None:
 
 def test_progress_is_reported_while_a_stage_runs(tmp_path: Path) -> None:
     calls: list[tuple[float, float]] = []
-    result = stage(tmp_path, "sleep 0.5", progress=lambda *args: calls.append(args),
-                   progress_every_s=0.05)
+    result = stage(
+        tmp_path, "sleep 0.5", progress=lambda *args: calls.append(args), progress_every_s=0.05
+    )
     assert result.exit_code == 0
     assert calls, "no progress call during a stage ten periods long"
     assert [elapsed for elapsed, _ in calls] == sorted(elapsed for elapsed, _ in calls)
 
 
 def test_the_guard_samples_in_the_loop_and_kills_a_breach(tmp_path: Path) -> None:
-    grow = (f"{sys.executable} -c \"import time\nblocks = []\nfor _ in range(64):\n"
-            f"    blocks.append(b'x' * (8 << 20))\n    time.sleep(0.02)\ntime.sleep(60)\"")
+    grow = (
+        f'{sys.executable} -c "import time\nblocks = []\nfor _ in range(64):\n'
+        f"    blocks.append(b'x' * (8 << 20))\n    time.sleep(0.02)\ntime.sleep(60)\""
+    )
     result = stage(tmp_path, grow, mem_ceiling_mb=96, cgroup=CgroupMemory.of_self())
     assert result.exit_code == -signal.SIGKILL
     assert [event["reason"] for event in result.guard_events] == ["stage tree over its ceiling"]
@@ -107,8 +117,9 @@ def test_a_short_stage_gets_a_sample_of_its_leader(tmp_path: Path) -> None:
     assert result.guard_samples >= 1
 
 
-def test_without_pidfd_a_waiting_thread_reports_the_exit(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_pidfd_a_waiting_thread_reports_the_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def refused(pid: int) -> int:
         raise OSError("pidfd_open refused")
 
@@ -118,8 +129,9 @@ def test_without_pidfd_a_waiting_thread_reports_the_exit(tmp_path: Path,
     assert result.cpu_s >= 0
 
 
-def test_interrupt_while_waiting_stops_the_stage(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupt_while_waiting_stops_the_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pidfile = tmp_path / "stage.pid"
 
     def interrupt(self: object, *args: object) -> bool:
@@ -140,10 +152,13 @@ def test_a_stage_starts_as_subprocess_would_start_it(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
-    script = ('pwd; readlink /proc/self/fd/0; echo "args=$#"; grep SigIgn /proc/self/status; '
-              f'{sys.executable} -c "import os; print(os.getsid(0) == os.getppid())"')
-    result = run_stage("measure", script, cwd=tmp_path / "link", env=dict(os.environ),
-                       log_dir=tmp_path / "logs")
+    script = (
+        'pwd; readlink /proc/self/fd/0; echo "args=$#"; grep SigIgn /proc/self/status; '
+        f'{sys.executable} -c "import os; print(os.getsid(0) == os.getppid())"'
+    )
+    result = run_stage(
+        "measure", script, cwd=tmp_path / "link", env=dict(os.environ), log_dir=tmp_path / "logs"
+    )
     assert result.exit_code == 0, result.stderr_tail()
     folder, stdin, args, ignored, leads = result.stdout().splitlines()
     assert (folder, stdin, args, leads) == (str(real.resolve()), "/dev/null", "args=0", "True")
@@ -151,7 +166,8 @@ def test_a_stage_starts_as_subprocess_would_start_it(tmp_path: Path) -> None:
 
 
 def test_an_inherited_descriptor_is_not_left_open_in_a_stage(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     read, write = os.pipe()
     os.set_inheritable(write, True)  # as a descriptor handed to pytest by its parent is
     monkeypatch.setattr(stages, "_found_inheritable", None)  # as if this process just started

@@ -20,12 +20,17 @@ from pytest_benchmark_agent.records.tags import ReclassifyError, compute_tag, re
 from pytest_benchmark_agent.records.writer import load_results
 
 
-def reference(kind: str = "reproduction", problems: tuple[str, ...] = (), tag: str = "EXPLORATORY",
-              caveats: tuple[str, ...] = ()) -> Reproduction:
+def reference(
+    kind: str = "reproduction",
+    problems: tuple[str, ...] = (),
+    tag: str = "EXPLORATORY",
+    caveats: tuple[str, ...] = (),
+) -> Reproduction:
     return Reproduction("prior", kind, ["`score` [b]: line"], list(problems), tag, list(caveats))
 
 
 # -- the rule -------------------------------------------------------------------------------------
+
 
 def test_a_failed_gate_is_unreliable_whatever_else_holds() -> None:
     tag, why = compute_tag(["no trial passed"], ["too few"], ["a caveat"], reference())
@@ -50,12 +55,15 @@ def test_a_reproduction_without_caveat_is_reliable() -> None:
     assert tag == "RELIABLE" and "reproduces prior" in why[0]
 
 
-@pytest.mark.parametrize("caveat", [
-    CAVEAT_NONE,
-    "preflight: disk at /data headroom 4.0% under the 10% margin; ran with --bench-accept-risk",
-    "comparability limited: deviation accepted at plan time: smaller corpus",
-    "2 of 10 trials did not pass (failed: 2)",
-])
+@pytest.mark.parametrize(
+    "caveat",
+    [
+        CAVEAT_NONE,
+        "preflight: disk at /data headroom 4.0% under the 10% margin; ran with --bench-accept-risk",
+        "comparability limited: deviation accepted at plan time: smaller corpus",
+        "2 of 10 trials did not pass (failed: 2)",
+    ],
+)
 def test_a_reproduction_with_a_caveat_is_qualified(caveat: str) -> None:
     assert compute_tag([], [], [caveat], reference()) == ("QUALIFIED", [caveat])
 
@@ -79,6 +87,7 @@ def test_a_contradicted_reproduction_is_unreliable() -> None:
 
 # -- real runs ------------------------------------------------------------------------------------
 
+
 def test_tags_follow_reproduction_caveats_and_contradiction(project: BenchProject) -> None:
     scored(project)
     first = run_as(project, "r1")
@@ -93,14 +102,17 @@ def test_tags_follow_reproduction_caveats_and_contradiction(project: BenchProjec
     project.write("data/b.txt", "4\n")  # the same config now measures x2 where it measured x1.5
     fourth = run_as(project, "r4")
     assert fourth["tag"] == "QUALIFIED" and fourth["reproduces"]["ok"]
-    assert "reproduced the verdict of r3, not its size: `score` [b]: improved x2 here, improved " \
-           "x1.5 in r3 (95% intervals [2, 2] and [1.5, 1.5] apart, beyond reproduce_tolerance " \
-           "10%)" in fourth["tag_reasons"]
+    assert (
+        "reproduced the verdict of r3, not its size: `score` [b]: improved x2 here, improved "
+        "x1.5 in r3 (95% intervals [2, 2] and [1.5, 1.5] apart, beyond reproduce_tolerance "
+        "10%)" in fourth["tag_reasons"]
+    )
     project.write("data/b.txt", "2\n")  # now b is no better than a: the verdict flips
     fifth = run_as(project, "r5")
     assert fifth["tag"] == "UNRELIABLE"
-    assert fifth["tag_reasons"] == ["contradicts r4: `score` [b]: no_change x1 here, improved "
-                                    "x2 in r4"]
+    assert fifth["tag_reasons"] == [
+        "contradicts r4: `score` [b]: no_change x1 here, improved x2 in r4"
+    ]
     report = (project.home / "runs" / "r5" / "report.md").read_text()
     assert "Gate failed (the run is UNRELIABLE): contradicts r4" in report
     index = (project.home / "results_index.md").read_text()
@@ -140,16 +152,30 @@ def test_an_accepted_deviation_qualifies_a_reproduced_run(project: BenchProject)
 
 # -- reclassify -----------------------------------------------------------------------------------
 
+
 def test_reclassify_downgrades_and_cascades_to_every_run_that_cited_it(
-        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    project: BenchProject, capsys: pytest.CaptureFixture[str]
+) -> None:
     scored(project)
     for run_id in ("r1", "r2", "r3"):
         run_as(project, run_id)
     home = project.home
-    assert [load_results(home / "runs" / r)["tag"] for r in ("r1", "r2", "r3")] == \
-        ["EXPLORATORY", "RELIABLE", "RELIABLE"]
-    code = main(["--home", str(home), "reclassify", "r1", "unreliable", "--why",
-                 "the machine was swapping during r1"])
+    assert [load_results(home / "runs" / r)["tag"] for r in ("r1", "r2", "r3")] == [
+        "EXPLORATORY",
+        "RELIABLE",
+        "RELIABLE",
+    ]
+    code = main(
+        [
+            "--home",
+            str(home),
+            "reclassify",
+            "r1",
+            "unreliable",
+            "--why",
+            "the machine was swapping during r1",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "r1: EXPLORATORY -> UNRELIABLE (the machine was swapping during r1)" in printed
@@ -184,13 +210,17 @@ def test_reclassify_raises_a_tag_only_with_a_reproduction(project: BenchProject)
     assert record["reclassified"][-1]["evidence"] == "reproduced by r2"
 
 
-@pytest.mark.parametrize(("tag", "why", "message"), [
-    ("QUALIFIED", "   ", "state the reason"),
-    ("EXPLORATORY", "same again", "already EXPLORATORY"),
-    ("GOLDEN", "why not", "use one of RELIABLE"),
-])
-def test_reclassify_refusals_name_the_fix(project: BenchProject, tag: str, why: str,
-                                          message: str) -> None:
+@pytest.mark.parametrize(
+    ("tag", "why", "message"),
+    [
+        ("QUALIFIED", "   ", "state the reason"),
+        ("EXPLORATORY", "same again", "already EXPLORATORY"),
+        ("GOLDEN", "why not", "use one of RELIABLE"),
+    ],
+)
+def test_reclassify_refusals_name_the_fix(
+    project: BenchProject, tag: str, why: str, message: str
+) -> None:
     scored(project)
     run_as(project, "r1")
     with pytest.raises(ReclassifyError, match=message):
@@ -205,5 +235,7 @@ def test_reclassify_cli_needs_a_reason(project: BenchProject) -> None:
     assert exit_info.value.code == 2  # argparse: --why is required
     with pytest.raises(SystemExit, match="raises the tag"):
         main(["--home", str(project.home), "reclassify", "r1", "RELIABLE", "--why", "sure"])
-    assert yaml.safe_load((project.home / "runs" / "r1" / "results.yaml").read_text())[
-        "tag"] == "EXPLORATORY"
+    assert (
+        yaml.safe_load((project.home / "runs" / "r1" / "results.yaml").read_text())["tag"]
+        == "EXPLORATORY"
+    )

@@ -57,21 +57,37 @@ class ScriptedRounds:
             for point in request.points:
                 outcome = {"status": "passed", **self.measure(point, rep)}
                 label = point_label(point)
-                trials.append({"id": f"measure[point={label}-rep{rep}]", "treatment": label,
-                               "replicate": rep, "seed": None, "stage": "measure",
-                               "wall_s": self.wall_s, **outcome})
+                trials.append(
+                    {
+                        "id": f"measure[point={label}-rep{rep}]",
+                        "treatment": label,
+                        "replicate": rep,
+                        "seed": None,
+                        "stage": "measure",
+                        "wall_s": self.wall_s,
+                        **outcome,
+                    }
+                )
         record = {"state": "complete", "trials": trials, "preps": []}
         return RoundOutcome(request.run_id, record, self.wall_s * len(trials))
 
 
-def landscape(f: Callable[[dict[str, Any]], float], noise: float = 0.005, seed: int = 0,
-              recall: Callable[[dict[str, Any]], float] = lambda p: 1.0) -> Measure:
+def landscape(
+    f: Callable[[dict[str, Any]], float],
+    noise: float = 0.005,
+    seed: int = 0,
+    recall: Callable[[dict[str, Any]], float] = lambda p: 1.0,
+) -> Measure:
     """Latency ``f(point)`` times uniform noise of +-``noise``, and a noiseless recall."""
     rng = random.Random(seed)
 
     def measure(point: dict[str, Any], rep: int) -> dict[str, Any]:
-        return {"metrics": {"p50_ms": f(point) * (1 + rng.uniform(-noise, noise)),
-                            "recall": recall(point)}}
+        return {
+            "metrics": {
+                "p50_ms": f(point) * (1 + rng.uniform(-noise, noise)),
+                "recall": recall(point),
+            }
+        }
 
     return measure
 
@@ -85,10 +101,18 @@ def tuning(**overrides: Any) -> dict[str, Any]:
         "objective": {"metric": "p50_ms", "direction": "lower"},
         "constraints": ["recall >= 0.95"],
         "replicates": 5,
-        "stages": [{"name": "measure", "kind": "measure", "cmd": "land {x} {y}",
-                    "metrics_from": {"stdout": True, "fields": ["p50_ms", "recall"]}}],
-        "metrics": {"p50_ms": {"direction": "lower", "noise_threshold": 0.01},
-                    "recall": {"direction": "higher"}},
+        "stages": [
+            {
+                "name": "measure",
+                "kind": "measure",
+                "cmd": "land {x} {y}",
+                "metrics_from": {"stdout": True, "fields": ["p50_ms", "recall"]},
+            }
+        ],
+        "metrics": {
+            "p50_ms": {"direction": "lower", "noise_threshold": 0.01},
+            "recall": {"direction": "higher"},
+        },
     }
     document.update(overrides)
     return document
@@ -99,12 +123,18 @@ def bowl(point: dict[str, Any]) -> float:
     return 10 + 2 * (point["x"] - 4) ** 2 + 3 * (point.get("y", 0) - 1) ** 2
 
 
-def tuner_for(document: dict[str, Any], runner: ScriptedRounds, *,
-              settings: TuneSettings | None = None, replay: list | None = None) -> Tuner:
+def tuner_for(
+    document: dict[str, Any],
+    runner: ScriptedRounds,
+    *,
+    settings: TuneSettings | None = None,
+    replay: list | None = None,
+) -> Tuner:
     config = BenchmarkConfig.model_validate(document)
     space = load_space(config, Path("bench.yaml"))
-    return Tuner(space, config, settings or TuneSettings(), runner, tune_id="t",
-                 replay=replay or [])
+    return Tuner(
+        space, config, settings or TuneSettings(), runner, tune_id="t", replay=replay or []
+    )
 
 
 def tuned(document: dict[str, Any], measure: Measure, strategy: str, **kwargs: Any) -> Tuner:
@@ -151,8 +181,9 @@ def test_lucky_noisy_trials_are_selected_at_most_at_the_error_rate() -> None:
     for seed in range(40):
         tuner = tuned(tuning(), landscape(lambda p: 10.0, noise=0.05, seed=seed), "grid")
         moved += tuner.incumbent != {"x": 0, "y": 0}
-        start = sorted(t["metrics"]["p50_ms"] for t in tuner.trials
-                       if t["treatment"] == "x=0,y=0")[2]
+        start = sorted(t["metrics"]["p50_ms"] for t in tuner.trials if t["treatment"] == "x=0,y=0")[
+            2
+        ]
         naive += min(c.median for c in tuner.candidates) < start
     assert moved <= 0.05 * 40  # Holm keeps the chance of any false move per round <= alpha
     assert naive >= 0.9 * 40  # ... while the best observed median nearly always beats the start
@@ -193,8 +224,10 @@ def test_indistinguishable_improvements_keep_the_simpler_point() -> None:
     assert tuner.incumbent["x"] == 2
     (five,) = [c for c in tuner.candidates if c.point["x"] == 5]
     assert five.decision == "tied"
-    assert tuner.ties == ["round 0: x=5 and x=2 both improved on x=0 and were "
-                          "indistinguishable from each other; selected the simpler x=2."]
+    assert tuner.ties == [
+        "round 0: x=5 and x=2 both improved on x=0 and were "
+        "indistinguishable from each other; selected the simpler x=2."
+    ]
 
 
 def test_a_failing_start_halts_as_ungrounded() -> None:
@@ -214,8 +247,11 @@ def test_a_failing_start_halts_as_ungrounded() -> None:
 def test_a_non_comparable_start_halts_as_ungrounded() -> None:
     def measure(point: dict[str, Any], rep: int) -> dict[str, Any]:
         status = "not_comparable" if point["x"] == 0 else "passed"
-        return {"status": status, "metrics": {"p50_ms": bowl(point), "recall": 1.0},
-                "reason": "effective params differ from declared: x declared 0, used 1"}
+        return {
+            "status": status,
+            "metrics": {"p50_ms": bowl(point), "recall": 1.0},
+            "reason": "effective params differ from declared: x declared 0, used 1",
+        }
 
     tuner = tuned(tuning(), measure, "grid")
     assert tuner.halt.kind == "ungrounded"
@@ -231,20 +267,28 @@ def test_a_start_breaking_a_constraint_halts_as_ungrounded() -> None:
 def _effective_mismatch(bad: Callable[[dict[str, Any]], bool]) -> Measure:
     def measure(point: dict[str, Any], rep: int) -> dict[str, Any]:
         if bad(point):
-            return {"status": "not_comparable", "metrics": {"p50_ms": 1.0, "recall": 1.0},
-                    "reason": "effective params differ from declared"}
+            return {
+                "status": "not_comparable",
+                "metrics": {"p50_ms": 1.0, "recall": 1.0},
+                "reason": "effective params differ from declared",
+            }
         return {"metrics": {"p50_ms": bowl(point), "recall": 1.0}}
 
     return measure
 
 
 def test_a_streak_of_non_comparable_candidates_halts() -> None:
-    tuner = tuned(tuning(search_space={"x": [0, 1, 2, 3, 4, 5, 6]}),
-                  _effective_mismatch(lambda p: p["x"] >= 3), "grid")
+    tuner = tuned(
+        tuning(search_space={"x": [0, 1, 2, 3, 4, 5, 6]}),
+        _effective_mismatch(lambda p: p["x"] >= 3),
+        "grid",
+    )
     assert tuner.halt.kind == "streak"
-    assert tuner.halt.message.startswith("3 candidates in a row were not comparable (x=3, x=4, "
-                                         "x=5; the limit is 3); the last: effective "
-                                         "params differ from declared")
+    assert tuner.halt.message.startswith(
+        "3 candidates in a row were not comparable (x=3, x=4, "
+        "x=5; the limit is 3); the last: effective "
+        "params differ from declared"
+    )
     # the supported move of the same round still happened before the halt
     assert tuner.incumbent == {"x": 2}
     assert tuner.rounds[0]["status"] == "halted"
@@ -254,15 +298,22 @@ def test_the_streak_length_is_configurable() -> None:
     measure = _effective_mismatch(lambda p: p["x"] in (1, 2))
     tuner = tuned(tuning(search_space={"x": [0, 1, 2, 3, 4]}), measure, "grid")
     assert tuner.halt is None and tuner.incumbent == {"x": 4}
-    tuner = tuned(tuning(search_space={"x": [0, 1, 2, 3, 4]}), measure, "grid",
-                  settings=TuneSettings(max_noncomparable_streak=2))
+    tuner = tuned(
+        tuning(search_space={"x": [0, 1, 2, 3, 4]}),
+        measure,
+        "grid",
+        settings=TuneSettings(max_noncomparable_streak=2),
+    )
     assert tuner.halt.kind == "streak"
     assert tuner.halt.message.startswith("2 candidates in a row were not comparable (x=1, x=2;")
 
 
 def test_isolated_non_comparable_candidates_do_not_halt() -> None:
-    tuner = tuned(tuning(search_space={"x": [0, 1, 2, 3, 4, 5, 6]}),
-                  _effective_mismatch(lambda p: p["x"] in (1, 3, 5)), "grid")
+    tuner = tuned(
+        tuning(search_space={"x": [0, 1, 2, 3, 4, 5, 6]}),
+        _effective_mismatch(lambda p: p["x"] in (1, 3, 5)),
+        "grid",
+    )
     assert tuner.halt is None and tuner.incumbent == {"x": 4}
     assert sum(c.decision == "not_comparable" for c in tuner.candidates) == 3
 
@@ -272,8 +323,9 @@ def test_the_trial_budget_halts_before_a_round_it_cannot_afford() -> None:
     tuner = tuner_for(tuning(budget={"trials": 150}), runner)
     tuner.run("grid")  # the grid needs 35 points x 5 replicates = 175 trials
     assert tuner.halt.kind == "budget" and not runner.requests
-    assert tuner.halt.message.startswith("budget.trials: the next round needs 175 trials and "
-                                         "150 of 150 remain")
+    assert tuner.halt.message.startswith(
+        "budget.trials: the next round needs 175 trials and 150 of 150 remain"
+    )
 
 
 def test_the_trial_budget_stops_a_multi_round_search_between_rounds() -> None:
@@ -303,8 +355,10 @@ def test_the_gpu_hour_budget_halts_on_the_estimate_of_the_next_round() -> None:
     tuner.run("coordinate")  # x's line: 35 trials = 0.35 GPU-hours; y's line: 0.25 more
     assert tuner.halt.kind == "budget" and len(runner.requests) == 2
     assert tuner.spent.gpu_hours == pytest.approx(0.6)
-    assert tuner.halt.message.startswith("budget.gpu_hours: 0.6 GPU-hours spent and the next "
-                                         "round is estimated at 0.35 more (of 0.8)")
+    assert tuner.halt.message.startswith(
+        "budget.gpu_hours: 0.6 GPU-hours spent and the next "
+        "round is estimated at 0.35 more (of 0.8)"
+    )
 
 
 def test_the_cost_budget_halts_on_the_estimate_of_the_next_round() -> None:
@@ -370,17 +424,26 @@ print(f"recall={{1 - 0.01 * x}}")
 """
 
 
-def land_project(project: BenchProject, *, fail: str = "False", mismatch: str = "False",
-                 **overrides: Any) -> Path:
+def land_project(
+    project: BenchProject, *, fail: str = "False", mismatch: str = "False", **overrides: Any
+) -> Path:
     """A 1-D tuning file over x in 0..6 (optimum 3; recall >= 0.975 excludes x >= 3)."""
     project.write("land.py", LAND.format(fail=fail, mismatch=mismatch))
     document = {
-        "name": "land", "params": {"x": 0},
+        "name": "land",
+        "params": {"x": 0},
         "search_space": {"x": [0, 1, 2, 3, 4, 5, 6]},
         "objective": {"metric": "p50_ms", "direction": "lower"},
-        "constraints": ["recall >= 0.975"], "replicates": 5,
-        "stages": [{"name": "measure", "kind": "measure", "cmd": f"{sys.executable} land.py {{x}}",
-                    "metrics_from": {"stdout": True, "fields": ["p50_ms", "recall"]}}],
+        "constraints": ["recall >= 0.975"],
+        "replicates": 5,
+        "stages": [
+            {
+                "name": "measure",
+                "kind": "measure",
+                "cmd": f"{sys.executable} land.py {{x}}",
+                "metrics_from": {"stdout": True, "fields": ["p50_ms", "recall"]},
+            }
+        ],
         "metrics": {"p50_ms": {"direction": "lower"}, "recall": {"direction": "higher"}},
     }
     document.update(overrides)
@@ -388,16 +451,18 @@ def land_project(project: BenchProject, *, fail: str = "False", mismatch: str = 
 
 
 def tune_record(project: BenchProject) -> dict[str, Any]:
-    tunes = [p for p in project.runs() if (load_yaml(p / "results.yaml") or {}).get("kind")
-             == "tune"]
+    tunes = [
+        p for p in project.runs() if (load_yaml(p / "results.yaml") or {}).get("kind") == "tune"
+    ]
     assert len(tunes) == 1
     return load_yaml(tunes[0] / "results.yaml")
 
 
 def test_pytest_bench_tune_selects_the_best_feasible_point(project: BenchProject) -> None:
     land_project(project)
-    result = project.pytester.runpytest_subprocess("--bench", "--bench-tune=grid", "bench.yaml",
-                                                   "--bench-home", str(project.home))
+    result = project.pytester.runpytest_subprocess(
+        "--bench", "--bench-tune=grid", "bench.yaml", "--bench-home", str(project.home)
+    )
     assert result.ret == 0, result.stdout.str()
     record = tune_record(project)
     assert record["state"] == "complete" and record["selected"] == {"x": 2}
@@ -415,7 +480,8 @@ def test_pytest_bench_tune_selects_the_best_feasible_point(project: BenchProject
 
 
 def test_the_cli_tunes_and_resumes_without_rerunning_finished_rounds(
-        project: BenchProject, capsys: pytest.CaptureFixture[str]) -> None:
+    project: BenchProject, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = land_project(project, budget={"trials": 30})
     home = ["--home", str(project.home)]
     assert cli_main([*home, "tune", str(path), "--strategy", "refine"]) == 1
@@ -466,11 +532,12 @@ def test_the_wall_clock_budget_stops_a_running_round(project: BenchProject) -> N
     assert run_tune(path, "grid", project.home, echo=lambda line: None) == 1
     record = tune_record(project)
     assert record["halt"]["kind"] == "budget"
-    assert "round 0 did not finish (budget.wall_clock_s ran out during it)" in \
-        record["halt"]["message"]
+    assert (
+        "round 0 did not finish (budget.wall_clock_s ran out during it)"
+        in record["halt"]["message"]
+    )
     assert record["rounds"][0]["status"] == "unfinished"
-    round_record = load_yaml(project.home / "runs" / record["rounds"][0]["run_id"] /
-                             "results.yaml")
+    round_record = load_yaml(project.home / "runs" / record["rounds"][0]["run_id"] / "results.yaml")
     assert round_record["state"] == "interrupted"
 
 

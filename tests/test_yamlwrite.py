@@ -14,18 +14,95 @@ from pytest_benchmark_agent.records.writer import dump_yaml
 from pytest_benchmark_agent.records.yamlwrite import to_yaml
 
 TRICKY_STRINGS = [
-    "", " ", "a ", " a", "yes", "No", "on", "OFF", "null", "~", "y", "n", "true", "False",
-    "1", "-1", "0x1f", "0o7", "1_000", "1:20", "1.5", "1e-05", ".inf", "-.inf", ".nan", "NaN",
-    "2026-12-02", "2026-12-02T14:05:11.120Z", "<<", "=", "- a", "? a", "a: b", "a #b", "a#b",
-    "#x", "!tag", "&anchor", "*alias", "|", ">", "%", "@x", "`x", "'q'", '"q"', "{a}", "[a]",
-    "a,b", "run[mode=a-rep0]", "stage run (prep)", "line\nbreak", "tab\there", "cr\r",
-    "back\\slash", "\x00nul", "\x07bell", "\x1b[0m", "\x7f", "\x85nel", "\x9f", "\u00e9t\u00e9",
-    "\u2028ls", "\u2029ps", "\ufeffbom", "\ufffe", "\uffff", "\U0001f600 emoji",
-    "trailing\n", "a  double space", "/abs/path/x.txt", "_under", "x" * 300,
+    "",
+    " ",
+    "a ",
+    " a",
+    "yes",
+    "No",
+    "on",
+    "OFF",
+    "null",
+    "~",
+    "y",
+    "n",
+    "true",
+    "False",
+    "1",
+    "-1",
+    "0x1f",
+    "0o7",
+    "1_000",
+    "1:20",
+    "1.5",
+    "1e-05",
+    ".inf",
+    "-.inf",
+    ".nan",
+    "NaN",
+    "2026-12-02",
+    "2026-12-02T14:05:11.120Z",
+    "<<",
+    "=",
+    "- a",
+    "? a",
+    "a: b",
+    "a #b",
+    "a#b",
+    "#x",
+    "!tag",
+    "&anchor",
+    "*alias",
+    "|",
+    ">",
+    "%",
+    "@x",
+    "`x",
+    "'q'",
+    '"q"',
+    "{a}",
+    "[a]",
+    "a,b",
+    "run[mode=a-rep0]",
+    "stage run (prep)",
+    "line\nbreak",
+    "tab\there",
+    "cr\r",
+    "back\\slash",
+    "\x00nul",
+    "\x07bell",
+    "\x1b[0m",
+    "\x7f",
+    "\x85nel",
+    "\x9f",
+    "\u00e9t\u00e9",
+    "\u2028ls",
+    "\u2029ps",
+    "\ufeffbom",
+    "\ufffe",
+    "\uffff",
+    "\U0001f600 emoji",
+    "trailing\n",
+    "a  double space",
+    "/abs/path/x.txt",
+    "_under",
+    "x" * 300,
 ]
 
-FLOATS = [0.0, -0.0, 1.5, -2.25, 1e-05, 1e16, 1.5e300, 5e-324, 123456789.123, math.inf,
-          -math.inf, 0.1 + 0.2]
+FLOATS = [
+    0.0,
+    -0.0,
+    1.5,
+    -2.25,
+    1e-05,
+    1e16,
+    1.5e300,
+    5e-324,
+    123456789.123,
+    math.inf,
+    -math.inf,
+    0.1 + 0.2,
+]
 
 
 def assert_round_trips(data):
@@ -39,8 +116,9 @@ def assert_round_trips(data):
 def _same(a, b) -> bool:
     """Equality where NaN equals NaN and -0.0 keeps its sign."""
     if isinstance(a, float) and isinstance(b, float):
-        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a)
-                                                      == math.copysign(1, b))
+        return (math.isnan(a) and math.isnan(b)) or (
+            a == b and math.copysign(1, a) == math.copysign(1, b)
+        )
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
@@ -71,13 +149,25 @@ def test_empty_containers_and_top_level_shapes():
 
 
 def test_a_trial_record_shaped_document_round_trips_and_reads_like_pyyaml_block_style():
-    trial = {"id": "run[mode=b-rep3]", "treatment": "b", "replicate": 3, "seed": 0,
-             "status": "guard:memory", "metrics": {"wall_s": 0.00123, "p50_ms": 1e-05},
-             "started": "2026-12-02T14:05:11.120Z", "peak_rss_mb": 3.25,
-             "reason": "stage 'run' was stopped:\n  stderr (last lines):\nKilled",
-             "guard_events": [{"kind": "memory", "peak_mb": 812.5}], "effective": {}}
-    document = {"run_id": "2026-12-02T14-05-09-fts5-3f2a", "trials": [trial, trial],
-                "summary": {"wall_s": {"a": {"n": 2, "median": 0.5}}}, "caveats": []}
+    trial = {
+        "id": "run[mode=b-rep3]",
+        "treatment": "b",
+        "replicate": 3,
+        "seed": 0,
+        "status": "guard:memory",
+        "metrics": {"wall_s": 0.00123, "p50_ms": 1e-05},
+        "started": "2026-12-02T14:05:11.120Z",
+        "peak_rss_mb": 3.25,
+        "reason": "stage 'run' was stopped:\n  stderr (last lines):\nKilled",
+        "guard_events": [{"kind": "memory", "peak_mb": 812.5}],
+        "effective": {},
+    }
+    document = {
+        "run_id": "2026-12-02T14-05-09-fts5-3f2a",
+        "trials": [trial, trial],
+        "summary": {"wall_s": {"a": {"n": 2, "median": 0.5}}},
+        "caveats": [],
+    }
     assert_round_trips(document)
     text = to_yaml(document)
     assert "trials:\n- id: run[mode=b-rep3]\n  treatment: b\n" in text
@@ -89,8 +179,9 @@ def test_randomly_built_documents_round_trip():
     alphabet = "ab:# -_/.[]=\n\t\"'\\\x85\u2028\x7f\u00e9\U0001f600yesno01e"
 
     def string():
-        return rng.choice(TRICKY_STRINGS + ["".join(rng.choice(alphabet)
-                                                     for _ in range(rng.randint(0, 8)))])
+        return rng.choice(
+            TRICKY_STRINGS + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))]
+        )
 
     def value(depth):
         kind = rng.randrange(7 if depth < 4 else 4)
@@ -99,7 +190,7 @@ def test_randomly_built_documents_round_trip():
         if kind == 1:
             return rng.choice(FLOATS + [rng.uniform(-1e6, 1e6), rng.random() * 1e-9])
         if kind == 2:
-            return rng.choice([rng.randint(-10**12, 10**12), True, False, None])
+            return rng.choice([rng.randint(-(10**12), 10**12), True, False, None])
         if kind == 3:
             return rng.choice([{}, []])
         if kind in (4, 5):
@@ -110,12 +201,22 @@ def test_randomly_built_documents_round_trip():
         assert_round_trips(value(0))
 
 
-@pytest.mark.parametrize("data", [{1: "int key"}, [b"bytes"], {"t": (1, 2)}, {"s": {1, 2}},
-                                  {"lone": "\ud800"}, {"p": Path("/tmp/x")}])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {1: "int key"},
+        [b"bytes"],
+        {"t": (1, 2)},
+        {"s": {1, 2}},
+        {"lone": "\ud800"},
+        {"p": Path("/tmp/x")},
+    ],
+)
 def test_other_types_are_left_to_pyyaml(data):
     assert to_yaml(data) is None
-    pyyaml = functools.partial(yaml.dump, Dumper=yaml.CSafeDumper, sort_keys=False,
-                               allow_unicode=True, width=100)
+    pyyaml = functools.partial(
+        yaml.dump, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=True, width=100
+    )
     try:
         expected = pyyaml(data)
     except (yaml.YAMLError, UnicodeError) as exc:  # what PyYAML cannot write still fails

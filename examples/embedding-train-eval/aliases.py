@@ -16,20 +16,40 @@ import json
 import random
 from pathlib import Path
 
-COLOURS = ["red", "blue", "green", "yellow", "black", "white", "orange", "purple", "grey",
-           "brown"]
+COLOURS = ["red", "blue", "green", "yellow", "black", "white", "orange", "purple", "grey", "brown"]
 MATERIALS = ["wooden", "steel", "glass", "plastic", "leather", "ceramic", "cotton", "stone"]
-OBJECTS = ["chair", "table", "lamp", "mug", "shelf", "bag", "vase", "clock", "bench", "desk",
-           "bowl", "basket"]
-DETAILS = ["with a tall back", "for the kitchen", "with round edges", "for children",
-           "with a matte finish", "for the garden", "with gold trim", "for travel"]
+OBJECTS = [
+    "chair",
+    "table",
+    "lamp",
+    "mug",
+    "shelf",
+    "bag",
+    "vase",
+    "clock",
+    "bench",
+    "desk",
+    "bowl",
+    "basket",
+]
+DETAILS = [
+    "with a tall back",
+    "for the kitchen",
+    "with round edges",
+    "for children",
+    "with a matte finish",
+    "for the garden",
+    "with gold trim",
+    "for travel",
+]
 KNOWN = ("synthetic-aliases-v1",)
 
 
 def _alias(rng: random.Random, taken: set[str]) -> str:
     while True:
-        word = "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(2)) \
-            + rng.choice("bdklmnrt")
+        word = "".join(
+            rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(2)
+        ) + rng.choice("bdklmnrt")
         if word not in taken:
             taken.add(word)
             return word

@@ -10,8 +10,9 @@ from aliases import generate, write
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", required=True, help="the set's name, e.g. "
-                                                         "synthetic-aliases-v1")
+    parser.add_argument(
+        "--dataset", required=True, help="the set's name, e.g. synthetic-aliases-v1"
+    )
     parser.add_argument("--out", type=Path, required=True, help="folder to create")
     args = parser.parse_args()
     write(args.dataset, args.out)

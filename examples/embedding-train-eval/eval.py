@@ -33,8 +33,10 @@ def main() -> None:
         documents = embed(model, corpus)
         asked = embed(model, [q for q, _ in queries])
     top = (asked @ documents.T).topk(10, dim=1).indices.tolist()
-    ranks = [row.index(relevant) + 1 if relevant in row else None
-             for row, (_, relevant) in zip(top, queries, strict=True)]
+    ranks = [
+        row.index(relevant) + 1 if relevant in row else None
+        for row, (_, relevant) in zip(top, queries, strict=True)
+    ]
     print(f"recall@10={sum(r is not None for r in ranks) / len(ranks)}")
     print(f"mrr@10={sum(1 / r for r in ranks if r) / len(ranks)}")
     print(f"BENCH_EFFECTIVE eval_suite={args.suite}")

@@ -32,8 +32,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.tokenizer != args.base_model:
-        parser.error("this example uses the base model's own tokenizer: set tokenizer: "
-                     f"{args.base_model}")
+        parser.error(
+            f"this example uses the base model's own tokenizer: set tokenizer: {args.base_model}"
+        )
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     pairs = read(args.data, "train")

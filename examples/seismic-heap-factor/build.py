@@ -19,17 +19,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, required=True, help="folder from gen_corpus.py")
     parser.add_argument("--out", type=Path, required=True, help="index folder to create")
-    parser.add_argument("--n-postings", type=int, default=3500,
-                        help="average postings kept per component (default 3500)")
-    parser.add_argument("--centroid-fraction", type=float, default=0.1,
-                        help="fraction of each posting list used as cluster centroids")
+    parser.add_argument(
+        "--n-postings",
+        type=int,
+        default=3500,
+        help="average postings kept per component (default 3500)",
+    )
+    parser.add_argument(
+        "--centroid-fraction",
+        type=float,
+        default=0.1,
+        help="fraction of each posting list used as cluster centroids",
+    )
     parser.add_argument("--min-cluster-size", type=int, default=2, help="smallest block")
-    parser.add_argument("--summary-energy", type=float, default=0.4,
-                        help="fraction of a block's L1 mass kept in its summary")
-    parser.add_argument("--max-fraction", type=float, default=1.5,
-                        help="longest posting list, as a multiple of --n-postings")
-    parser.add_argument("--doc-cut", type=int, default=15,
-                        help="components of a document used when clustering")
+    parser.add_argument(
+        "--summary-energy",
+        type=float,
+        default=0.4,
+        help="fraction of a block's L1 mass kept in its summary",
+    )
+    parser.add_argument(
+        "--max-fraction",
+        type=float,
+        default=1.5,
+        help="longest posting list, as a multiple of --n-postings",
+    )
+    parser.add_argument(
+        "--doc-cut", type=int, default=15, help="components of a document used when clustering"
+    )
     args = parser.parse_args()
     documents = args.corpus / DOCUMENTS
     if not documents.is_file():

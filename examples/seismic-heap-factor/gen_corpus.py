@@ -32,8 +32,9 @@ def zipf_cdf(dimension: int, exponent: float) -> np.ndarray:
     return np.cumsum(weights / weights.sum())
 
 
-def sparse_vectors(rng: np.random.Generator, count: int, nonzeros: int,
-                   cdf: np.ndarray) -> sp.csr_matrix:
+def sparse_vectors(
+    rng: np.random.Generator, count: int, nonzeros: int, cdf: np.ndarray
+) -> sp.csr_matrix:
     """`count` rows of about `nonzeros` distinct components each, with float16-exact weights."""
     indices: list[np.ndarray] = []
     for _ in range(count):
@@ -52,8 +53,10 @@ def write_jsonl(matrix: sp.csr_matrix, path: Path) -> None:
     with path.open("w", encoding="utf-8") as out:
         for row in range(matrix.shape[0]):
             start, end = matrix.indptr[row], matrix.indptr[row + 1]
-            vector = {str(c): float(v) for c, v in zip(matrix.indices[start:end],
-                                                        matrix.data[start:end], strict=True)}
+            vector = {
+                str(c): float(v)
+                for c, v in zip(matrix.indices[start:end], matrix.data[start:end], strict=True)
+            }
             out.write(json.dumps({"id": row, "content": "", "vector": vector}) + "\n")
 
 
@@ -63,7 +66,7 @@ def exact_top_k(documents: sp.csr_matrix, queries: sp.csr_matrix, k: int) -> np.
     rows = []
     doc_t = documents.T.tocsc()
     for start in range(0, queries.shape[0], _GROUND_TRUTH_BATCH):
-        scores = (queries[start:start + _GROUND_TRUTH_BATCH] @ doc_t).toarray()
+        scores = (queries[start : start + _GROUND_TRUTH_BATCH] @ doc_t).toarray()
         rows.append(np.argsort(-scores, axis=1, kind="stable")[:, :k])
     return np.concatenate(rows).astype(np.int64)
 

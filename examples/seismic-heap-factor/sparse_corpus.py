@@ -31,11 +31,13 @@ def read_queries(path: Path, string_dtype: str) -> list[tuple[str, np.ndarray, n
         for line in lines:
             record = json.loads(line)
             vector: dict[str, float] = record["vector"]
-            queries.append((
-                str(record["id"]),
-                np.array(list(vector), dtype=string_dtype),
-                np.array(list(vector.values()), dtype=np.float32),
-            ))
+            queries.append(
+                (
+                    str(record["id"]),
+                    np.array(list(vector), dtype=string_dtype),
+                    np.array(list(vector.values()), dtype=np.float32),
+                )
+            )
     return queries
 
 

@@ -30,8 +30,9 @@ def build(n_docs: int, seed: int, out: Path, docs_per_commit: int) -> int:
         conn.execute("PRAGMA synchronous = OFF")
         conn.execute(f"CREATE VIRTUAL TABLE {TABLE} USING fts5(body)")
         conn.execute(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('automerge', 0)")
-        conn.execute(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('crisismerge', ?)",
-                     (_CRISISMERGE_OFF,))
+        conn.execute(
+            f"INSERT INTO {TABLE}({TABLE}, rank) VALUES ('crisismerge', ?)", (_CRISISMERGE_OFF,)
+        )
         docs = documents(n_docs, seed)
         while batch := list(itertools.islice(docs, docs_per_commit)):
             conn.execute("BEGIN")
@@ -47,8 +48,12 @@ def main() -> None:
     parser.add_argument("--docs", type=int, required=True, help="number of documents")
     parser.add_argument("--seed", type=int, required=True, help="corpus RNG seed")
     parser.add_argument("--out", type=Path, required=True, help="database file to create")
-    parser.add_argument("--docs-per-commit", type=int, default=20,
-                        help="documents per transaction, so one segment per this many (default 20)")
+    parser.add_argument(
+        "--docs-per-commit",
+        type=int,
+        default=20,
+        help="documents per transaction, so one segment per this many (default 20)",
+    )
     args = parser.parse_args()
     if args.docs < 1 or args.docs_per_commit < 1:
         parser.error("--docs and --docs-per-commit must be at least 1")

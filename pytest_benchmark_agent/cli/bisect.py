@@ -35,8 +35,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     bisect.interrupt_on_sigterm()
     try:
         state = bisect.prepare(Path.cwd(), own.good, own.bad, own.file, home, pytest_args)
-        say(f"bisect {state.name} ({state.file}): GOOD {state.good[:7]}, BAD {state.bad[:7]}; "
-            f"state {state.state_path}")
+        say(
+            f"bisect {state.name} ({state.file}): GOOD {state.good[:7]}, BAD {state.bad[:7]}; "
+            f"state {state.state_path}"
+        )
         result = bisect.bisect(state, say)
     except bisect.BisectError as exc:
         print(f"benchmark-agent bisect: {exc}", file=sys.stderr)
@@ -45,8 +47,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         print(f"benchmark-agent bisect: {exc}", file=sys.stderr)
         return bisect.EXIT_UNDECIDED
     except KeyboardInterrupt:
-        print("benchmark-agent bisect: interrupted; rerun the same command to resume (the "
-              "outcomes decided so far are kept)", file=sys.stderr)
+        print(
+            "benchmark-agent bisect: interrupted; rerun the same command to resume (the "
+            "outcomes decided so far are kept)",
+            file=sys.stderr,
+        )
         return 130
     print("\n".join(report(result)))
     return result.exit_code
@@ -55,7 +60,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 def _command_line(rest: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """``GOOD BAD FILE [--home DIR] [-- PYTEST_ARGS]``, the verb's options anywhere before --."""
     cut = rest.index("--") if "--" in rest else len(rest)
-    return _own_parser().parse_args(rest[:cut]), rest[cut + 1:]
+    return _own_parser().parse_args(rest[:cut]), rest[cut + 1 :]
 
 
 def _own_parser() -> argparse.ArgumentParser:
@@ -77,33 +82,49 @@ def report(result: bisect.Result) -> list[str]:
     if result.status == "found" and result.commit:
         lines.append(f"first bad commit: {result.commit} {bisect.subject(state, result.commit)}")
         lines += [f"  {line}" for line in bisect.verdict_lines(state, result.commit)]
-        lines.append(f"  runs: GOOD {state.good[:7]} {state.baseline_run}, first bad "
-                     f"{result.commit[:7]} {state.commits[result.commit].get('run_id')}")
+        lines.append(
+            f"  runs: GOOD {state.good[:7]} {state.baseline_run}, first bad "
+            f"{result.commit[:7]} {state.commits[result.commit].get('run_id')}"
+        )
     elif result.candidates:
         lines.append("undecided: the first bad commit is one of (the others were skipped):")
         lines += [f"  {sha[:7]} {bisect.subject(state, sha)}" for sha in result.candidates]
     else:
-        lines.append(f"{'no regression' if result.status == 'not_found' else 'undecided'}: "
-                     f"{result.why}")
+        lines.append(
+            f"{'no regression' if result.status == 'not_found' else 'undecided'}: {result.why}"
+        )
     lines.append(f"commits tested (against GOOD {state.good[:7]}, run {state.baseline_run}):")
     for sha in bisect.tested_in_order(state):
         record = state.commits[sha]
-        lines.append(f"  {sha[:7]} {record['outcome']:<7} run {record.get('run_id') or '-'}  "
-                     f"{bisect.subject(state, sha)}"
-                     + (f"  ({record['reason']})" if record["outcome"] == "skip" else ""))
+        lines.append(
+            f"  {sha[:7]} {record['outcome']:<7} run {record.get('run_id') or '-'}  "
+            f"{bisect.subject(state, sha)}"
+            + (f"  ({record['reason']})" if record["outcome"] == "skip" else "")
+        )
     lines.append(f"state: {state.state_path} (rerun to report again without measuring)")
     return lines
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
     summary = inspect.cleandoc(cmd_bisect.__doc__ or "")
-    verb = verbs.add_parser("bisect", help=summary.splitlines()[0], description=summary,
-                            epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    verb.add_argument("--home", default=argparse.SUPPRESS,
-                      help="data directory (default $BENCHMARK_HOME or ./benchmark_data)")
-    verb.add_argument("rest", nargs=argparse.REMAINDER,
-                      metavar="GOOD BAD FILE [--home DIR] [-- PYTEST_ARGS]",
-                      help="a good commit, a later one that regressed (sha, branch, tag), the "
-                           "benchmark file as a path from the repository root, then further "
-                           "pytest options for every run")
+    verb = verbs.add_parser(
+        "bisect",
+        help=summary.splitlines()[0],
+        description=summary,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verb.add_argument(
+        "--home",
+        default=argparse.SUPPRESS,
+        help="data directory (default $BENCHMARK_HOME or ./benchmark_data)",
+    )
+    verb.add_argument(
+        "rest",
+        nargs=argparse.REMAINDER,
+        metavar="GOOD BAD FILE [--home DIR] [-- PYTEST_ARGS]",
+        help="a good commit, a later one that regressed (sha, branch, tag), the "
+        "benchmark file as a path from the repository root, then further "
+        "pytest options for every run",
+    )
     verb.set_defaults(func=cmd_bisect)

@@ -42,27 +42,41 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"benchmark-agent import: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"benchmark-agent import: {args.file}: cannot write the run into {home} "
-              f"({exc})", file=sys.stderr)
+        print(
+            f"benchmark-agent import: {args.file}: cannot write the run into {home} ({exc})",
+            file=sys.stderr,
+        )
         return 2
     code = document["config"]["fingerprint"].get("code_identity")
-    print(f"{done} {run_dir.name} ({document['record']['name']}, {document['record']['tag']}, "
-          f"code {code_label(code)}) into {run_dir.parent}")
+    print(
+        f"{done} {run_dir.name} ({document['record']['name']}, {document['record']['tag']}, "
+        f"code {code_label(code)}) into {run_dir.parent}"
+    )
     return 0
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    home = {"default": argparse.SUPPRESS,
-            "help": "data directory (default $BENCHMARK_HOME or ./benchmark_data)"}
+    home = {
+        "default": argparse.SUPPRESS,
+        "help": "data directory (default $BENCHMARK_HOME or ./benchmark_data)",
+    }
     export = verbs.add_parser("export", help=cmd_export.__doc__, description=cmd_export.__doc__)
     export.add_argument("run", help="run id, unique prefix, or 'latest'")
-    export.add_argument("-o", "--output", required=True, metavar="FILE",
-                        help="the file to write ('-': standard output)")
+    export.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="the file to write ('-': standard output)",
+    )
     export.add_argument("--home", **home)
     export.set_defaults(func=cmd_export)
     imp = verbs.add_parser("import", help=cmd_import.__doc__, description=cmd_import.__doc__)
     imp.add_argument("file", help="a file written by benchmark-agent export")
-    imp.add_argument("--force", action="store_true",
-                     help="replace a run of the same id that holds another record")
+    imp.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a run of the same id that holds another record",
+    )
     imp.add_argument("--home", **home)
     imp.set_defaults(func=cmd_import)

@@ -40,6 +40,7 @@ def find_run(home: Path, ref: str) -> Path:
     matches = [p for p in runs if p.name == ref] or [p for p in runs if p.name.startswith(ref)]
     if len(matches) != 1:
         known = ", ".join(p.name for p in runs[-5:]) or "none"
-        raise SystemExit(f"benchmark-agent: no unique run '{ref}' in {home / 'runs'} "
-                         f"(latest runs: {known})")
+        raise SystemExit(
+            f"benchmark-agent: no unique run '{ref}' in {home / 'runs'} (latest runs: {known})"
+        )
     return matches[0]

@@ -25,19 +25,26 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 def _scalar(value: Any) -> str:
     """A value as YAML flow text (``20``, ``2.0e-05``, ``[1, 2, 3]``, ``'0.6'``)."""
-    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip() \
-        .removesuffix("...").strip()
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=1000)
+        .strip()
+        .removesuffix("...")
+        .strip()
+    )
 
 
 def recipe_files(name: str, recipe_name: str, recipe: Recipe) -> dict[str, str]:
     """File name -> content of a CommandDomain benchmark built on ``recipe``."""
     example = recipe.example
-    lines = [f"# Written by `benchmark-agent domain {name} --recipe {recipe_name}`: make each "
-             "stage script do what it says,",
-             f"# set the params to what you use, then run: pytest --bench {name}/bench.yaml",
-             f"recipe: {recipe_name}", f"name: {name}",
-             f"hypothesis: {_scalar(example.get('hypothesis', 'State what you expect and why'))}",
-             "params:"]
+    lines = [
+        f"# Written by `benchmark-agent domain {name} --recipe {recipe_name}`: make each "
+        "stage script do what it says,",
+        f"# set the params to what you use, then run: pytest --bench {name}/bench.yaml",
+        f"recipe: {recipe_name}",
+        f"name: {name}",
+        f"hypothesis: {_scalar(example.get('hypothesis', 'State what you expect and why'))}",
+        "params:",
+    ]
     for param, entry in recipe.manifest.items():
         if param == "seeds":
             continue
@@ -45,8 +52,10 @@ def recipe_files(name: str, recipe_name: str, recipe: Recipe) -> dict[str, str]:
         note = "required, no default" if entry.default is None else "required"
         lines.append(f"  {param}: {_scalar(value)}    # {note}: {entry.why}")
     variable = example.get("treatment_variable")
-    lines += [f"treatment_variable: {variable}",
-              f"treatments: {_scalar(example.get('treatments', []))}"]
+    lines += [
+        f"treatment_variable: {variable}",
+        f"treatments: {_scalar(example.get('treatments', []))}",
+    ]
     if "seeds" in recipe.manifest:
         entry = recipe.manifest["seeds"]
         lines.append(f"seeds: {_scalar(entry.default or [1, 2, 3])}    # {entry.why}")
@@ -56,20 +65,33 @@ def recipe_files(name: str, recipe_name: str, recipe: Recipe) -> dict[str, str]:
         script = next((w for w in words if w.endswith(".py")), None)
         if script is None:
             continue
-        flags = [(word, words[i + 1]) for i, word in enumerate(words[:-1])
-                 if word.startswith("--") and words[i + 1].startswith("{")]
-        files[script] = _stage_script(recipe_name, stage.name, stage.kind,
-                                      recipe.stage_notes.get(stage.name, ""), flags,
-                                      stage.metrics_from.fields if stage.metrics_from else [])
+        flags = [
+            (word, words[i + 1])
+            for i, word in enumerate(words[:-1])
+            if word.startswith("--") and words[i + 1].startswith("{")
+        ]
+        files[script] = _stage_script(
+            recipe_name,
+            stage.name,
+            stage.kind,
+            recipe.stage_notes.get(stage.name, ""),
+            flags,
+            stage.metrics_from.fields if stage.metrics_from else [],
+        )
     return files
 
 
-def _stage_script(recipe: str, stage: str, kind: str, note: str, flags: list[tuple[str, str]],
-                  metrics: list[str]) -> str:
-    arguments = "\n".join(f"    parser.add_argument({flag!r}, required=True, help={place!r})"
-                          for flag, place in flags)
-    promise = (f"print {', '.join(f'{m}=<number>' for m in metrics)} on stdout" if metrics
-               else "create every path it is given to produce")
+def _stage_script(
+    recipe: str, stage: str, kind: str, note: str, flags: list[tuple[str, str]], metrics: list[str]
+) -> str:
+    arguments = "\n".join(
+        f"    parser.add_argument({flag!r}, required=True, help={place!r})" for flag, place in flags
+    )
+    promise = (
+        f"print {', '.join(f'{m}=<number>' for m in metrics)} on stdout"
+        if metrics
+        else "create every path it is given to produce"
+    )
     return f'''"""Stage `{stage}` ({kind}) of the {recipe} recipe: {note}.
 
 Written by `benchmark-agent domain`: replace the body of main(). A {kind} stage must {promise}.
@@ -165,35 +187,40 @@ replicates: 5
     test = f'''"""Runs the `{name}` benchmark on a small input with the `bench` fixture."""
 
 
-def test_{name.replace('-', '_')}_runs_and_sorts_identically(bench):
+def test_{name.replace("-", "_")}_runs_and_sorts_identically(bench):
     result = bench.run("bench.yaml", params={{"data.size": 2000}}, replicates=2)
     assert result.counts == {{"passed": 4}}, result.output
     checksums = result.samples("checksum")
     assert checksums["sorted"] == checksums["heapq"]
 '''
-    return {f"{module}.py": domain, "bench.yaml": bench,
-            f"test_{name.replace('-', '_')}.py": test}
+    return {f"{module}.py": domain, "bench.yaml": bench, f"test_{name.replace('-', '_')}.py": test}
 
 
 def cmd_domain(args: argparse.Namespace) -> int:
     """Scaffold a benchmark: a CommandDomain file from a recipe, or a Python Domain skeleton
     with a test. What it writes passes `pytest --bench --collect-only` as written."""
     if not _NAME.match(args.name):
-        raise SystemExit(f"benchmark-agent domain: '{args.name}' is not a usable name; use "
-                         "letters, digits, '-' and '_', starting with a letter")
+        raise SystemExit(
+            f"benchmark-agent domain: '{args.name}' is not a usable name; use "
+            "letters, digits, '-' and '_', starting with a letter"
+        )
     folder = Path(args.dir) / args.name
     if args.recipe:
         if args.recipe not in available_recipes():
-            raise SystemExit(f"benchmark-agent domain: no recipe '{args.recipe}'; recipes: "
-                             f"{', '.join(available_recipes())}")
+            raise SystemExit(
+                f"benchmark-agent domain: no recipe '{args.recipe}'; recipes: "
+                f"{', '.join(available_recipes())}"
+            )
         recipe = load_recipe(args.recipe, folder / "bench.yaml")
         files = recipe_files(args.name, args.recipe, recipe)
     else:
         files = domain_files(args.name)
     existing = [name for name in files if (folder / name).exists()]
     if existing:
-        raise SystemExit(f"benchmark-agent domain: {folder} already holds {', '.join(existing)}; "
-                         "choose another name or remove them")
+        raise SystemExit(
+            f"benchmark-agent domain: {folder} already holds {', '.join(existing)}; "
+            "choose another name or remove them"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (folder / name).write_text(text)
@@ -207,6 +234,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     verb = verbs.add_parser("domain", help=summary, description=cmd_domain.__doc__)
     verb.add_argument("name", help="the benchmark's name (and its folder)")
     verb.add_argument("--recipe", help=f"start from a recipe: {', '.join(available_recipes())}")
-    verb.add_argument("--dir", default=".", help="where the folder NAME/ is created "
-                                                 "(default: the current folder)")
+    verb.add_argument(
+        "--dir", default=".", help="where the folder NAME/ is created (default: the current folder)"
+    )
     verb.set_defaults(func=cmd_domain)

@@ -20,14 +20,23 @@ from pytest_benchmark_agent.cli import session as cli_session
 from pytest_benchmark_agent.cli import tune as cli_tune
 from pytest_benchmark_agent.records import lessons
 
-VERB_MODULES = (cli_session, cli_records, cli_tune, lessons, cli_domain, cli_bisect, cli_ci,
-                cli_schema)
+VERB_MODULES = (
+    cli_session,
+    cli_records,
+    cli_tune,
+    lessons,
+    cli_domain,
+    cli_bisect,
+    cli_ci,
+    cli_schema,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="benchmark-agent", description=__doc__.splitlines()[0])
-    parser.add_argument("--home", help="data directory (default $BENCHMARK_HOME or "
-                                       "./benchmark_data)")
+    parser.add_argument(
+        "--home", help="data directory (default $BENCHMARK_HOME or ./benchmark_data)"
+    )
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for module in VERB_MODULES:
         module.register(verbs)

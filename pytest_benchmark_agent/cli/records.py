@@ -27,15 +27,16 @@ from pytest_benchmark_agent.stats.describe import values_text
 
 _MEANS = {
     "RELIABLE": "reproduced with no caveat: it may be stated as a result, within the controls "
-                "it held fixed and on this kind of machine.",
+    "it held fixed and on this kind of machine.",
     "QUALIFIED": "a result only together with its caveats: state each one beside the claim.",
     "EXPLORATORY": "a lead, not a conclusion: say 'suggests', not 'shows', and reproduce it "
-                   "(run the same config again) before relying on it.",
+    "(run the same config again) before relying on it.",
     "UNRELIABLE": "not a result: a gate failed (see What Went Wrong); fix that and run again.",
 }
 
 
 # -- history --------------------------------------------------------------------------------------
+
 
 def cmd_history(args: argparse.Namespace) -> int:
     """One line per recorded run, oldest first: id, state, tag, name, code, trials, primary
@@ -46,14 +47,22 @@ def cmd_history(args: argparse.Namespace) -> int:
             continue
         counts = entry.get("counts") or {}
         verdicts = entry.get("verdicts") or {}
-        primary = "; ".join(f"{metric} " + ", ".join(f"{t} {v}" for t, v in per.items())
-                            for metric, per in verdicts.items() if per)
+        primary = "; ".join(
+            f"{metric} " + ", ".join(f"{t} {v}" for t, v in per.items())
+            for metric, per in verdicts.items()
+            if per
+        )
         flags = f"  flagged x{entry['flags']}" if entry.get("flags") else ""
         code = (entry.get("code") or {}).get("label")
-        print(f"{run_dir.name}  {entry.get('state', '?'):<11} {entry.get('tag', '?'):<11} "
-              f"{entry.get('name')}" + (f"  code {code}" if code else "") + "  trials: "
-              + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-              + (f"  primary: {primary}" if primary else "") + flags)
+        print(
+            f"{run_dir.name}  {entry.get('state', '?'):<11} {entry.get('tag', '?'):<11} "
+            f"{entry.get('name')}"
+            + (f"  code {code}" if code else "")
+            + "  trials: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            + (f"  primary: {primary}" if primary else "")
+            + flags
+        )
     return 0
 
 
@@ -70,6 +79,7 @@ def _entry(run_dir: Path) -> dict[str, Any]:
 
 
 # -- analyze --------------------------------------------------------------------------------------
+
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     """Print a run's report (figures, tag, verdicts, What Went Wrong) and an outline for the
@@ -96,19 +106,28 @@ def skeptical_outline(record: dict[str, Any], view: RecordView) -> list[str]:
     summary = record.get("summary") or {}
     control = str(record.get("control"))
     alone = not [t for t in record.get("treatments") or [] if str(t) != control]
-    lines = ["## Skeptical reading (outline)", "", "### 1. What was claimed", "",
-             f"- Hypothesis: {view.config.get('hypothesis') or '(none stated)'}"]
+    lines = [
+        "## Skeptical reading (outline)",
+        "",
+        "### 1. What was claimed",
+        "",
+        f"- Hypothesis: {view.config.get('hypothesis') or '(none stated)'}",
+    ]
     if alone:
-        lines.append(f"- One configuration (`{control}`): nothing was compared within the run, "
-                     "so it claims nothing by itself; only a comparison with another run can.")
+        lines.append(
+            f"- One configuration (`{control}`): nothing was compared within the run, "
+            "so it claims nothing by itself; only a comparison with another run can."
+        )
     for metric in primaries:
         for label, v in (verdicts.get(metric) or {}).items():
             ci = v.get("ci")
-            lines.append(f"- `{metric}` [{label} against {control}]: {v.get('verdict')}, ratio "
-                         f"{_num(v.get('ratio'))}"
-                         + (f", 95% CI [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
-                         + f", p (Holm) {_num(v.get('p_holm'))}, MDE {_pct(v.get('mde'))}"
-                         + (f": {v['reason']}" if v.get("reason") else ""))
+            lines.append(
+                f"- `{metric}` [{label} against {control}]: {v.get('verdict')}, ratio "
+                f"{_num(v.get('ratio'))}"
+                + (f", 95% CI [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+                + f", p (Holm) {_num(v.get('p_holm'))}, MDE {_pct(v.get('mde'))}"
+                + (f": {v['reason']}" if v.get("reason") else "")
+            )
     lines += ["", "### 2. Why it might be wrong (check each)", ""]
     for metric in primaries:
         threshold = specs[metric].noise_threshold
@@ -117,36 +136,55 @@ def skeptical_outline(record: dict[str, Any], view: RecordView) -> list[str]:
         for label, v in (verdicts.get(metric) or {}).items():
             n = v.get("n") or []
             effect = None if v.get("ratio") is None else v["ratio"] - 1
-            lines.append(f"- Noise against the effect, `{metric}` [{label}]: effect "
-                         f"{_pct(effect, '+')} against the noise threshold {_pct(threshold)}, MDE "
-                         f"{_pct(v.get('mde'))}, control CV {_pct(cv)}; n per side "
-                         + (" / ".join(map(str, n)) if n else "-") + f" (needed {needed}).")
+            lines.append(
+                f"- Noise against the effect, `{metric}` [{label}]: effect "
+                f"{_pct(effect, '+')} against the noise threshold {_pct(threshold)}, MDE "
+                f"{_pct(v.get('mde'))}, control CV {_pct(cv)}; n per side "
+                + (" / ".join(map(str, n)) if n else "-")
+                + f" (needed {needed})."
+            )
     counts = record.get("counts") or {}
     bad = {s: n for s, n in counts.items() if s not in ("passed", "not_run")}
-    lines.append("- Trials that did not pass: "
-                 + (", ".join(f"{s} {n}" for s, n in sorted(bad.items())) or "none") + ".")
-    guards = [m for m, s in specs.items() if s.guard or s.floor is not None
-              or s.ceiling is not None]
+    lines.append(
+        "- Trials that did not pass: "
+        + (", ".join(f"{s} {n}" for s, n in sorted(bad.items())) or "none")
+        + "."
+    )
+    guards = [
+        m for m, s in specs.items() if s.guard or s.floor is not None or s.ceiling is not None
+    ]
     for metric in guards:
         said = ", ".join(f"{t} {v.get('verdict')}" for t, v in (verdicts.get(metric) or {}).items())
-        none = ("no in-run verdict (one configuration: checked against other runs only)"
-                if alone else "no verdict")
+        none = (
+            "no in-run verdict (one configuration: checked against other runs only)"
+            if alone
+            else "no verdict"
+        )
         lines.append(f"- Guard `{metric}`: {said or none}.")
     lines.append(f"- Caveats: {len(record.get('caveats') or [])} (each under What Went Wrong).")
     lines += _fingerprint_checks(record)
     preps = record.get("preps") or []
     rebuilt = [p for p in preps if p.get("rebuild_reason") not in (None, "no cache entry")]
-    lines.append(f"- Cache: {sum(p.get('action') == 'built' for p in preps)} prep(s) built, "
-                 f"{sum(p.get('action') == 'reused' for p in preps)} reused, {len(rebuilt)} "
-                 "rebuilt because an entry was damaged.")
-    lines.append("- Warm against cold: " + (
-        "one configuration, its replicates ran one after another; a warm-up would show as a "
-        "drift across them." if alone else "inside every block the control runs first; a "
-        "warm-up or position effect would look like a treatment effect."))
+    lines.append(
+        f"- Cache: {sum(p.get('action') == 'built' for p in preps)} prep(s) built, "
+        f"{sum(p.get('action') == 'reused' for p in preps)} reused, {len(rebuilt)} "
+        "rebuilt because an entry was damaged."
+    )
+    lines.append(
+        "- Warm against cold: "
+        + (
+            "one configuration, its replicates ran one after another; a warm-up would show as a "
+            "drift across them."
+            if alone
+            else "inside every block the control runs first; a "
+            "warm-up or position effect would look like a treatment effect."
+        )
+    )
     lines += ["", "### 3. What Went Wrong", ""]
     problems = record.get("what_went_wrong") or [
         "This record holds no What Went Wrong list: read the report's section above; at the "
-        "least, this run cannot rule out machine load, a single dataset and a single seed."]
+        "least, this run cannot rule out machine load, a single dataset and a single seed."
+    ]
     lines += [f"- {item}" for item in problems]
     tag = record.get("tag") or "EXPLORATORY"
     lines += ["", "### 4. What it means", "", f"- {tag}: {_MEANS.get(tag, '')}"]
@@ -160,29 +198,46 @@ def _fingerprint_checks(record: dict[str, Any]) -> list[str]:
     baseline = record.get("baseline") or {}
     if reproduces.get("run_id"):
         benign = reproduces.get("benign_differences") or []
-        lines.append(f"- Fingerprint against {reproduces['run_id']}: equal where it matters"
-                     + (f"; benign differences: {'; '.join(benign)}" if benign else "") + ".")
+        lines.append(
+            f"- Fingerprint against {reproduces['run_id']}: equal where it matters"
+            + (f"; benign differences: {'; '.join(benign)}" if benign else "")
+            + "."
+        )
     if baseline:
         fingerprint = baseline.get("fingerprint") or {}
         code = baseline.get("code") or {}
-        lines.append(f"- Fingerprint against baseline {baseline.get('run_id') or 'none found'} "
-                     f"(`{baseline.get('ref')}`): "
-                     + ("; ".join(fingerprint.get("blocking") or []) or "equal where it matters")
-                     + f"; code {code.get('baseline')} -> {code.get('this')}.")
-        control = next((v for per in (baseline.get("verdicts") or {}).values()
-                        for t, v in per.items() if t == record.get("control")), None)
+        lines.append(
+            f"- Fingerprint against baseline {baseline.get('run_id') or 'none found'} "
+            f"(`{baseline.get('ref')}`): "
+            + ("; ".join(fingerprint.get("blocking") or []) or "equal where it matters")
+            + f"; code {code.get('baseline')} -> {code.get('this')}."
+        )
+        control = next(
+            (
+                v
+                for per in (baseline.get("verdicts") or {}).values()
+                for t, v in per.items()
+                if t == record.get("control")
+            ),
+            None,
+        )
         if control:
-            lines.append(f"- Control drift: this session's control against {control['against']}"
-                         f": {control.get('verdict')}, ratio {_num(control.get('ratio'))}.")
+            lines.append(
+                f"- Control drift: this session's control against {control['against']}"
+                f": {control.get('verdict')}, ratio {_num(control.get('ratio'))}."
+            )
     else:
         lines.append("- Control drift across sessions: not checked (no baseline).")
     if not reproduces.get("run_id") and not baseline:
-        lines.append("- Fingerprints: compared with no other run; environment differences "
-                     "between sessions are not checked.")
+        lines.append(
+            "- Fingerprints: compared with no other run; environment differences "
+            "between sessions are not checked."
+        )
     return lines
 
 
 # -- compare --------------------------------------------------------------------------------------
+
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Per metric, runs A and B side by side with the verdict of B against A (both sides named
@@ -217,52 +272,77 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
         return lines + [f"not_comparable: a frozen config no longer validates ({exc})"], False
     if a.name != b.name:
         refusals.append(f"name: {a.name!r} (A) vs {b.name!r} (B)")
-    refusals += [f"{field}: {mine} (A) vs {theirs} (B)"
-                 for field, mine, theirs in config_differences(model_a, model_b)]
+    refusals += [
+        f"{field}: {mine} (A) vs {theirs} (B)"
+        for field, mine, theirs in config_differences(model_a, model_b)
+    ]
     diff = fingerprint_diff(a, b)
     if diff.blocking:
         refusals.append(blocking_reason(diff))
     changed = code_changed(a, b, diff)
     both = f"{a.code} -> {b.code}"
-    lines.append(f"code: {both}" + (" (B measured other code: this is a comparison of code)"
-                                    if changed else " (the same code)"))
+    lines.append(
+        f"code: {both}"
+        + (
+            " (B measured other code: this is a comparison of code)"
+            if changed
+            else " (the same code)"
+        )
+    )
     if refusals:
-        lines.append("not_comparable: the runs differ in more than the treatment variable's "
-                     "values and the code, or where fingerprints must agree:")
+        lines.append(
+            "not_comparable: the runs differ in more than the treatment variable's "
+            "values and the code, or where fingerprints must agree:"
+        )
         lines += [f"  - {r}" for r in refusals]
     else:
-        lines.append("gate 1: they differ in the treatment variable's values only; gate 2: "
-                     "fingerprints equal where it matters"
-                     + (", the code being what is compared" if changed else ""))
+        lines.append(
+            "gate 1: they differ in the treatment variable's values only; gate 2: "
+            "fingerprints equal where it matters"
+            + (", the code being what is compared" if changed else "")
+        )
     lines += [f"  code difference: {d}" for d in diff.code]
     lines += [f"  benign fingerprint difference: {d}" for d in diff.benign]
     lines += [f"  fingerprint difference that matters: {d}" for d in diff.blocking]
     specs = model_b.metrics
     verdicts, notes = cross_verdicts(b, a, specs, "; ".join(refusals) or None)
-    lines.append(f"B against A ({both}): each treatment of B against the same treatment of A "
-                 "(else A's control); the sessions were not interleaved, so this is unpaired "
-                 "and drift between them does not cancel.")
+    lines.append(
+        f"B against A ({both}): each treatment of B against the same treatment of A "
+        "(else A's control); the sessions were not interleaved, so this is unpaired "
+        "and drift between them does not cancel."
+    )
     lines += [f"  note: {n}" for n in notes]
     for metric, spec in specs.items():
-        lines += ["", f"`{metric}` ({'primary, ' if spec.primary else ''}{spec.direction})",
-                  f"  {'treatment':<16}{'A median':>12}{'B median':>12}  {'verdict of B':<15}"
-                  f"{'ratio':>8}  {'95% CI':<18}{'p (Holm)':>9}  why"]
+        lines += [
+            "",
+            f"`{metric}` ({'primary, ' if spec.primary else ''}{spec.direction})",
+            f"  {'treatment':<16}{'A median':>12}{'B median':>12}  {'verdict of B':<15}"
+            f"{'ratio':>8}  {'95% CI':<18}{'p (Holm)':>9}  why",
+        ]
         for label, v in verdicts.get(metric, {}).items():
             target = label if label in a.treatments else a.control
             ci = v.get("ci")
-            lines.append(f"  {label[:16]:<16} {_median(a, metric, target):>11}"
-                         f" {_median(b, metric, label):>11}  {v['verdict']:<15}"
-                         f"{_num(v.get('ratio')):>8}  "
-                         f"{(f'[{_num(ci[0])}, {_num(ci[1])}]' if ci else '-'):<18}"
-                         f"{_num(v.get('p_holm')):>9}  {v.get('reason') or ''}")
+            lines.append(
+                f"  {label[:16]:<16} {_median(a, metric, target):>11}"
+                f" {_median(b, metric, label):>11}  {v['verdict']:<15}"
+                f"{_num(v.get('ratio')):>8}  "
+                f"{(f'[{_num(ci[0])}, {_num(ci[1])}]' if ci else '-'):<18}"
+                f"{_num(v.get('p_holm')):>9}  {v.get('reason') or ''}"
+            )
     if not refusals and a.config_hash is not None and a.config_hash == b.config_hash:
         if changed:
-            lines += ["", "Same frozen config, other code: B is compared with A across code, "
-                      "not a rerun of it (no reproduction check)."]
+            lines += [
+                "",
+                "Same frozen config, other code: B is compared with A across code, "
+                "not a rerun of it (no reproduction check).",
+            ]
         else:
             check = reproduction(b, a, specs, diff.benign)
-            lines += ["", "Same frozen config and code: does B reproduce A's verdicts? "
-                      + ("yes" if check.ok else "NO")]
+            lines += [
+                "",
+                "Same frozen config and code: does B reproduce A's verdicts? "
+                + ("yes" if check.ok else "NO"),
+            ]
             lines += [f"  {line}" for line in check.lines]
     return lines, not refusals
 
@@ -274,6 +354,7 @@ def _median(view: RecordView, metric: str, label: str) -> str:
 
 
 # -- reclassify -----------------------------------------------------------------------------------
+
 
 def cmd_reclassify(args: argparse.Namespace) -> int:
     """Set a run's tag by hand with a reason (only downwards without a new run that reproduces
@@ -296,27 +377,33 @@ def _pct(value: Any, sign: str = "") -> str:
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    history = verbs.add_parser("history", help=cmd_history.__doc__,
-                               description=cmd_history.__doc__)
+    history = verbs.add_parser("history", help=cmd_history.__doc__, description=cmd_history.__doc__)
     history.add_argument("--name", help="only runs of this benchmark name")
     history.set_defaults(func=cmd_history)
-    analyze = verbs.add_parser("analyze", help=cmd_analyze.__doc__,
-                               description=cmd_analyze.__doc__)
+    analyze = verbs.add_parser("analyze", help=cmd_analyze.__doc__, description=cmd_analyze.__doc__)
     analyze.add_argument("run", help="run id, unique prefix, or 'latest'")
     analyze.set_defaults(func=cmd_analyze)
-    compare = verbs.add_parser("compare", help=cmd_compare.__doc__,
-                               description=cmd_compare.__doc__)
-    compare.add_argument("a", metavar="A", help="the reference run: a run id or unique prefix, "
-                         "'latest', or a git revision of the current folder's repository (the "
-                         "newest finished run of that commit with a clean tree)")
+    compare = verbs.add_parser("compare", help=cmd_compare.__doc__, description=cmd_compare.__doc__)
+    compare.add_argument(
+        "a",
+        metavar="A",
+        help="the reference run: a run id or unique prefix, "
+        "'latest', or a git revision of the current folder's repository (the "
+        "newest finished run of that commit with a clean tree)",
+    )
     compare.add_argument("b", metavar="B", help="the run compared with A (the same forms)")
-    compare.add_argument("--name", help="the benchmark a revision or 'latest' means (default: "
-                         "the one a run id among A and B names)")
+    compare.add_argument(
+        "--name",
+        help="the benchmark a revision or 'latest' means (default: "
+        "the one a run id among A and B names)",
+    )
     compare.set_defaults(func=cmd_compare)
-    reclass = verbs.add_parser("reclassify", help=cmd_reclassify.__doc__,
-                               description=cmd_reclassify.__doc__)
+    reclass = verbs.add_parser(
+        "reclassify", help=cmd_reclassify.__doc__, description=cmd_reclassify.__doc__
+    )
     reclass.add_argument("run", help="run id, unique prefix, or 'latest'")
     reclass.add_argument("tag", type=str.upper, choices=TAGS, help="the new tag")
-    reclass.add_argument("--why", required=True, metavar="TEXT",
-                         help="the reason, recorded with the change")
+    reclass.add_argument(
+        "--why", required=True, metavar="TEXT", help="the reason, recorded with the change"
+    )
     reclass.set_defaults(func=cmd_reclassify)

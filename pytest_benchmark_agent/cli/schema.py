@@ -37,6 +37,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def register(verbs: argparse._SubParsersAction) -> None:
     schema = verbs.add_parser("schema", help=cmd_schema.__doc__, description=cmd_schema.__doc__)
-    schema.add_argument("-o", "--output", metavar="FILE",
-                        help="write the schema to FILE instead of printing it")
+    schema.add_argument(
+        "-o", "--output", metavar="FILE", help="write the schema to FILE instead of printing it"
+    )
     schema.set_defaults(func=cmd_schema)

@@ -32,22 +32,31 @@ EXIT_CHALLENGED = 3
 
 def _own_options(parser: argparse.ArgumentParser, verb: str) -> None:
     if verb == "run":
-        parser.add_argument("--detach", action="store_true",
-                            help="run in its own process session, surviving this shell; "
-                                 "follow it with 'benchmark-agent status RUN'")
+        parser.add_argument(
+            "--detach",
+            action="store_true",
+            help="run in its own process session, surviving this shell; "
+            "follow it with 'benchmark-agent status RUN'",
+        )
     else:
-        parser.add_argument("--hypothesis", metavar="TEXT",
-                            help="set (or replace) the file's hypothesis before planning")
-        parser.add_argument("--accept-deviation", metavar="REASON",
-                            help="run a challenged request anyway: records REASON, and the run "
-                                 "carries the caveat 'comparability limited'")
+        parser.add_argument(
+            "--hypothesis",
+            metavar="TEXT",
+            help="set (or replace) the file's hypothesis before planning",
+        )
+        parser.add_argument(
+            "--accept-deviation",
+            metavar="REASON",
+            help="run a challenged request anyway: records REASON, and the run "
+            "carries the caveat 'comparability limited'",
+        )
 
 
 def _command_line(args: argparse.Namespace) -> tuple[list[str], argparse.Namespace, list[str]]:
     """Split ``FILE... [OPTIONS] [-- PYTEST_ARGS]`` into files, own options and pytest args."""
     rest = list(args.rest)
     cut = rest.index("--") if "--" in rest else len(rest)
-    before, after = rest[:cut], rest[cut + 1:]
+    before, after = rest[:cut], rest[cut + 1 :]
     count = next((i for i, token in enumerate(before) if token.startswith("-")), len(before))
     own_parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     _own_options(own_parser, args.verb)
@@ -55,14 +64,25 @@ def _command_line(args: argparse.Namespace) -> tuple[list[str], argparse.Namespa
     for name, value in vars(own).items():  # options given before the files count as well
         setattr(own, name, value or getattr(args, name))
     if not before[:count]:
-        raise SystemExit(f"benchmark-agent {args.verb}: name at least one benchmark file, e.g. "
-                         f"benchmark-agent {args.verb} examples/sqlite-fts5/bench.yaml")
+        raise SystemExit(
+            f"benchmark-agent {args.verb}: name at least one benchmark file, e.g. "
+            f"benchmark-agent {args.verb} examples/sqlite-fts5/bench.yaml"
+        )
     return before[:count], own, unknown + after
 
 
 def _pytest(files: list[str], home: Path, extra: list[str], pytest_args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "pytest", "--bench", *files, "--bench-home", str(home), *extra,
-            *pytest_args]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--bench",
+        *files,
+        "--bench-home",
+        str(home),
+        *extra,
+        *pytest_args,
+    ]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -72,8 +92,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not own.detach:
         return subprocess.call(_pytest(files, home, [], pytest_args))
     if len(files) != 1:
-        raise SystemExit(f"benchmark-agent run --detach: give exactly one benchmark file (one "
-                         f"run per detached session); got {len(files)}")
+        raise SystemExit(
+            f"benchmark-agent run --detach: give exactly one benchmark file (one "
+            f"run per detached session); got {len(files)}"
+        )
     try:
         config = load_config(files[0], bench_set_overrides(pytest_args))
     except ConfigError as exc:
@@ -81,12 +103,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     run_id = new_run_id(config.name)
     run_dir = home / "runs" / run_id
-    pid = detach.start(run_dir, _pytest(files, home, ["--bench-run-id", run_id], pytest_args),
-                       Path.cwd())
-    print(f"{run_id}: detached (pid {pid})\n"
-          f"  follow: benchmark-agent --home {home} status {run_id}\n"
-          f"  log:    {run_dir / detach.LOG_FILE}\n"
-          f"  stop:   kill {pid}   (the running stage is stopped, every sample kept)")
+    pid = detach.start(
+        run_dir, _pytest(files, home, ["--bench-run-id", run_id], pytest_args), Path.cwd()
+    )
+    print(
+        f"{run_id}: detached (pid {pid})\n"
+        f"  follow: benchmark-agent --home {home} status {run_id}\n"
+        f"  log:    {run_dir / detach.LOG_FILE}\n"
+        f"  stop:   kill {pid}   (the running stage is stopped, every sample kept)"
+    )
     return 0
 
 
@@ -113,16 +138,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
         earlier = accepted_deviation(home, config.name, config)
         if own.accept_deviation is not None:
             path = accept_deviation(home, result, own.accept_deviation)
-            print(f"deviation accepted and recorded in {path}: a run of {config.name} with these "
-                  "values carries the caveat 'comparability limited'.")
+            print(
+                f"deviation accepted and recorded in {path}: a run of {config.name} with these "
+                "values carries the caveat 'comparability limited'."
+            )
         elif earlier and earlier.get("request") == request_of(result.challenges):
-            print(f"deviation accepted earlier ({earlier['accepted']}: {earlier['reason']}): a "
-                  "run with these values carries the caveat 'comparability limited'.")
+            print(
+                f"deviation accepted earlier ({earlier['accepted']}: {earlier['reason']}): a "
+                "run with these values carries the caveat 'comparability limited'."
+            )
         else:
             challenged += 1
-            print(f"plan challenged ({len(result.challenges)}): follow the aligned alternative, "
-                  f"or record why you deviate: benchmark-agent plan {file} --accept-deviation "
-                  '"REASON"')
+            print(
+                f"plan challenged ({len(result.challenges)}): follow the aligned alternative, "
+                f"or record why you deviate: benchmark-agent plan {file} --accept-deviation "
+                '"REASON"'
+            )
     return EXIT_CHALLENGED if challenged else 0
 
 
@@ -148,12 +179,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.run == "latest":
         matches = folders[-1:]
     else:
-        matches = [p for p in folders if p.name == args.run] or \
-                  [p for p in folders if p.name.startswith(args.run)]
+        matches = [p for p in folders if p.name == args.run] or [
+            p for p in folders if p.name.startswith(args.run)
+        ]
     if len(matches) != 1:
         known = ", ".join(p.name for p in folders[-5:])
-        raise SystemExit(f"benchmark-agent: no unique run '{args.run}' in {home / 'runs'} "
-                         f"(latest runs: {known})")
+        raise SystemExit(
+            f"benchmark-agent: no unique run '{args.run}' in {home / 'runs'} (latest runs: {known})"
+        )
     status = detach.run_status(matches[0])
     print(status.line)
     return 0 if status.ok else 1
@@ -164,10 +197,15 @@ def register(verbs: argparse._SubParsersAction) -> None:
         summary = (func.__doc__ or "").split("\n\n")[0]
         verb = verbs.add_parser(name, help=summary.splitlines()[0], description=summary)
         _own_options(verb, name)
-        verb.add_argument("rest", nargs=argparse.REMAINDER, metavar="FILE... [-- PYTEST_ARGS]",
-                          help="benchmark YAML files, then further pytest options after --")
+        verb.add_argument(
+            "rest",
+            nargs=argparse.REMAINDER,
+            metavar="FILE... [-- PYTEST_ARGS]",
+            help="benchmark YAML files, then further pytest options after --",
+        )
         verb.set_defaults(func=func)
-    status = verbs.add_parser("status", help=cmd_status.__doc__.splitlines()[0],
-                              description=cmd_status.__doc__)
+    status = verbs.add_parser(
+        "status", help=cmd_status.__doc__.splitlines()[0], description=cmd_status.__doc__
+    )
     status.add_argument("run", nargs="?", default="latest", help="run id, unique prefix, or latest")
     status.set_defaults(func=cmd_status)

@@ -19,8 +19,9 @@ def find_tune(home: Path, ref: str) -> str:
     """A tune's run id: ``latest`` is the newest tune record (its rounds are runs too)."""
     if ref != "latest":
         return find_run(home, ref).name
-    tunes = [p for p in runs_in(home) if (load_yaml(p / "results.yaml") or {}).get("kind")
-             == "tune"]
+    tunes = [
+        p for p in runs_in(home) if (load_yaml(p / "results.yaml") or {}).get("kind") == "tune"
+    ]
     if not tunes:
         raise SystemExit(f"benchmark-agent: no tune record in {home / 'runs'} to resume")
     return tunes[-1].name
@@ -33,20 +34,25 @@ def cmd_tune(args: argparse.Namespace) -> int:
     home = home_of(args)
     resume = find_tune(home, args.resume) if args.resume else None
     if args.strategy is None and resume is None:
-        raise SystemExit("benchmark-agent tune: give --strategy grid|refine|coordinate "
-                         "(or --resume RUN to continue a tune with its own strategy)")
+        raise SystemExit(
+            "benchmark-agent tune: give --strategy grid|refine|coordinate "
+            "(or --resume RUN to continue a tune with its own strategy)"
+        )
     overrides = {}
     for item in args.sets:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise SystemExit(f"benchmark-agent tune: --set {item!r}: expected PARAM=VALUE, "
-                             "e.g. --set corpus.n_docs=2000")
+            raise SystemExit(
+                f"benchmark-agent tune: --set {item!r}: expected PARAM=VALUE, "
+                "e.g. --set corpus.n_docs=2000"
+            )
         overrides[name.strip()] = yaml.safe_load(value)
     extra = [f"--bench-set={item}" for item in args.sets]
     if args.accept_risk:
         extra.append("--bench-accept-risk")
-    return run_tune(Path(args.file), args.strategy, home, resume=resume, overrides=overrides,
-                    extra_args=extra)
+    return run_tune(
+        Path(args.file), args.strategy, home, resume=resume, overrides=overrides, extra_args=extra
+    )
 
 
 #: The strategies of ``tune.STRATEGIES``, named here so building the parser imports nothing heavy.
@@ -56,15 +62,28 @@ STRATEGY_NAMES = ("coordinate", "grid", "refine")
 def register(verbs: argparse._SubParsersAction) -> None:
     tune = verbs.add_parser("tune", help=cmd_tune.__doc__, description=cmd_tune.__doc__)
     tune.add_argument("file", help="the tuning file (with search_space:, objective:)")
-    tune.add_argument("--strategy", choices=STRATEGY_NAMES,
-                      help="grid: every point; refine: coarse grid, then finer around the "
-                           "incumbent; coordinate: one param at a time")
-    tune.add_argument("--resume", metavar="RUN",
-                      help="continue a halted or interrupted tune (its run id, a unique "
-                           "prefix, or latest) without re-running its finished rounds")
-    tune.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
-                      dest="sets", help="override a declared param for the whole tune "
-                                        "(repeatable; passed to every round as --bench-set)")
-    tune.add_argument("--accept-risk", action="store_true",
-                      help="pass --bench-accept-risk to every round")
+    tune.add_argument(
+        "--strategy",
+        choices=STRATEGY_NAMES,
+        help="grid: every point; refine: coarse grid, then finer around the "
+        "incumbent; coordinate: one param at a time",
+    )
+    tune.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="continue a halted or interrupted tune (its run id, a unique "
+        "prefix, or latest) without re-running its finished rounds",
+    )
+    tune.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PARAM=VALUE",
+        dest="sets",
+        help="override a declared param for the whole tune "
+        "(repeatable; passed to every round as --bench-set)",
+    )
+    tune.add_argument(
+        "--accept-risk", action="store_true", help="pass --bench-accept-risk to every round"
+    )
     tune.set_defaults(func=cmd_tune)

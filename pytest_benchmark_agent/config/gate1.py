@@ -24,8 +24,9 @@ from pytest_benchmark_agent.errors import ConfigError
 Problem = tuple[str, str, str]
 
 
-def check(config: BenchmarkConfig, path: Path, *, tuning: bool = False,
-          home: Path | None = None) -> None:
+def check(
+    config: BenchmarkConfig, path: Path, *, tuning: bool = False, home: Path | None = None
+) -> None:
     """Raise ConfigError with every gate-1 problem of ``config`` (read from ``path``).
 
     ``home`` (the data directory) is where a missing manifest param's suggested value is
@@ -48,8 +49,11 @@ def one_configuration(config: BenchmarkConfig) -> bool:
     """A file naming neither ``treatment_variable`` nor ``treatments`` (nor a search space): it
     runs its replicates of one configuration, compared with nothing inside the run, only with
     other runs (a baseline, a reproduction)."""
-    return (config.treatment_variable is None and config.treatments is None
-            and config.search_space is None)
+    return (
+        config.treatment_variable is None
+        and config.treatments is None
+        and config.search_space is None
+    )
 
 
 def treatment_variable(config: BenchmarkConfig) -> str | None:
@@ -72,57 +76,99 @@ def treatment_values(config: BenchmarkConfig) -> list[Any]:
 def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
     if config.search_space is not None:
         if not tuning:
-            return [("search_space", "makes this a tuning file, which runs rounds of trials.",
-                     "run it with --bench-tune=grid|refine|coordinate (or benchmark-agent tune).")]
-        return [(f"search_space.{name}", "is tuned but not declared under params.",
-                 "declare it under params: with its starting value (the first incumbent).")
-                for name in config.search_space if name not in config.params]
+            return [
+                (
+                    "search_space",
+                    "makes this a tuning file, which runs rounds of trials.",
+                    "run it with --bench-tune=grid|refine|coordinate (or benchmark-agent tune).",
+                )
+            ]
+        return [
+            (
+                f"search_space.{name}",
+                "is tuned but not declared under params.",
+                "declare it under params: with its starting value (the first incumbent).",
+            )
+            for name in config.search_space
+            if name not in config.params
+        ]
     if one_configuration(config):
         return _check_one_configuration(config)
     tv = config.treatment_variable
     problems: list[Problem] = []
     varying = _varying_params(config)
     if len(varying) > 1:
-        return [("treatment_variable", f"more than one parameter varies ({', '.join(varying)}): "
-                 "a difference could not be attributed to one of them.",
-                 "vary exactly one parameter and keep the others as controls under params: "
-                 "(run a second benchmark for the next one).")]
+        return [
+            (
+                "treatment_variable",
+                f"more than one parameter varies ({', '.join(varying)}): "
+                "a difference could not be attributed to one of them.",
+                "vary exactly one parameter and keep the others as controls under params: "
+                "(run a second benchmark for the next one).",
+            )
+        ]
     name = treatment_variable(config)
     if name is None:
-        return [("treatment_variable", "is missing: treatments lists values but no param is "
-                 "named to take them.", "name the ONE parameter that varies, e.g. "
-                 "treatment_variable: fts.merge; or, to measure one configuration, remove "
-                 "treatments:.")]
+        return [
+            (
+                "treatment_variable",
+                "is missing: treatments lists values but no param is named to take them.",
+                "name the ONE parameter that varies, e.g. "
+                "treatment_variable: fts.merge; or, to measure one configuration, remove "
+                "treatments:.",
+            )
+        ]
     if isinstance(tv, list) and len(tv) == 1:
         tv = tv[0]
     if name not in config.params:
         close = difflib.get_close_matches(name, list(config.params), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        problems.append(("treatment_variable", f"'{name}' is not a declared param{hint}.",
-                         f"declare it under params: with the control's value, e.g. "
-                         f"{name}: {as_text(treatment_values(config)[:1] or ['VALUE'][0])}."))
+        problems.append(
+            (
+                "treatment_variable",
+                f"'{name}' is not a declared param{hint}.",
+                f"declare it under params: with the control's value, e.g. "
+                f"{name}: {as_text(treatment_values(config)[:1] or ['VALUE'][0])}.",
+            )
+        )
     values = treatment_values(config)
     texts = [as_text(v) for v in values]
     if len(values) < 2:
-        what = (f"is missing: treatment_variable names '{name}' but gives it no values"
-                if config.treatments is None else
-                f"lists {len(values)} value(s) of '{name}'")
-        problems.append(("treatments", f"{what}: half a comparison, a control with nothing to "
-                         "compare it with.", "list the control first, then at least one "
-                         "treatment; or, to measure one configuration, remove "
-                         "treatment_variable: and treatments: (its value stays under params:)."))
+        what = (
+            f"is missing: treatment_variable names '{name}' but gives it no values"
+            if config.treatments is None
+            else f"lists {len(values)} value(s) of '{name}'"
+        )
+        problems.append(
+            (
+                "treatments",
+                f"{what}: half a comparison, a control with nothing to compare it with.",
+                "list the control first, then at least one "
+                "treatment; or, to measure one configuration, remove "
+                "treatment_variable: and treatments: (its value stays under params:).",
+            )
+        )
     duplicates = sorted({t for t in texts if texts.count(t) > 1})
     if duplicates:
         problems.append(("treatments", f"repeats {duplicates}.", "list each value once."))
     if name in config.params and values and as_text(config.params[name]) != texts[0]:
-        problems.append((f"params.{name}",
-                         f"is {as_text(config.params[name])!r} but the control "
-                         f"(the first treatment) is {texts[0]!r}.",
-                         "make the declared value the control, or put it first in treatments."))
+        problems.append(
+            (
+                f"params.{name}",
+                f"is {as_text(config.params[name])!r} but the control "
+                f"(the first treatment) is {texts[0]!r}.",
+                "make the declared value the control, or put it first in treatments.",
+            )
+        )
     used = {n for stage in config.stages for n in _stage_names(stage)}
     if name in config.params and config.stages and name not in used:
-        problems.append(("treatment_variable", f"'{name}' is used by no stage, so the treatments "
-                         "cannot differ.", f"pass {{{name}}} to the stage it should change."))
+        problems.append(
+            (
+                "treatment_variable",
+                f"'{name}' is used by no stage, so the treatments cannot differ.",
+                f"pass {{{name}}} to the stage it should change.",
+            )
+        )
     return problems + _check_seeds(config)
 
 
@@ -132,11 +178,17 @@ def _check_one_configuration(config: BenchmarkConfig) -> list[Problem]:
     nothing to wait for."""
     problems = _check_seeds(config)
     if not isinstance(config.replicates, int):  # a {min, max} range
-        problems.append(("replicates", "is a range, which adds blocks until every in-run verdict "
-                         "is decided; a file of one configuration (no treatment_variable) has "
-                         "no in-run verdict.", f"give a number, e.g. replicates: "
-                         f"{config.replicates.max}; or name a treatment_variable and its "
-                         "treatments to compare."))
+        problems.append(
+            (
+                "replicates",
+                "is a range, which adds blocks until every in-run verdict "
+                "is decided; a file of one configuration (no treatment_variable) has "
+                "no in-run verdict.",
+                f"give a number, e.g. replicates: "
+                f"{config.replicates.max}; or name a treatment_variable and its "
+                "treatments to compare.",
+            )
+        )
     return problems
 
 
@@ -161,42 +213,83 @@ def _check_stages(config: BenchmarkConfig) -> list[Problem]:
         return [("stages", "is empty.", "add at least one measure stage.")]
     names = [stage.name for stage in config.stages]
     for dup in sorted({n for n in names if names.count(n) > 1}):
-        problems.append((f"stages ({dup})", "two stages share this name.",
-                         "give every stage a unique name."))
+        problems.append(
+            (f"stages ({dup})", "two stages share this name.", "give every stage a unique name.")
+        )
     by_name = {stage.name: stage for stage in config.stages}
     for index, stage in enumerate(config.stages):
         field = f"stages[{index}] ({stage.name})"
         if config.domain == "command" and not (stage.cmd or "").strip():
-            problems.append((f"{field}.cmd", "is missing: a command-domain stage runs a command.",
-                             "add cmd: \"...\" (the shell command of this stage)."))
+            problems.append(
+                (
+                    f"{field}.cmd",
+                    "is missing: a command-domain stage runs a command.",
+                    'add cmd: "..." (the shell command of this stage).',
+                )
+            )
         for need in stage.needs:
             if need not in by_name:
                 close = difflib.get_close_matches(need, names, n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
-                problems.append((f"{field}.needs", f"names unknown stage '{need}'{hint}.",
-                                 f"needs may name: {', '.join(names)}."))
+                problems.append(
+                    (
+                        f"{field}.needs",
+                        f"names unknown stage '{need}'{hint}.",
+                        f"needs may name: {', '.join(names)}.",
+                    )
+                )
             elif stage.kind == "prep" and by_name[need].kind == "measure":
-                problems.append((f"{field}.needs", f"a prep cannot need the measure stage '{need}' "
-                                 "(measure stages are never cached).",
-                                 "make the needed stage a prep, or drop the need."))
+                problems.append(
+                    (
+                        f"{field}.needs",
+                        f"a prep cannot need the measure stage '{need}' "
+                        "(measure stages are never cached).",
+                        "make the needed stage a prep, or drop the need.",
+                    )
+                )
             elif stage.kind == "measure" and by_name[need].kind == "measure":
-                problems.append((f"{field}.needs", f"needs the measure stage '{need}': a trial "
-                                 "measures one stage.", "make the needed stage a prep."))
+                problems.append(
+                    (
+                        f"{field}.needs",
+                        f"needs the measure stage '{need}': a trial measures one stage.",
+                        "make the needed stage a prep.",
+                    )
+                )
         declared = stage.metrics_from is not None and stage.metrics_from.fields
         if stage.kind == "measure" and not declared:
-            problems.append((f"{field}.metrics_from", "a measure stage must declare the metrics it "
-                             "reports.", "add metrics_from: {stdout: true, fields: [p50_ms]} (or "
-                             "fields from the built-ins wall_s, cpu_s, peak_rss_mb)."))
+            problems.append(
+                (
+                    f"{field}.metrics_from",
+                    "a measure stage must declare the metrics it reports.",
+                    "add metrics_from: {stdout: true, fields: [p50_ms]} (or "
+                    "fields from the built-ins wall_s, cpu_s, peak_rss_mb).",
+                )
+            )
         if stage.kind == "prep" and stage.metrics_from is not None:
-            problems.append((f"{field}.metrics_from", "a prep stage is cached, so its metrics "
-                             "would be read once and reused.", "measure in a measure stage."))
+            problems.append(
+                (
+                    f"{field}.metrics_from",
+                    "a prep stage is cached, so its metrics would be read once and reused.",
+                    "measure in a measure stage.",
+                )
+            )
     if not any(stage.kind == "measure" for stage in config.stages):
-        problems.append(("stages", "has no measure stage, so nothing would be measured.",
-                         "add a stage with kind: measure."))
+        problems.append(
+            (
+                "stages",
+                "has no measure stage, so nothing would be measured.",
+                "add a stage with kind: measure.",
+            )
+        )
     cycle = _find_cycle(config.stages)
     if cycle:
-        problems.append(("stages.needs", f"form a cycle: {' -> '.join(cycle)}.",
-                         "remove one of these needs so the stages form a DAG."))
+        problems.append(
+            (
+                "stages.needs",
+                f"form a cycle: {' -> '.join(cycle)}.",
+                "remove one of these needs so the stages form a DAG.",
+            )
+        )
     return problems
 
 
@@ -212,7 +305,7 @@ def _find_cycle(stages: list[Stage]) -> list[str] | None:
             if need not in graph:
                 continue
             if state.get(need) == 1:
-                return path[path.index(need):] + [need]
+                return path[path.index(need) :] + [need]
             if need not in state:
                 found = visit(need)
                 if found:
@@ -267,12 +360,21 @@ def _check_placeholders(config: BenchmarkConfig) -> list[Problem]:
     for stage in config.stages:
         for artifact in stage.produces:
             if artifact in producers:
-                problems.append((f"stages ({stage.name}).produces", f"'{artifact}' is also "
-                                 f"produced by '{producers[artifact]}'.",
-                                 "name artifacts uniquely."))
+                problems.append(
+                    (
+                        f"stages ({stage.name}).produces",
+                        f"'{artifact}' is also produced by '{producers[artifact]}'.",
+                        "name artifacts uniquely.",
+                    )
+                )
             elif artifact in config.params or artifact in ("out", "seed"):
-                problems.append((f"stages ({stage.name}).produces", f"'{artifact}' is also a param "
-                                 "or a reserved name (out, seed).", "rename the artifact."))
+                problems.append(
+                    (
+                        f"stages ({stage.name}).produces",
+                        f"'{artifact}' is also a param or a reserved name (out, seed).",
+                        "rename the artifact.",
+                    )
+                )
             producers.setdefault(artifact, stage.name)
     for index, stage in enumerate(config.stages):
         reachable = {a for dep in needs_closure(stage, by_name) for a in dep.produces}
@@ -281,53 +383,96 @@ def _check_placeholders(config: BenchmarkConfig) -> list[Problem]:
             known.add("seed")
         for field, text in _stage_templates(stage):
             for name in names_in(text):
-                if name in known or name in config.manifest or (
-                        name == "seed" and "seeds" in config.manifest):  # explained there
+                if (
+                    name in known
+                    or name in config.manifest
+                    or (name == "seed" and "seeds" in config.manifest)
+                ):  # explained there
                     continue
                 where = f"stages[{index}] ({stage.name}).{field}"
                 if name in producers:
-                    problems.append((where, f"uses artifact {{{name}}} of stage "
-                                     f"'{producers[name]}', which this stage does not need.",
-                                     f"add '{producers[name]}' to needs."))
+                    problems.append(
+                        (
+                            where,
+                            f"uses artifact {{{name}}} of stage "
+                            f"'{producers[name]}', which this stage does not need.",
+                            f"add '{producers[name]}' to needs.",
+                        )
+                    )
                 elif name == "seed":
-                    problems.append((where, "uses {seed} but the file declares no seeds.",
-                                     "add seeds: [1, 2, 3] or drop {seed}."))
+                    problems.append(
+                        (
+                            where,
+                            "uses {seed} but the file declares no seeds.",
+                            "add seeds: [1, 2, 3] or drop {seed}.",
+                        )
+                    )
                 else:
                     close = difflib.get_close_matches(name, sorted(known), n=1)
                     hint = f" (did you mean '{{{close[0]}}}'?)" if close else ""
-                    problems.append((where, f"unknown placeholder {{{name}}}{hint}.",
-                                     "declare it under params:, produce it in a needed stage, or "
-                                     "write literal braces as {{ and }}."))
+                    problems.append(
+                        (
+                            where,
+                            f"unknown placeholder {{{name}}}{hint}.",
+                            "declare it under params:, produce it in a needed stage, or "
+                            "write literal braces as {{ and }}.",
+                        )
+                    )
     return problems
 
 
 def _check_manifest(config: BenchmarkConfig, home: Path | None) -> list[Problem]:
     if not config.manifest:
         return []
-    owner = (f"recipe '{config.recipe}'" if config.recipe else f"domain '{config.domain}'"
-             if config.domain != "command" else "this file")
-    missing = [name for name in config.manifest
-               if (config.seeds is None if name == "seeds" else name not in config.params)]
+    owner = (
+        f"recipe '{config.recipe}'"
+        if config.recipe
+        else f"domain '{config.domain}'"
+        if config.domain != "command"
+        else "this file"
+    )
+    missing = [
+        name
+        for name in config.manifest
+        if (config.seeds is None if name == "seeds" else name not in config.params)
+    ]
     reliable = _latest_reliable_values(home, config.name) if home and missing else None
     problems: list[Problem] = []
     for name, entry in config.manifest.items():
         if name in missing:
             field = "seeds" if name == "seeds" else f"params.{name}"
-            default = ("it has no default: name the one you use" if entry.default is None
-                       else f"its default is {as_text(entry.default)!r}")
-            fix = (f"declare seeds: {as_text(entry.default or [1, 2, 3])}" if name == "seeds"
-                   else f"declare it under params: (even at its default), e.g. {name}: "
-                        f"{as_text(entry.default) if entry.default is not None else 'VALUE'}")
+            default = (
+                "it has no default: name the one you use"
+                if entry.default is None
+                else f"its default is {as_text(entry.default)!r}"
+            )
+            fix = (
+                f"declare seeds: {as_text(entry.default or [1, 2, 3])}"
+                if name == "seeds"
+                else f"declare it under params: (even at its default), e.g. {name}: "
+                f"{as_text(entry.default) if entry.default is not None else 'VALUE'}"
+            )
             if reliable is not None and name in reliable[1]:
-                fix += (f"; the latest RELIABLE run {reliable[0]} used "
-                        f"{as_text(reliable[1][name])!r}")
-            problems.append((field, f"is required by the manifest of {owner}: "
-                             f"{entry.why.rstrip('.')}; {default}.", fix + "."))
+                fix += (
+                    f"; the latest RELIABLE run {reliable[0]} used {as_text(reliable[1][name])!r}"
+                )
+            problems.append(
+                (
+                    field,
+                    f"is required by the manifest of {owner}: {entry.why.rstrip('.')}; {default}.",
+                    fix + ".",
+                )
+            )
         varying = {treatment_variable(config), *(config.search_space or {})}
         if entry.must_match and name in varying:
-            problems.append((f"manifest.{name}", f"must be the same in every compared run "
-                             f"({entry.why.rstrip('.')}), so it cannot be what varies.",
-                             f"keep {name} fixed and run one benchmark per {name}."))
+            problems.append(
+                (
+                    f"manifest.{name}",
+                    f"must be the same in every compared run "
+                    f"({entry.why.rstrip('.')}), so it cannot be what varies.",
+                    f"keep {name} fixed and run one benchmark per {name}.",
+                )
+            )
     return problems
 
 
@@ -343,8 +488,9 @@ def _latest_reliable_values(home: Path, name: str) -> tuple[str, dict[str, Any]]
     from pytest_benchmark_agent.records.writer import load_yaml
 
     frozen = home / "runs" / baseline.run_id / "config.yaml"
-    seeds = ((load_yaml(frozen) or {}).get("config") or {}).get("seeds") \
-        if frozen.is_file() else None
+    seeds = (
+        ((load_yaml(frozen) or {}).get("config") or {}).get("seeds") if frozen.is_file() else None
+    )
     values = dict(baseline.params)
     if seeds is not None:
         values["seeds"] = seeds
@@ -359,21 +505,41 @@ def _check_metrics(config: BenchmarkConfig) -> list[Problem]:
             continue
         for name in stage.metrics_from.fields:
             if name in reported and reported[name] != stage.name:
-                problems.append((f"stages ({stage.name}).metrics_from.fields", f"'{name}' is also "
-                                 f"reported by '{reported[name]}'.", "name each metric once."))
+                problems.append(
+                    (
+                        f"stages ({stage.name}).metrics_from.fields",
+                        f"'{name}' is also reported by '{reported[name]}'.",
+                        "name each metric once.",
+                    )
+                )
             reported.setdefault(name, stage.name)
             if name not in config.metrics and name not in BUILTIN_METRICS:
-                problems.append((f"stages ({stage.name}).metrics_from.fields", f"metric '{name}' "
-                                 "is read but not declared under metrics:, so its better direction "
-                                 "is unknown.", f"add `{name}: {{direction: lower|higher|equal}}` "
-                                 "under metrics:."))
+                problems.append(
+                    (
+                        f"stages ({stage.name}).metrics_from.fields",
+                        f"metric '{name}' "
+                        "is read but not declared under metrics:, so its better direction "
+                        "is unknown.",
+                        f"add `{name}: {{direction: lower|higher|equal}}` under metrics:.",
+                    )
+                )
     for name, spec in config.metrics.items():
         if name not in reported and name not in BUILTIN_METRICS:
-            problems.append((f"metrics.{name}", "is declared but no measure stage reports it.",
-                             "add it to a measure stage's metrics_from.fields, or remove it."))
+            problems.append(
+                (
+                    f"metrics.{name}",
+                    "is declared but no measure stage reports it.",
+                    "add it to a measure stage's metrics_from.fields, or remove it.",
+                )
+            )
         if spec.direction == "equal" and (spec.floor is not None or spec.ceiling is not None):
-            problems.append((f"metrics.{name}", "direction: equal takes no floor or ceiling.",
-                             "drop floor/ceiling, or use direction: lower|higher."))
+            problems.append(
+                (
+                    f"metrics.{name}",
+                    "direction: equal takes no floor or ceiling.",
+                    "drop floor/ceiling, or use direction: lower|higher.",
+                )
+            )
     return problems
 
 
@@ -385,7 +551,11 @@ def _check_inputs(config: BenchmarkConfig, folder: Path) -> list[Problem]:
             if names_in(text):
                 continue  # resolved per binding, checked when the plan is built
             if not (base / text).exists():
-                problems.append((f"stages ({stage.name}).inputs[{index}]",
-                                 f"'{text}' does not exist (looked at {base / text}).",
-                                 "fix the path (relative to the benchmark file's folder)."))
+                problems.append(
+                    (
+                        f"stages ({stage.name}).inputs[{index}]",
+                        f"'{text}' does not exist (looked at {base / text}).",
+                        "fix the path (relative to the benchmark file's folder).",
+                    )
+                )
     return problems

@@ -54,6 +54,7 @@ def _number(tp: type, noun: str, **bounds: float) -> Any:
         if isinstance(value, bool):
             raise PydanticCustomError(kind, message)
         return value
+
     return Annotated[tp, Field(**bounds), BeforeValidator(refuse_bool)]
 
 
@@ -74,14 +75,14 @@ def _percent(value: Any) -> Any:
         try:
             return float(value.strip()[:-1]) / 100
         except ValueError:
-            raise PydanticCustomError("fraction_type", "Input should be a fraction (0.05) or a "
-                                      "percentage ('5%')") from None
+            raise PydanticCustomError(
+                "fraction_type", "Input should be a fraction (0.05) or a percentage ('5%')"
+            ) from None
     return value
 
 
 #: A share such as a noise threshold: a number (0.05) or a percentage string ("5%").
-Fraction = Annotated[NonNegative, BeforeValidator(_percent,
-                                                  json_schema_input_type=float | str)]
+Fraction = Annotated[NonNegative, BeforeValidator(_percent, json_schema_input_type=float | str)]
 
 
 def _by_shape(expected: str, **members: tuple[Any, tuple[type, ...]]) -> Any:
@@ -92,6 +93,7 @@ def _by_shape(expected: str, **members: tuple[Any, tuple[type, ...]]) -> Any:
     given for a model gets the model's precise errors alone. The tag shows in pydantic's error
     locations; :func:`_explain` leaves it out of the field it names.
     """
+
     def shape(value: Any) -> str | None:
         for tag, (_, owned) in members.items():
             if isinstance(value, owned):
@@ -99,8 +101,14 @@ def _by_shape(expected: str, **members: tuple[Any, tuple[type, ...]]) -> Any:
         return None
 
     choices = tuple(Annotated[tp, Tag(tag)] for tag, (tp, _) in members.items())
-    return Annotated[Union[choices], Discriminator(  # noqa: UP007  (a runtime tuple of members)
-        shape, custom_error_type="union_type", custom_error_message=f"Input should be {expected}")]
+    return Annotated[
+        Union[choices],  # noqa: UP007  (a runtime tuple of members)
+        Discriminator(
+            shape,
+            custom_error_type="union_type",
+            custom_error_message=f"Input should be {expected}",
+        ),
+    ]
 
 
 class MetricsFrom(FileModel):
@@ -203,13 +211,18 @@ class Range(FileModel):
 Replicates = _by_shape(
     f"a valid integer or a mapping of {', '.join(ReplicateRange.model_fields)}",
     count=(Count, (int, float, str)),
-    range=(ReplicateRange, (dict, ReplicateRange)))
+    range=(ReplicateRange, (dict, ReplicateRange)),
+)
 #: ``treatment_variable``: one param, or several varied together.
-TreatmentVariable = _by_shape("a valid string or a list", name=(str, (str,)),
-                              names=(list[str], (list, tuple)))
+TreatmentVariable = _by_shape(
+    "a valid string or a list", name=(str, (str,)), names=(list[str], (list, tuple))
+)
 #: A dimension of ``search_space``: the values to try, or a numeric range.
-Dimension = _by_shape(f"a list or a mapping of {', '.join(Range.model_fields)}",
-                      values=(list[Any], (list, tuple)), range=(Range, (dict, Range)))
+Dimension = _by_shape(
+    f"a list or a mapping of {', '.join(Range.model_fields)}",
+    values=(list[Any], (list, tuple)),
+    range=(Range, (dict, Range)),
+)
 
 
 class TuneSettings(FileModel):
@@ -282,9 +295,12 @@ def json_schema() -> dict[str, Any]:
     if not schema["required"]:
         del schema["required"]
     schema.pop("title", None)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": "urn:pytest-benchmark-agent:bench.schema.json",
-            "title": "pytest-benchmark-agent benchmark file (bench.yaml)", **schema}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "urn:pytest-benchmark-agent:bench.schema.json",
+        "title": "pytest-benchmark-agent benchmark file (bench.yaml)",
+        **schema,
+    }
 
 
 #: libyaml's safe loader where PyYAML was built with it (several times faster), else PyYAML's.
@@ -307,21 +323,47 @@ def load_config(path: Path | str, overrides: dict[str, Any] | None = None) -> Be
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(path, [(where, f"not valid YAML ({getattr(exc, 'problem', exc)}).",
-                                  "correct the YAML syntax at that place.")]) from None
+        raise ConfigError(
+            path,
+            [
+                (
+                    where,
+                    f"not valid YAML ({getattr(exc, 'problem', exc)}).",
+                    "correct the YAML syntax at that place.",
+                )
+            ],
+        ) from None
     except OSError as exc:
-        raise ConfigError(path, [("", f"cannot be read ({exc.strerror}).",
-                                  "check the path.")]) from None
+        raise ConfigError(
+            path, [("", f"cannot be read ({exc.strerror}).", "check the path.")]
+        ) from None
     if not isinstance(raw, dict):
-        raise ConfigError(path, [("", "must be a YAML mapping of fields (name, params, stages...).",
-                                  f"see {FORMAT_DOC} for the format.")])
+        raise ConfigError(
+            path,
+            [
+                (
+                    "",
+                    "must be a YAML mapping of fields (name, params, stages...).",
+                    f"see {FORMAT_DOC} for the format.",
+                )
+            ],
+        )
     raw.setdefault("name", path.name.removesuffix(".yaml").removesuffix(".bench"))
     if overrides:
         params = raw.setdefault("params", {})
         unknown = sorted(set(overrides) - set(params)) if isinstance(params, dict) else []
         if unknown:
-            raise ConfigError(path, [(f"params.{name}", "is set with --bench-set but not declared.",
-                                      "declare it under params: first.") for name in unknown])
+            raise ConfigError(
+                path,
+                [
+                    (
+                        f"params.{name}",
+                        "is set with --bench-set but not declared.",
+                        "declare it under params: first.",
+                    )
+                    for name in unknown
+                ],
+            )
         params.update(overrides)
     try:
         return BenchmarkConfig.model_validate(raw)
@@ -329,35 +371,44 @@ def load_config(path: Path | str, overrides: dict[str, Any] | None = None) -> Be
         raise ConfigError(path, _explain(exc, raw)) from None
 
 
-def _explain(exc: ValidationError, raw: Any,
-             model: type[BaseModel] = BenchmarkConfig) -> list[tuple[str, str, str]]:
+def _explain(
+    exc: ValidationError, raw: Any, model: type[BaseModel] = BenchmarkConfig
+) -> list[tuple[str, str, str]]:
     """pydantic's errors (every one) as (field, message, fix) triples a user can act on."""
     explained = []
     for error in exc.errors(include_url=False):
         loc, kind = error["loc"], error["type"]
         if loc and loc[-1] == "[key]":  # a mapping's key that is not text (YAML's 1:, true:)
             field, _ = _walk(loc[:-1], raw, model)
-            explained.append((field, "is a key here and should be text.",
-                              f"quote it ('{loc[-2]}')."))
+            explained.append(
+                (field, "is a key here and should be text.", f"quote it ('{loc[-2]}').")
+            )
             continue
         field, owner = _walk(loc, raw, model)
         if kind == "extra_forbidden":
             accepted = sorted(owner.model_fields) if owner else []
             close = difflib.get_close_matches(str(loc[-1]), accepted, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
-            explained.append((field, "is not a known key.",
-                              f"{hint}accepted keys here: {', '.join(accepted)}."))
+            explained.append(
+                (field, "is not a known key.", f"{hint}accepted keys here: {', '.join(accepted)}.")
+            )
         elif kind == "missing":
             explained.append((field, "is required.", "add it."))
         else:
             message = error["msg"].removeprefix("Value error, ")
-            explained.append((field, f"{message} (got {error['input']!r}).",
-                              f"see {FORMAT_DOC} for accepted values."))
+            explained.append(
+                (
+                    field,
+                    f"{message} (got {error['input']!r}).",
+                    f"see {FORMAT_DOC} for accepted values.",
+                )
+            )
     return explained
 
 
-def _walk(loc: tuple[str | int, ...], raw: Any,
-          model: type[BaseModel]) -> tuple[str, type[BaseModel] | None]:
+def _walk(
+    loc: tuple[str | int, ...], raw: Any, model: type[BaseModel]
+) -> tuple[str, type[BaseModel] | None]:
     """The field pydantic's ``loc`` names, as a user reads it, and the model holding its key.
 
     The path reads ``stages[1] (merge).kind``: list entries by their ``name`` when they have
@@ -368,9 +419,17 @@ def _walk(loc: tuple[str | int, ...], raw: Any,
     for part in loc:
         tp = _bare(tp)
         if get_origin(tp) in (Union, types.UnionType):  # the next part tags the member used
-            tp = next((member for member in get_args(tp)
-                       if any(getattr(meta, "tag", None) == part
-                              for meta in getattr(member, "__metadata__", ()))), Any)
+            tp = next(
+                (
+                    member
+                    for member in get_args(tp)
+                    if any(
+                        getattr(meta, "tag", None) == part
+                        for meta in getattr(member, "__metadata__", ())
+                    )
+                ),
+                Any,
+            )
             continue
         owner = tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
         if owner is not None:

@@ -75,13 +75,23 @@ def load_recipe(name: str, path: Path) -> Recipe:
     file = recipe_path(name, path.parent)
     if not file.is_file():
         known = ", ".join(available_recipes()) or "none"
-        raise ConfigError(path, [("recipe", f"'{name}' is not a recipe (no {file}).",
-                                  f"use one of: {known}, or a path to a recipe .yaml file.")])
+        raise ConfigError(
+            path,
+            [
+                (
+                    "recipe",
+                    f"'{name}' is not a recipe (no {file}).",
+                    f"use one of: {known}, or a path to a recipe .yaml file.",
+                )
+            ],
+        )
     try:
         return Recipe.model_validate(parse_yaml(file.read_text()))
     except (yaml.YAMLError, ValidationError) as exc:
-        raise ConfigError(path, [("recipe", f"the recipe file {file} is not valid ({exc}).",
-                                  "fix the recipe file.")]) from None
+        raise ConfigError(
+            path,
+            [("recipe", f"the recipe file {file} is not valid ({exc}).", "fix the recipe file.")],
+        ) from None
 
 
 def apply_recipe(config: BenchmarkConfig, path: Path) -> BenchmarkConfig:

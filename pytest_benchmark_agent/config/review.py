@@ -78,35 +78,48 @@ class Review:
     def lines(self, home: Path) -> list[str]:
         name = self.config.name
         if self.baseline is None:
-            out = [f"{name}: no RELIABLE run of '{name}' in {home / 'runs'} to compare with; this "
-                   "run will be a first, EXPLORATORY record."]
+            out = [
+                f"{name}: no RELIABLE run of '{name}' in {home / 'runs'} to compare with; this "
+                "run will be a first, EXPLORATORY record."
+            ]
         else:
             out = [f"{name}: comparison with baseline {self.baseline.run_id} (RELIABLE):"]
-        out += _table(["param", "baseline", "this", "role"],
-                      [[r.param, r.baseline, r.this, r.role + (" (changed)" if r.changed else "")]
-                       for r in self.rows])
-        for label, notes, file in (("lessons", self.lessons, "lessons.md"),
-                                   ("risks", self.risks, "risks.md")):
+        out += _table(
+            ["param", "baseline", "this", "role"],
+            [
+                [r.param, r.baseline, r.this, r.role + (" (changed)" if r.changed else "")]
+                for r in self.rows
+            ],
+        )
+        for label, notes, file in (
+            ("lessons", self.lessons, "lessons.md"),
+            ("risks", self.risks, "risks.md"),
+        ):
             if notes:
                 out.append(f"{label} that apply (from {home / file}):")
                 out += [f"  - {note.summary()}" for note in notes]
             else:
                 out.append(f"no {label} in {home / file} apply to '{name}'.")
         for number, challenge in enumerate(self.challenges, 1):
-            out += [f"CHALLENGE {number}: {challenge.what}", f"  risk: {challenge.risk}",
-                    f"  aligned alternative: {challenge.alternative}"]
+            out += [
+                f"CHALLENGE {number}: {challenge.what}",
+                f"  risk: {challenge.risk}",
+                f"  aligned alternative: {challenge.alternative}",
+            ]
         return out
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     cells = [[_clip(c) for c in row] for row in [header, *rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-            for row in cells]
+    return [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    ]
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= _CELL else text[:_CELL - 3] + "..."
+    return text if len(text) <= _CELL else text[: _CELL - 3] + "..."
 
 
 def variables_of(config: BenchmarkConfig) -> list[str]:
@@ -124,14 +137,19 @@ def latest_reliable(home: Path, name: str) -> Baseline | None:
         results = load_yaml(run_dir / "results.yaml") or {}
         if results.get("name") != name or results.get("tag") != "RELIABLE":
             continue
-        frozen = (load_yaml(run_dir / "config.yaml") or {}).get("config", {}) \
-            if (run_dir / "config.yaml").is_file() else {}
+        frozen = (
+            (load_yaml(run_dir / "config.yaml") or {}).get("config", {})
+            if (run_dir / "config.yaml").is_file()
+            else {}
+        )
         variable = frozen.get("treatment_variable") or results.get("treatment_variable")
         variables = [variable] if isinstance(variable, str) else list(variable or [])
-        return Baseline(run_id=run_dir.name, params=dict(frozen.get("params") or {}),
-                        variables=variables,
-                        treatments=list(frozen.get("treatments") or results.get("treatments")
-                                        or []))
+        return Baseline(
+            run_id=run_dir.name,
+            params=dict(frozen.get("params") or {}),
+            variables=variables,
+            treatments=list(frozen.get("treatments") or results.get("treatments") or []),
+        )
     return None
 
 
@@ -140,8 +158,13 @@ def review(home: Path, config: BenchmarkConfig) -> Review:
     baseline = latest_reliable(home, config.name)
     variables = variables_of(config)
     lessons, risks = notes_for(home, config.name, config.params)
-    result = Review(config=config, baseline=baseline, rows=_rows(config, variables, baseline),
-                    lessons=lessons, risks=risks)
+    result = Review(
+        config=config,
+        baseline=baseline,
+        rows=_rows(config, variables, baseline),
+        lessons=lessons,
+        risks=risks,
+    )
     if baseline is not None:
         result.challenges += _baseline_challenges(config, variables, baseline)
     result.challenges += _lesson_challenges(config, variables, lessons)
@@ -149,17 +172,20 @@ def review(home: Path, config: BenchmarkConfig) -> Review:
 
 
 def _rows(config: BenchmarkConfig, variables: list[str], baseline: Baseline | None) -> list[Row]:
-    names = list(config.params) + [p for p in (baseline.params if baseline else {})
-                                   if p not in config.params]
+    names = list(config.params) + [
+        p for p in (baseline.params if baseline else {}) if p not in config.params
+    ]
     rows = []
     for name in names:
         this = _value(config.params, name)
         if name in variables:
-            this = ", ".join(as_text(v) for v in config.treatments or []) or \
-                   f"search space of {name}"
+            this = (
+                ", ".join(as_text(v) for v in config.treatments or []) or f"search space of {name}"
+            )
         if baseline is None:
-            rows.append(Row(name, "-", this, "TREATMENT" if name in variables else "CONTROL",
-                            False))
+            rows.append(
+                Row(name, "-", this, "TREATMENT" if name in variables else "CONTROL", False)
+            )
             continue
         before = _value(baseline.params, name)
         if name in baseline.variables:
@@ -173,43 +199,54 @@ def _value(params: dict[str, Any], name: str) -> str:
     return as_text(params[name]) if name in params else _MISSING
 
 
-def _baseline_challenges(config: BenchmarkConfig, variables: list[str],
-                         baseline: Baseline) -> list[Challenge]:
+def _baseline_challenges(
+    config: BenchmarkConfig, variables: list[str], baseline: Baseline
+) -> list[Challenge]:
     challenges = []
     if variables and baseline.variables and variables != baseline.variables:
-        challenges.append(Challenge(
-            what=f"the treatment variable is {', '.join(variables)}, but the baseline "
-                 f"{baseline.run_id} varied {', '.join(baseline.variables)}",
-            risk="this run answers a different question than the baseline: none of its verdicts "
-                 "can be read against the baseline's, and the baseline's treatment variable is "
-                 "now a control whose value decides the outcome silently.",
-            alternative=f"keep treatment_variable: {', '.join(baseline.variables)} to extend the "
-                        f"baseline, or give the new question its own benchmark name so its first "
-                        f"run is an honest EXPLORATORY record.",
-            request={"treatment_variable": ", ".join(variables)}))
+        challenges.append(
+            Challenge(
+                what=f"the treatment variable is {', '.join(variables)}, but the baseline "
+                f"{baseline.run_id} varied {', '.join(baseline.variables)}",
+                risk="this run answers a different question than the baseline: none of its "
+                "verdicts can be read against the baseline's, and the baseline's treatment "
+                "variable is now a control whose value decides the outcome silently.",
+                alternative=f"keep treatment_variable: {', '.join(baseline.variables)} to extend "
+                f"the baseline, or give the new question its own benchmark name so its first "
+                f"run is an honest EXPLORATORY record.",
+                request={"treatment_variable": ", ".join(variables)},
+            )
+        )
     for name in sorted(set(config.params) | set(baseline.params)):
         if name in variables or name in baseline.variables:
             continue
         before, this = _value(baseline.params, name), _value(config.params, name)
         if before == this:
             continue
-        challenges.append(Challenge(
-            what=f"control {name} changed relative to the baseline {baseline.run_id} "
-                 f"({before} -> {this})",
-            risk=f"the treatments of this run still share one value of {name}, but its effect "
-                 f"can no longer be compared with the baseline's or reproduce it: a difference "
-                 f"may come from {name} rather than from "
-                 f"{', '.join(variables) or 'the treatment'}.",
-            alternative=(f"set {name}: {before} as in the baseline" if before != _MISSING else
-                         f"drop {name}, which the baseline did not declare")
-                        + f"; to study {name}, make it the treatment_variable of its own "
-                          "benchmark.",
-            request={name: this}))
+        challenges.append(
+            Challenge(
+                what=f"control {name} changed relative to the baseline {baseline.run_id} "
+                f"({before} -> {this})",
+                risk=f"the treatments of this run still share one value of {name}, but its effect "
+                f"can no longer be compared with the baseline's or reproduce it: a difference "
+                f"may come from {name} rather than from "
+                f"{', '.join(variables) or 'the treatment'}.",
+                alternative=(
+                    f"set {name}: {before} as in the baseline"
+                    if before != _MISSING
+                    else f"drop {name}, which the baseline did not declare"
+                )
+                + f"; to study {name}, make it the treatment_variable of its own "
+                "benchmark.",
+                request={name: this},
+            )
+        )
     return challenges
 
 
-def _lesson_challenges(config: BenchmarkConfig, variables: list[str],
-                       lessons: list[Note]) -> list[Challenge]:
+def _lesson_challenges(
+    config: BenchmarkConfig, variables: list[str], lessons: list[Note]
+) -> list[Challenge]:
     challenges = []
     for note in lessons:
         if note.benchmark not in (None, config.name):
@@ -220,13 +257,16 @@ def _lesson_challenges(config: BenchmarkConfig, variables: list[str],
             this = as_text(config.params[name])
             if this == recommended:
                 continue
-            challenges.append(Challenge(
-                what=f"{name} = {this} contradicts the lesson of {note.when}: "
-                     f"{' '.join(note.text.split())}",
-                risk=f"the lesson recommends {name} = {recommended}; repeating what it warns "
-                     "against spends the budget on a result already known to mislead.",
-                alternative=f"set {name}: {recommended} as the lesson recommends.",
-                request={name: this}))
+            challenges.append(
+                Challenge(
+                    what=f"{name} = {this} contradicts the lesson of {note.when}: "
+                    f"{' '.join(note.text.split())}",
+                    risk=f"the lesson recommends {name} = {recommended}; repeating what it warns "
+                    "against spends the budget on a result already known to mislead.",
+                    alternative=f"set {name}: {recommended} as the lesson recommends.",
+                    request={name: this},
+                )
+            )
     return challenges
 
 
@@ -247,13 +287,19 @@ def request_of(challenges: list[Challenge]) -> dict[str, str]:
 def accept_deviation(home: Path, result: Review, reason: str) -> Path:
     """Record why this request deviates; the matching run gets it as a caveat at run start."""
     if not reason.strip():
-        raise SystemExit("benchmark-agent: --accept-deviation needs a reason: say why this "
-                         "deviation is worth its limited comparability.")
+        raise SystemExit(
+            "benchmark-agent: --accept-deviation needs a reason: say why this "
+            "deviation is worth its limited comparability."
+        )
     path = deviation_path(home, result.config.name)
-    document = {"benchmark": result.config.name, "accepted": utc_now(), "reason": reason.strip(),
-                "baseline": result.baseline.run_id if result.baseline else None,
-                "request": request_of(result.challenges),
-                "challenges": [c.what for c in result.challenges]}
+    document = {
+        "benchmark": result.config.name,
+        "accepted": utc_now(),
+        "reason": reason.strip(),
+        "baseline": result.baseline.run_id if result.baseline else None,
+        "request": request_of(result.challenges),
+        "challenges": [c.what for c in result.challenges],
+    }
     atomic_write(path, dump_yaml(document))
     return path
 
@@ -277,8 +323,10 @@ def deviation_caveat(home: Path, name: str, config: BenchmarkConfig) -> str | No
     if document is None:
         return None
     against = f" relative to {document['baseline']}" if document.get("baseline") else ""
-    return (f"comparability limited: deviation accepted at plan time ({document['accepted']})"
-            f"{against}: {document['reason']} [{'; '.join(document.get('challenges') or [])}]")
+    return (
+        f"comparability limited: deviation accepted at plan time ({document['accepted']})"
+        f"{against}: {document['reason']} [{'; '.join(document.get('challenges') or [])}]"
+    )
 
 
 # -- the request itself -------------------------------------------------------------------------
@@ -307,8 +355,10 @@ _TOP_KEY = re.compile(r"^hypothesis\s*:")
 def set_hypothesis(path: Path, text: str) -> None:
     """Set or replace the file's top-level ``hypothesis:``, leaving every other line as it was."""
     if not text.strip():
-        raise SystemExit("benchmark-agent: --hypothesis needs text: what you expect to change, "
-                         "by how much, and why.")
+        raise SystemExit(
+            "benchmark-agent: --hypothesis needs text: what you expect to change, "
+            "by how much, and why."
+        )
     lines = path.read_text().splitlines(keepends=True)
     entry = f"hypothesis: {json.dumps(text.strip(), ensure_ascii=False)}\n"
     start = next((i for i, line in enumerate(lines) if _TOP_KEY.match(line)), None)
@@ -326,9 +376,13 @@ def set_hypothesis(path: Path, text: str) -> None:
     try:
         parsed = yaml.safe_load(new_text)
     except yaml.YAMLError as exc:
-        raise SystemExit(f"benchmark-agent: {path}: setting the hypothesis would break the YAML "
-                         f"({exc}); edit its hypothesis: by hand.") from None
+        raise SystemExit(
+            f"benchmark-agent: {path}: setting the hypothesis would break the YAML "
+            f"({exc}); edit its hypothesis: by hand."
+        ) from None
     if not isinstance(parsed, dict) or parsed.get("hypothesis") != text.strip():
-        raise SystemExit(f"benchmark-agent: {path}: could not place hypothesis: as a top-level "
-                         "key; edit it by hand.")
+        raise SystemExit(
+            f"benchmark-agent: {path}: could not place hypothesis: as a top-level "
+            "key; edit it by hand."
+        )
     atomic_write(path, new_text)

@@ -76,33 +76,76 @@ class StageSpec:
     timeout_s: float | None = None
 
 
-def prep(*, produces: list[str] | tuple[str, ...] = (), needs: list[str] | tuple[str, ...] = (),
-         params: list[str] | tuple[str, ...] = (), inputs: list[str] | tuple[str, ...] = (),
-         seed: bool = False, mem_mb: float | None = None, gpus: int | None = None,
-         vram_mb: float | None = None, timeout_s: float | None = None) -> Callable:
+def prep(
+    *,
+    produces: list[str] | tuple[str, ...] = (),
+    needs: list[str] | tuple[str, ...] = (),
+    params: list[str] | tuple[str, ...] = (),
+    inputs: list[str] | tuple[str, ...] = (),
+    seed: bool = False,
+    mem_mb: float | None = None,
+    gpus: int | None = None,
+    vram_mb: float | None = None,
+    timeout_s: float | None = None,
+) -> Callable:
     """Mark a method as a prep stage: cached by signature, building the artifacts it produces.
 
     ``params`` are the only params the method may read (they make its signature); ``needs``
     name the stage methods whose artifacts it reads; ``inputs`` are files (relative to the
     domain's module) whose content is part of the signature; ``seed=True`` binds it per seed.
     """
-    return _mark(StageSpec("prep", tuple(produces), tuple(needs), tuple(params), (),
-                           tuple(inputs), seed, mem_mb, gpus, vram_mb, timeout_s))
+    return _mark(
+        StageSpec(
+            "prep",
+            tuple(produces),
+            tuple(needs),
+            tuple(params),
+            (),
+            tuple(inputs),
+            seed,
+            mem_mb,
+            gpus,
+            vram_mb,
+            timeout_s,
+        )
+    )
 
 
-def measure(*, metrics: list[str] | tuple[str, ...], needs: list[str] | tuple[str, ...] = (),
-            params: list[str] | tuple[str, ...] = (), inputs: list[str] | tuple[str, ...] = (),
-            seed: bool = False, mem_mb: float | None = None, gpus: int | None = None,
-            vram_mb: float | None = None, timeout_s: float | None = None) -> Callable:
+def measure(
+    *,
+    metrics: list[str] | tuple[str, ...],
+    needs: list[str] | tuple[str, ...] = (),
+    params: list[str] | tuple[str, ...] = (),
+    inputs: list[str] | tuple[str, ...] = (),
+    seed: bool = False,
+    mem_mb: float | None = None,
+    gpus: int | None = None,
+    vram_mb: float | None = None,
+    timeout_s: float | None = None,
+) -> Callable:
     """Mark a method as a measure stage: re-run for every trial, returning ``metrics``."""
-    return _mark(StageSpec("measure", (), tuple(needs), tuple(params), tuple(metrics),
-                           tuple(inputs), seed, mem_mb, gpus, vram_mb, timeout_s))
+    return _mark(
+        StageSpec(
+            "measure",
+            (),
+            tuple(needs),
+            tuple(params),
+            tuple(metrics),
+            tuple(inputs),
+            seed,
+            mem_mb,
+            gpus,
+            vram_mb,
+            timeout_s,
+        )
+    )
 
 
 def _mark(spec: StageSpec) -> Callable:
     def decorate(method: Callable) -> Callable:
         setattr(method, _STAGE_ATTR, spec)
         return method
+
     return decorate
 
 
@@ -115,8 +158,14 @@ class StageCall:
     differs from the declared one makes the trial non-comparable.
     """
 
-    def __init__(self, stage: str, params: Mapping[str, Any], artifacts: Mapping[str, Path],
-                 out: Path, seed: int | None = None):
+    def __init__(
+        self,
+        stage: str,
+        params: Mapping[str, Any],
+        artifacts: Mapping[str, Path],
+        out: Path,
+        seed: int | None = None,
+    ):
         self.stage = stage
         self.params = DeclaredParams(stage, params)
         self.artifacts = dict(artifacts)
@@ -136,9 +185,11 @@ class DeclaredParams(Mapping[str, Any]):
         try:
             return self._values[name]
         except KeyError:
-            raise KeyError(f"stage '{self._stage}' reads param '{name}', which it does not "
-                           f"declare; add '{name}' to its decorator's params=[...] so the cache "
-                           "signature includes it") from None
+            raise KeyError(
+                f"stage '{self._stage}' reads param '{name}', which it does not "
+                f"declare; add '{name}' to its decorator's params=[...] so the cache "
+                "signature includes it"
+            ) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
@@ -174,13 +225,19 @@ class Domain:
 
     @classmethod
     def manifest_entries(cls) -> dict[str, ManifestEntry]:
-        return {name: entry if isinstance(entry, ManifestEntry) else
-                ManifestEntry.model_validate(dict(entry)) for name, entry in cls.manifest.items()}
+        return {
+            name: entry
+            if isinstance(entry, ManifestEntry)
+            else ManifestEntry.model_validate(dict(entry))
+            for name, entry in cls.manifest.items()
+        }
 
     @classmethod
     def metric_specs(cls) -> dict[str, MetricSpec]:
-        return {name: spec if isinstance(spec, MetricSpec) else
-                MetricSpec.model_validate(dict(spec)) for name, spec in cls.metrics.items()}
+        return {
+            name: spec if isinstance(spec, MetricSpec) else MetricSpec.model_validate(dict(spec))
+            for name, spec in cls.metrics.items()
+        }
 
     @classmethod
     def validate(cls) -> None:
@@ -194,8 +251,9 @@ class Domain:
             manifest, metrics = cls.manifest_entries(), cls.metric_specs()
             Resources.model_validate(dict(cls.resources))
         except ValueError as exc:
-            raise DomainDefinitionError(f"{where}: manifest, metrics or resources are not "
-                                        f"valid: {exc}") from None
+            raise DomainDefinitionError(
+                f"{where}: manifest, metrics or resources are not valid: {exc}"
+            ) from None
         producers: dict[str, str] = {}
         for name, spec in stages.items():
             for need in spec.needs:
@@ -205,25 +263,32 @@ class Domain:
                     problems.append(f"{name}: needs '{need}', which is not a @prep")
             for artifact in spec.produces:
                 if artifact in producers:
-                    problems.append(f"{name}: artifact '{artifact}' is also produced by "
-                                    f"'{producers[artifact]}'")
+                    problems.append(
+                        f"{name}: artifact '{artifact}' is also produced by '{producers[artifact]}'"
+                    )
                 producers[artifact] = name
             for param in spec.params:
                 if param not in manifest:
-                    problems.append(f"{name}: param '{param}' is not in the manifest; add it "
-                                    "with its default and why it matters")
+                    problems.append(
+                        f"{name}: param '{param}' is not in the manifest; add it "
+                        "with its default and why it matters"
+                    )
             for metric in spec.metrics:
                 if metric not in metrics:
-                    problems.append(f"{name}: metric '{metric}' has no spec in metrics "
-                                    "(its better direction is unknown)")
+                    problems.append(
+                        f"{name}: metric '{metric}' has no spec in metrics "
+                        "(its better direction is unknown)"
+                    )
             for text in (*spec.params, *spec.produces):
                 if not _NAME.match(text):
                     problems.append(f"{name}: '{text}' is not a valid placeholder name")
             try:
                 stage_source(cls, name)
             except (OSError, TypeError):
-                problems.append(f"{name}: its source cannot be read, so edits to it could not "
-                                "invalidate its cache entries")
+                problems.append(
+                    f"{name}: its source cannot be read, so edits to it could not "
+                    "invalidate its cache entries"
+                )
         if problems:
             raise DomainDefinitionError(f"{where}: " + "; ".join(problems))
 
@@ -232,17 +297,34 @@ class Domain:
         """The benchmark file ``config`` with this domain's stages, manifest, metrics and
         resources filled in (the file's own metric specs, resources and manifest win)."""
         if config.recipe:
-            raise ConfigError(path, [("recipe", f"a recipe supplies command stages, and domain "
-                                      f"'{config.domain}' supplies its own.", "drop recipe:, or "
-                                      "use the recipe with domain: command.")])
+            raise ConfigError(
+                path,
+                [
+                    (
+                        "recipe",
+                        f"a recipe supplies command stages, and domain "
+                        f"'{config.domain}' supplies its own.",
+                        "drop recipe:, or use the recipe with domain: command.",
+                    )
+                ],
+            )
         if config.stages:
             names = ", ".join(cls.stage_methods())
-            raise ConfigError(path, [("stages", f"domain '{config.domain}' defines its own "
-                                      f"stages ({names}).", "remove stages:, or write shell "
-                                      "stages with domain: command.")])
+            raise ConfigError(
+                path,
+                [
+                    (
+                        "stages",
+                        f"domain '{config.domain}' defines its own stages ({names}).",
+                        "remove stages:, or write shell stages with domain: command.",
+                    )
+                ],
+            )
         module_file = Path(inspect.getfile(cls)).resolve()
-        stages = [_compile_stage(cls, name, spec, config, module_file)
-                  for name, spec in cls.stage_methods().items()]
+        stages = [
+            _compile_stage(cls, name, spec, config, module_file)
+            for name, spec in cls.stage_methods().items()
+        ]
         update: dict[str, Any] = {
             "stages": stages,
             "manifest": {**cls.manifest_entries(), **config.manifest},
@@ -253,8 +335,9 @@ class Domain:
         return config.model_copy(update=update)
 
 
-def _compile_stage(cls: type[Domain], name: str, spec: StageSpec, config: BenchmarkConfig,
-                   module_file: Path) -> Stage:
+def _compile_stage(
+    cls: type[Domain], name: str, spec: StageSpec, config: BenchmarkConfig, module_file: Path
+) -> Stage:
     stages = cls.stage_methods()
     upstream: list[str] = []
     pending = list(spec.needs)
@@ -264,23 +347,40 @@ def _compile_stage(cls: type[Domain], name: str, spec: StageSpec, config: Benchm
             if artifact not in upstream:
                 upstream.append(artifact)
         pending += stages[need].needs
-    words = [shlex.quote(sys.executable), "-m", RUNNER,
-             shlex.quote(f"{cls.__module__}:{cls.__qualname__}"), name,
-             "--file", shlex.quote(str(module_file)), "--out", "{out}"]
+    words = [
+        shlex.quote(sys.executable),
+        "-m",
+        RUNNER,
+        shlex.quote(f"{cls.__module__}:{cls.__qualname__}"),
+        name,
+        "--file",
+        shlex.quote(str(module_file)),
+        "--out",
+        "{out}",
+    ]
     words += [f"--param {param}={{{param}}}" for param in spec.params]
-    words += [f"--artifact {artifact}={{{artifact}}}"
-              for artifact in (*sorted(upstream), *spec.produces)]
+    words += [
+        f"--artifact {artifact}={{{artifact}}}" for artifact in (*sorted(upstream), *spec.produces)
+    ]
     if spec.seed and config.seeds is not None:
         words += ["--seed", "{seed}"]
     source = stage_source(cls, name)
     return Stage(
-        name=name, kind=spec.kind, cmd=" ".join(words), needs=list(spec.needs),
+        name=name,
+        kind=spec.kind,
+        cmd=" ".join(words),
+        needs=list(spec.needs),
         produces=list(spec.produces),
         inputs=[str((module_file.parent / text).resolve()) for text in spec.inputs],
         env={SOURCE_ENV: hashlib.sha256(source.encode()).hexdigest()},
         metrics_from=MetricsFrom(stdout=True, fields=list(spec.metrics))
-        if spec.kind == "measure" else None,
-        mem_mb=spec.mem_mb, gpus=spec.gpus, vram_mb=spec.vram_mb, timeout_s=spec.timeout_s)
+        if spec.kind == "measure"
+        else None,
+        mem_mb=spec.mem_mb,
+        gpus=spec.gpus,
+        vram_mb=spec.vram_mb,
+        timeout_s=spec.timeout_s,
+    )
 
 
 _LITERALS = (bool, int, float, str, bytes, tuple, frozenset)
@@ -302,8 +402,10 @@ def stage_source(cls: type[Domain], method: str) -> str:
         if isinstance(func, _LITERALS):
             parts.append(f"{label} = {func!r}")
             return
-        if not ((inspect.isfunction(func) or inspect.isclass(func))
-                and func.__module__ == module.__name__):
+        if not (
+            (inspect.isfunction(func) or inspect.isclass(func))
+            and func.__module__ == module.__name__
+        ):
             return
         parts.append(inspect.getsource(func))
         for name in _names_used(getattr(func, "__code__", None)):
@@ -328,14 +430,19 @@ def _names_used(code: Any) -> list[str]:
     return names
 
 
-def merge_metrics(defaults: Mapping[str, MetricSpec], config: BenchmarkConfig,
-                  ) -> dict[str, MetricSpec]:
+def merge_metrics(
+    defaults: Mapping[str, MetricSpec],
+    config: BenchmarkConfig,
+) -> dict[str, MetricSpec]:
     """Default metric specs with the file's own: the fields a file sets override the default's."""
     merged = dict(defaults)
     for name, spec in config.metrics.items():
         base = merged.get(name)
-        merged[name] = spec if base is None else base.model_copy(
-            update={f: getattr(spec, f) for f in spec.model_fields_set})
+        merged[name] = (
+            spec
+            if base is None
+            else base.model_copy(update={f: getattr(spec, f) for f in spec.model_fields_set})
+        )
     return merged
 
 
@@ -355,8 +462,10 @@ def register_domain(name: str, cls: type[Domain]) -> type[Domain]:
     if name == "command":
         raise DomainDefinitionError("'command' is the shell-stage domain and cannot be replaced")
     if not (isinstance(cls, type) and issubclass(cls, Domain)):
-        raise DomainDefinitionError(f"register_domain('{name}', ...): {cls!r} is not a subclass "
-                                    "of pytest_benchmark_agent.domains.api.Domain")
+        raise DomainDefinitionError(
+            f"register_domain('{name}', ...): {cls!r} is not a subclass "
+            "of pytest_benchmark_agent.domains.api.Domain"
+        )
     cls.validate()
     _REGISTRY[name] = cls
     return cls
@@ -388,21 +497,46 @@ def domain_class(name: str, path: Path) -> type[Domain]:
         else:
             close = difflib.get_close_matches(name, available_domains(), n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ConfigError(path, [("domain", f"'{name}' is not a known domain{hint}.",
-                                      f"use one of {', '.join(available_domains())}, register "
-                                      "it with register_domain() in a conftest.py, or name a "
-                                      "class as module:Class or file.py:Class.")])
+            raise ConfigError(
+                path,
+                [
+                    (
+                        "domain",
+                        f"'{name}' is not a known domain{hint}.",
+                        f"use one of {', '.join(available_domains())}, register "
+                        "it with register_domain() in a conftest.py, or name a "
+                        "class as module:Class or file.py:Class.",
+                    )
+                ],
+            )
     except (ImportError, AttributeError, OSError) as exc:
-        raise ConfigError(path, [("domain", f"'{name}' cannot be loaded ({exc}).",
-                                  "check the module or file and the class name.")]) from None
+        raise ConfigError(
+            path,
+            [
+                (
+                    "domain",
+                    f"'{name}' cannot be loaded ({exc}).",
+                    "check the module or file and the class name.",
+                )
+            ],
+        ) from None
     if not (isinstance(cls, type) and issubclass(cls, Domain)):
-        raise ConfigError(path, [("domain", f"'{name}' is {cls!r}, not a Domain subclass.",
-                                  "point it at a subclass of pytest_benchmark_agent.Domain.")])
+        raise ConfigError(
+            path,
+            [
+                (
+                    "domain",
+                    f"'{name}' is {cls!r}, not a Domain subclass.",
+                    "point it at a subclass of pytest_benchmark_agent.Domain.",
+                )
+            ],
+        )
     try:
         cls.validate()
     except DomainDefinitionError as exc:
-        raise ConfigError(path, [("domain", f"'{name}' is not a valid Domain: {exc}.",
-                                  "fix the domain class.")]) from None
+        raise ConfigError(
+            path, [("domain", f"'{name}' is not a valid Domain: {exc}.", "fix the domain class.")]
+        ) from None
     return cls
 
 
@@ -446,5 +580,16 @@ def expand_domain(config: BenchmarkConfig, path: Path) -> BenchmarkConfig:
     return domain_class(config.domain, path).compile(config, path)
 
 
-__all__ = ["Domain", "DomainDefinitionError", "StageCall", "StageSpec", "available_domains",
-           "domain_class", "expand_domain", "load_class", "measure", "prep", "register_domain"]
+__all__ = [
+    "Domain",
+    "DomainDefinitionError",
+    "StageCall",
+    "StageSpec",
+    "available_domains",
+    "domain_class",
+    "expand_domain",
+    "load_class",
+    "measure",
+    "prep",
+    "register_domain",
+]

@@ -63,15 +63,19 @@ def server_binaries() -> Path:
     on_path = shutil.which("pg_ctl")
     if on_path:
         candidates.append(Path(on_path).resolve().parent)
-    debian = sorted(Path("/usr/lib/postgresql").glob("*/bin"),
-                    key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    debian = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin"),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+    )
     candidates += reversed(debian)
     for folder in candidates:
         if all((folder / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres")):
             return folder
-    raise PostgresUnavailable("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found "
-                              "on PATH, in $PG_BINDIR or in /usr/lib/postgresql/*/bin; install "
-                              "them (apt-get install postgresql) or set PG_BINDIR")
+    raise PostgresUnavailable(
+        "PostgreSQL server binaries (initdb, pg_ctl, postgres) not found "
+        "on PATH, in $PG_BINDIR or in /usr/lib/postgresql/*/bin; install "
+        "them (apt-get install postgresql) or set PG_BINDIR"
+    )
 
 
 def server_user() -> pwd.struct_passwd | None:
@@ -81,8 +85,9 @@ def server_user() -> pwd.struct_passwd | None:
     for name in ("postgres", "nobody"):
         with contextlib.suppress(KeyError):
             return pwd.getpwnam(name)
-    raise PostgresUnavailable("running as root, and neither a 'postgres' nor a 'nobody' user "
-                              "exists to run PostgreSQL as")
+    raise PostgresUnavailable(
+        "running as root, and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL as"
+    )
 
 
 def free_port() -> int:
@@ -98,8 +103,12 @@ class Server:
     ``keep``: after a clean stop, copy the data directory there. The folder is always removed.
     """
 
-    def __init__(self, source: Path | None = None, settings: Mapping[str, Any] | None = None,
-                 keep: Path | None = None):
+    def __init__(
+        self,
+        source: Path | None = None,
+        settings: Mapping[str, Any] | None = None,
+        keep: Path | None = None,
+    ):
         self.bindir = server_binaries()
         self.user = server_user()
         self.root = Path(tempfile.mkdtemp(prefix="bench-pg-"))
@@ -112,29 +121,62 @@ class Server:
     def _run(self, *args: str) -> None:
         """Run a server tool as the server's user; its output is kept for the error message."""
         ids = {"user": self.user.pw_uid, "group": self.user.pw_gid} if self.user else {}
-        done = subprocess.run([str(self.bindir / args[0]), *args[1:]], cwd=self.root, **ids,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [str(self.bindir / args[0]), *args[1:]],
+            cwd=self.root,
+            **ids,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             log = self.root / "server.log"
             tail = log.read_text()[-2000:] if log.is_file() else ""
-            raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip()}\n"
-                               f"{tail}")
+            raise RuntimeError(
+                f"{args[0]} failed ({done.returncode}): {done.stderr.strip()}\n{tail}"
+            )
 
     def __enter__(self) -> Server:
         if self._source is None:
             self._chown(self.root)
-            self._run("initdb", "-D", str(self.data), "-U", _USER, "--auth=trust", "-E", "UTF8",
-                      "--locale=C", "--no-sync")
+            self._run(
+                "initdb",
+                "-D",
+                str(self.data),
+                "-U",
+                _USER,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            )
         else:
             shutil.copytree(self._source, self.data, symlinks=True)
             self._chown(self.root)
-        options = ["-p", str(self.port), "-k", str(self.root), "-c",
-                   "listen_addresses=127.0.0.1", "-c", "fsync=off"]
+        options = [
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.root),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=off",
+        ]
         for name, value in self.settings.items():
             options += ["-c", f"{name}={value}"]
         try:
-            self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w",
-                      "-o", shlex.join(options), "start")
+            self._run(
+                "pg_ctl",
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.root / "server.log"),
+                "-w",
+                "-o",
+                shlex.join(options),
+                "start",
+            )
         except BaseException:
             shutil.rmtree(self.root, ignore_errors=True)
             raise
@@ -158,38 +200,57 @@ class Server:
         try:
             import psycopg
         except ImportError:
-            raise PostgresUnavailable("the PostgreSQL client is missing: pip install "
-                                      "'psycopg[binary]'") from None
-        return psycopg.connect(host="127.0.0.1", port=self.port, user=_USER, dbname="postgres",
-                               autocommit=True)
+            raise PostgresUnavailable(
+                "the PostgreSQL client is missing: pip install 'psycopg[binary]'"
+            ) from None
+        return psycopg.connect(
+            host="127.0.0.1", port=self.port, user=_USER, dbname="postgres", autocommit=True
+        )
 
 
 class Postgres(Domain):
     """An index (and VACUUM / CLUSTER) against point-query latency, at identical results."""
 
     manifest = {
-        "table.rows": {"default": 200000, "why": "the table's size: what a sequential scan "
-                       "reads and what an index saves"},
-        "table.categories": {"default": 1000, "why": "distinct values of the queried column: "
-                             "its selectivity"},
+        "table.rows": {
+            "default": 200000,
+            "why": "the table's size: what a sequential scan reads and what an index saves",
+        },
+        "table.categories": {
+            "default": 1000,
+            "why": "distinct values of the queried column: its selectivity",
+        },
         "table.seed": {"default": 1, "why": "it fixes the rows every treatment holds"},
         "pg.index": {"default": "none", "why": "the index on the queried column: none or btree"},
-        "pg.maintenance": {"default": "none", "why": "what is done after loading: none, vacuum "
-                           "(VACUUM ANALYZE) or cluster (CLUSTER on the btree index)"},
-        "pg.shared_buffers": {"default": "128MB", "why": "the server's page cache: what stays "
-                              "in memory between queries"},
+        "pg.maintenance": {
+            "default": "none",
+            "why": "what is done after loading: none, vacuum "
+            "(VACUUM ANALYZE) or cluster (CLUSTER on the btree index)",
+        },
+        "pg.shared_buffers": {
+            "default": "128MB",
+            "why": "the server's page cache: what stays in memory between queries",
+        },
         "pg.work_mem": {"default": "4MB", "why": "memory per sort or hash before spilling"},
-        "pg.effective_cache_size": {"default": "4GB", "why": "the planner's guess of the OS "
-                                    "cache, which tips it between index and sequential scans"},
-        "pg.random_page_cost": {"default": 4, "why": "the planner's cost of a random page read "
-                                "relative to a sequential one"},
+        "pg.effective_cache_size": {
+            "default": "4GB",
+            "why": "the planner's guess of the OS "
+            "cache, which tips it between index and sequential scans",
+        },
+        "pg.random_page_cost": {
+            "default": 4,
+            "why": "the planner's cost of a random page read relative to a sequential one",
+        },
         "pg.jit": {"default": "off", "why": "JIT compilation adds compile time to queries"},
-        "pg.max_parallel_workers_per_gather": {"default": 0, "why": "parallel workers per "
-                                               "query: they change latency and its noise"},
-        "n_queries": {"default": 200, "why": "the number of timed queries behind each "
-                      "percentile"},
-        "query.seed": {"default": 1, "why": "it fixes the queried categories, the same for every "
-                       "treatment"},
+        "pg.max_parallel_workers_per_gather": {
+            "default": 0,
+            "why": "parallel workers per query: they change latency and its noise",
+        },
+        "n_queries": {"default": 200, "why": "the number of timed queries behind each percentile"},
+        "query.seed": {
+            "default": 1,
+            "why": "it fixes the queried categories, the same for every treatment",
+        },
     }
     metrics = {
         "p50_ms": {"direction": "lower", "primary": True, "noise_threshold": 0.02},
@@ -204,12 +265,16 @@ class Postgres(Domain):
         p = call.params
         with Server(keep=call.artifacts["loaded"]) as server, server.connect() as conn:
             conn.execute("SELECT setseed(%s)", (1.0 / (1 + p["table.seed"]),))
-            conn.execute("CREATE TABLE items (id int PRIMARY KEY, category int NOT NULL, "
-                         "price numeric(10, 2) NOT NULL, payload text NOT NULL)")
-            conn.execute("INSERT INTO items SELECT g, (random() * %s)::int, "
-                         "round((random() * 1000)::numeric, 2), md5(g::text) "
-                         "FROM generate_series(1, %s) AS g",
-                         (p["table.categories"] - 1, p["table.rows"]))
+            conn.execute(
+                "CREATE TABLE items (id int PRIMARY KEY, category int NOT NULL, "
+                "price numeric(10, 2) NOT NULL, payload text NOT NULL)"
+            )
+            conn.execute(
+                "INSERT INTO items SELECT g, (random() * %s)::int, "
+                "round((random() * 1000)::numeric, 2), md5(g::text) "
+                "FROM generate_series(1, %s) AS g",
+                (p["table.categories"] - 1, p["table.rows"]),
+            )
             version = conn.execute("SHOW server_version").fetchone()[0]
         call.effective["pg.server_version"] = version
         return {"rows": float(p["table.rows"])}
@@ -219,12 +284,16 @@ class Postgres(Domain):
         """A copy of the loaded cluster with the treatment applied, then ``ANALYZE``d."""
         index, maintenance = call.params["pg.index"], call.params["pg.maintenance"]
         if index not in INDEXES or maintenance not in MAINTENANCE:
-            raise ValueError(f"pg.index={index!r} (use {', '.join(INDEXES)}), "
-                             f"pg.maintenance={maintenance!r} (use {', '.join(MAINTENANCE)})")
+            raise ValueError(
+                f"pg.index={index!r} (use {', '.join(INDEXES)}), "
+                f"pg.maintenance={maintenance!r} (use {', '.join(MAINTENANCE)})"
+            )
         if maintenance == "cluster" and index != "btree":
             raise ValueError("pg.maintenance=cluster needs pg.index=btree to cluster on")
-        with Server(call.artifacts["loaded"], keep=call.artifacts["prepared"]) as server, \
-                server.connect() as conn:
+        with (
+            Server(call.artifacts["loaded"], keep=call.artifacts["prepared"]) as server,
+            server.connect() as conn,
+        ):
             if index == "btree":
                 conn.execute("CREATE INDEX items_category ON items (category)")
             if maintenance == "vacuum":
@@ -232,13 +301,20 @@ class Postgres(Domain):
             elif maintenance == "cluster":
                 conn.execute("CLUSTER items USING items_category")
             conn.execute("ANALYZE items")
-            call.effective["pg.index"] = "btree" if conn.execute(
-                "SELECT count(*) FROM pg_indexes WHERE indexname = 'items_category'"
-            ).fetchone()[0] else "none"
+            call.effective["pg.index"] = (
+                "btree"
+                if conn.execute(
+                    "SELECT count(*) FROM pg_indexes WHERE indexname = 'items_category'"
+                ).fetchone()[0]
+                else "none"
+            )
             call.effective["pg.maintenance"] = maintenance
 
-    @measure(needs=["prepare"], params=["n_queries", "query.seed", "table.categories",
-                                        *SETTINGS], metrics=["p50_ms", "p95_ms", "results_hash"])
+    @measure(
+        needs=["prepare"],
+        params=["n_queries", "query.seed", "table.categories", *SETTINGS],
+        metrics=["p50_ms", "p95_ms", "results_hash"],
+    )
     def query(self, call: StageCall) -> dict[str, float]:
         """Start a server on a copy with the declared settings, warm up, time each query."""
         p = call.params
@@ -258,8 +334,11 @@ class Postgres(Domain):
                 rows = conn.execute(QUERY, (category,)).fetchall()
                 times.append((time.perf_counter_ns() - start) / 1e6)
                 digest.update(repr(rows).encode())
-        return {"p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95),
-                "results_hash": int(digest.hexdigest()[:13], 16)}
+        return {
+            "p50_ms": percentile(times, 0.5),
+            "p95_ms": percentile(times, 0.95),
+            "results_hash": int(digest.hexdigest()[:13], 16),
+        }
 
 
 def _scan_node(plan: Mapping[str, Any]) -> str:

@@ -61,8 +61,15 @@ def result_lines(metrics: Mapping[str, Any] | None, effective: Mapping[str, Any]
     """The stdout lines the engine reads: one JSON object of metrics, then effective params."""
     lines = []
     if metrics:
-        lines.append(json.dumps({name: int(value) if isinstance(value, bool) else value
-                                 for name, value in metrics.items()}, default=str))
+        lines.append(
+            json.dumps(
+                {
+                    name: int(value) if isinstance(value, bool) else value
+                    for name, value in metrics.items()
+                },
+                default=str,
+            )
+        )
     lines += [f"BENCH_EFFECTIVE {name}={as_text(value)}" for name, value in effective.items()]
     return lines
 
@@ -71,8 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="domain_runner", description=__doc__.splitlines()[0])
     parser.add_argument("target", help="MODULE:CLASS of the Domain")
     parser.add_argument("method", help="the stage method to run")
-    parser.add_argument("--file", type=Path, help="the module's file (loaded from there when "
-                                                  "its name does not import it)")
+    parser.add_argument(
+        "--file",
+        type=Path,
+        help="the module's file (loaded from there when its name does not import it)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="the stage's scratch folder")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--artifact", action="append", default=[], metavar="NAME=PATH")
@@ -88,9 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with stdout_to_stderr():
         metrics = getattr(cls(), args.method)(call)
     if metrics is not None and not isinstance(metrics, Mapping):
-        raise SystemExit(f"domain_runner: {args.target}.{args.method} returned "
-                         f"{type(metrics).__name__}; a stage method returns a mapping of "
-                         "metric name to number, or None")
+        raise SystemExit(
+            f"domain_runner: {args.target}.{args.method} returned "
+            f"{type(metrics).__name__}; a stage method returns a mapping of "
+            "metric name to number, or None"
+        )
     for line in result_lines(metrics, call.effective):
         print(line)
     return 0

@@ -57,8 +57,9 @@ def as_query(matrix, row: int):
     import seismic
 
     start, end = matrix.indptr[row], matrix.indptr[row + 1]
-    components = np.array([str(c) for c in matrix.indices[start:end]],
-                          dtype=seismic.get_seismic_string())
+    components = np.array(
+        [str(c) for c in matrix.indices[start:end]], dtype=seismic.get_seismic_string()
+    )
     return components, matrix.data[start:end].astype(np.float32)
 
 
@@ -66,25 +67,42 @@ class Seismic(Domain):
     """SEISMIC query-time knobs (``heap_factor``, ``query_cut``) and build parameters."""
 
     manifest = {
-        "corpus.n_docs": {"default": 10000, "why": "posting-list lengths, and so latency, "
-                          "grow with the collection"},
-        "corpus.n_queries": {"default": 300, "why": "the number of timed queries behind each "
-                             "percentile and the recall mean"},
+        "corpus.n_docs": {
+            "default": 10000,
+            "why": "posting-list lengths, and so latency, grow with the collection",
+        },
+        "corpus.n_queries": {
+            "default": 300,
+            "why": "the number of timed queries behind each percentile and the recall mean",
+        },
         "corpus.seed": {"default": 1, "why": "it fixes the documents, queries and ground truth"},
-        "seismic.n_postings": {"default": 3500, "why": "postings kept per component: the "
-                               "index's pruning, which bounds recall"},
-        "seismic.centroid_fraction": {"default": 0.1, "why": "blocks per posting list, which "
-                                      "set how finely a search can skip"},
+        "seismic.n_postings": {
+            "default": 3500,
+            "why": "postings kept per component: the index's pruning, which bounds recall",
+        },
+        "seismic.centroid_fraction": {
+            "default": 0.1,
+            "why": "blocks per posting list, which set how finely a search can skip",
+        },
         "seismic.min_cluster_size": {"default": 2, "why": "the smallest block"},
-        "seismic.summary_energy": {"default": 0.4, "why": "the share of a block's mass its "
-                                   "summary keeps, which decides what a search skips"},
-        "seismic.max_fraction": {"default": 1.5, "why": "the longest posting list, as a "
-                                 "multiple of n_postings"},
+        "seismic.summary_energy": {
+            "default": 0.4,
+            "why": "the share of a block's mass its "
+            "summary keeps, which decides what a search skips",
+        },
+        "seismic.max_fraction": {
+            "default": 1.5,
+            "why": "the longest posting list, as a multiple of n_postings",
+        },
         "seismic.doc_cut": {"default": 15, "why": "document components used when clustering"},
-        "query_cut": {"default": 20, "why": "query components searched: fewer is faster and "
-                      "loses recall"},
-        "heap_factor": {"default": 0.6, "why": "block-skipping eagerness: higher is faster and "
-                        "loses recall"},
+        "query_cut": {
+            "default": 20,
+            "why": "query components searched: fewer is faster and loses recall",
+        },
+        "heap_factor": {
+            "default": 0.6,
+            "why": "block-skipping eagerness: higher is faster and loses recall",
+        },
     }
     metrics = {
         "p50_ms": {"direction": "lower", "primary": True, "noise_threshold": 0.02},
@@ -110,9 +128,18 @@ class Seismic(Domain):
         np.save(folder / "truth.npy", exact_top_k(documents, queries, TOP_K))
         return {"doc_nonzeros_mean": documents.nnz / documents.shape[0]}
 
-    @prep(produces=["index"], needs=["gen"],
-          params=["seismic.n_postings", "seismic.centroid_fraction", "seismic.min_cluster_size",
-                  "seismic.summary_energy", "seismic.max_fraction", "seismic.doc_cut"])
+    @prep(
+        produces=["index"],
+        needs=["gen"],
+        params=[
+            "seismic.n_postings",
+            "seismic.centroid_fraction",
+            "seismic.min_cluster_size",
+            "seismic.summary_energy",
+            "seismic.max_fraction",
+            "seismic.doc_cut",
+        ],
+    )
     def build(self, call: StageCall) -> dict[str, float]:
         """``SeismicIndex.build_from_dataset`` with every build parameter from the params."""
         import scipy.sparse as sp
@@ -125,30 +152,40 @@ class Seismic(Domain):
             dataset.add_document(str(row), *as_query(documents, row))
         start = time.perf_counter()
         index = seismic.SeismicIndex.build_from_dataset(
-            dataset, n_postings=p["seismic.n_postings"],
+            dataset,
+            n_postings=p["seismic.n_postings"],
             centroid_fraction=p["seismic.centroid_fraction"],
             min_cluster_size=p["seismic.min_cluster_size"],
-            summary_energy=p["seismic.summary_energy"], max_fraction=p["seismic.max_fraction"],
-            doc_cut=p["seismic.doc_cut"])
+            summary_energy=p["seismic.summary_energy"],
+            max_fraction=p["seismic.max_fraction"],
+            doc_cut=p["seismic.doc_cut"],
+        )
         build_s = time.perf_counter() - start
         call.artifacts["index"].mkdir(parents=True)
         index.save(str(call.artifacts["index"] / INDEX_NAME))
         return {"build_s": build_s, "docs": float(index.len)}
 
-    @measure(needs=["gen", "build"], params=["heap_factor", "query_cut"],
-             metrics=["p50_ms", "p95_ms", "recall@10"])
+    @measure(
+        needs=["gen", "build"],
+        params=["heap_factor", "query_cut"],
+        metrics=["p50_ms", "p95_ms", "recall@10"],
+    )
     def search(self, call: StageCall) -> dict[str, float]:
         """One warm-up pass, then every query timed alone; recall@10 against exact truth."""
         import numpy as np
         import scipy.sparse as sp
         import seismic
 
-        index = seismic.SeismicIndex.load(str(call.artifacts["index"] / f"{INDEX_NAME}"
-                                              ".index.seismic"))
+        index = seismic.SeismicIndex.load(
+            str(call.artifacts["index"] / f"{INDEX_NAME}.index.seismic")
+        )
         matrix = sp.load_npz(call.artifacts["corpus"] / "queries.npz")
         truth = np.load(call.artifacts["corpus"] / "truth.npy")
-        options = {"k": TOP_K, "query_cut": call.params["query_cut"],
-                   "heap_factor": call.params["heap_factor"]}
+        options = {
+            "k": TOP_K,
+            "query_cut": call.params["query_cut"],
+            "heap_factor": call.params["heap_factor"],
+        }
         queries = [as_query(matrix, row) for row in range(matrix.shape[0])]
         for row, (components, values) in enumerate(queries):
             index.search(str(row), components, values, **options)
@@ -159,7 +196,9 @@ class Seismic(Domain):
             times.append((time.perf_counter_ns() - start) / 1e6)
             exact = {int(doc) for doc in truth[row]}
             recalls.append(len(exact & {int(doc) for _, _, doc in found}) / len(exact))
-        call.effective.update(heap_factor=options["heap_factor"],
-                              query_cut=options["query_cut"])
-        return {"p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95),
-                "recall@10": sum(recalls) / len(recalls)}
+        call.effective.update(heap_factor=options["heap_factor"], query_cut=options["query_cut"])
+        return {
+            "p50_ms": percentile(times, 0.5),
+            "p95_ms": percentile(times, 0.95),
+            "recall@10": sum(recalls) / len(recalls),
+        }

@@ -32,8 +32,9 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 def corpus(n_docs: int, seed: int) -> Iterator[tuple[int, str]]:
     """``(rowid, text)`` of ``n_docs`` documents whose word frequencies follow a Zipf law."""
     rng = random.Random(seed)
-    words = sorted({"".join(rng.choices(_LETTERS, k=rng.randint(3, 9)))
-                    for _ in range(_VOCABULARY)})
+    words = sorted(
+        {"".join(rng.choices(_LETTERS, k=rng.randint(3, 9))) for _ in range(_VOCABULARY)}
+    )
     rng.shuffle(words)
     weights = list(itertools.accumulate(1.0 / rank for rank in range(1, len(words) + 1)))
     for rowid in range(1, n_docs + 1):
@@ -49,21 +50,33 @@ class SqliteFts5(Domain):
     """FTS5 segment merging against MATCH latency, at identical results."""
 
     manifest = {
-        "corpus.n_docs": {"default": 5000, "why": "the index's size: posting lists grow with "
-                          "it, and with them what a merge saves per query"},
+        "corpus.n_docs": {
+            "default": 5000,
+            "why": "the index's size: posting lists grow with "
+            "it, and with them what a merge saves per query",
+        },
         "corpus.seed": {"default": 1, "why": "it fixes the documents every treatment indexes"},
-        "fts.docs_per_commit": {"default": 20, "why": "FTS5 writes one segment per commit, so "
-                                "this sets how fragmented the unmerged index is"},
-        "fts.automerge": {"default": 0, "why": "background merging while building changes the "
-                          "control's segment count (0 turns it off)"},
-        "fts.crisismerge": {"default": 1999, "why": "a level with this many segments is merged "
-                            "at once, capping the control's fragmentation"},
-        "fts.merge": {"default": "none", "why": "the merge applied after the build: none or "
-                      "optimize"},
-        "n_queries": {"default": 200, "why": "the number of timed queries behind each "
-                      "percentile"},
-        "query.seed": {"default": 1, "why": "it fixes the query set, the same for every "
-                       "treatment"},
+        "fts.docs_per_commit": {
+            "default": 20,
+            "why": "FTS5 writes one segment per commit, so "
+            "this sets how fragmented the unmerged index is",
+        },
+        "fts.automerge": {
+            "default": 0,
+            "why": "background merging while building changes the "
+            "control's segment count (0 turns it off)",
+        },
+        "fts.crisismerge": {
+            "default": 1999,
+            "why": "a level with this many segments is merged "
+            "at once, capping the control's fragmentation",
+        },
+        "fts.merge": {
+            "default": "none",
+            "why": "the merge applied after the build: none or optimize",
+        },
+        "n_queries": {"default": 200, "why": "the number of timed queries behind each percentile"},
+        "query.seed": {"default": 1, "why": "it fixes the query set, the same for every treatment"},
     }
     metrics = {
         "p50_ms": {"direction": "lower", "primary": True, "noise_threshold": 0.01},
@@ -73,8 +86,16 @@ class SqliteFts5(Domain):
     }
     resources = {"mem_mb": 1024}
 
-    @prep(produces=["index"], params=["corpus.n_docs", "corpus.seed", "fts.docs_per_commit",
-                                      "fts.automerge", "fts.crisismerge"])
+    @prep(
+        produces=["index"],
+        params=[
+            "corpus.n_docs",
+            "corpus.seed",
+            "fts.docs_per_commit",
+            "fts.automerge",
+            "fts.crisismerge",
+        ],
+    )
     def build(self, call: StageCall) -> dict[str, float]:
         """Index the corpus in small transactions with FTS5's own merging as declared."""
         p = call.params
@@ -83,8 +104,9 @@ class SqliteFts5(Domain):
             conn.execute("PRAGMA journal_mode = MEMORY")
             conn.execute(f"CREATE VIRTUAL TABLE {TABLE} USING fts5(body)")
             for key in ("automerge", "crisismerge"):
-                conn.execute(f"INSERT INTO {TABLE}({TABLE}, rank) VALUES (?, ?)",
-                             (key, p[f"fts.{key}"]))
+                conn.execute(
+                    f"INSERT INTO {TABLE}({TABLE}, rank) VALUES (?, ?)", (key, p[f"fts.{key}"])
+                )
             docs = corpus(p["corpus.n_docs"], p["corpus.seed"])
             while batch := list(itertools.islice(docs, p["fts.docs_per_commit"])):
                 conn.execute("BEGIN")
@@ -112,8 +134,11 @@ class SqliteFts5(Domain):
         finally:
             conn.close()
 
-    @measure(needs=["merge"], params=["n_queries", "query.seed"],
-             metrics=["p50_ms", "p95_ms", "results_hash", "segments"])
+    @measure(
+        needs=["merge"],
+        params=["n_queries", "query.seed"],
+        metrics=["p50_ms", "p95_ms", "results_hash", "segments"],
+    )
     def search(self, call: StageCall) -> dict[str, float]:
         """Warm up, then time each query alone (top 10 by bm25), read-only."""
         path = call.artifacts["merged"].resolve()
@@ -129,8 +154,12 @@ class SqliteFts5(Domain):
                 rows = conn.execute(sql, (query,)).fetchall()
                 times.append((time.perf_counter_ns() - start) / 1e6)
                 digest.update(repr(rows).encode())
-            return {"p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95),
-                    "results_hash": int(digest.hexdigest()[:13], 16), "segments": segments(conn)}
+            return {
+                "p50_ms": percentile(times, 0.5),
+                "p95_ms": percentile(times, 0.95),
+                "results_hash": int(digest.hexdigest()[:13], 16),
+                "segments": segments(conn),
+            }
         finally:
             conn.close()
 
@@ -141,8 +170,9 @@ class SqliteFts5(Domain):
         (n_docs,) = conn.execute(f"SELECT max(rowid) FROM {TABLE}").fetchone()
         queries = []
         for _ in range(count):
-            (body,) = conn.execute(f"SELECT body FROM {TABLE} WHERE rowid = ?",
-                                   (rng.randint(1, n_docs),)).fetchone()
+            (body,) = conn.execute(
+                f"SELECT body FROM {TABLE} WHERE rowid = ?", (rng.randint(1, n_docs),)
+            ).fetchone()
             words = body.split()
             queries.append(" ".join(f'"{w}"' for w in rng.sample(words, rng.randint(1, 3))))
         return queries

@@ -47,8 +47,16 @@ _CODES = {"good": 0, "bad": 1, "skip": 125}
 _ABORT = 255
 #: Variables that point git at a repository: ``git bisect run`` exports GIT_DIR (the driver's),
 #: which would make git, and the fingerprint inside a commit's pytest, read the wrong tree.
-_GIT_LOCATORS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR",
-                 "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE")
+_GIT_LOCATORS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_PREFIX",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+)
 
 
 class BisectError(BenchError):
@@ -66,15 +74,18 @@ def clean_env() -> dict[str, str]:
 
 
 def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          env=clean_env())
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, env=clean_env()
+    )
     if check and done.returncode != 0:
-        raise GitFailed(f"git {' '.join(args)} failed in {repo}: "
-                        f"{done.stderr.strip() or done.stdout.strip()}")
+        raise GitFailed(
+            f"git {' '.join(args)} failed in {repo}: {done.stderr.strip() or done.stdout.strip()}"
+        )
     return done
 
 
 # -- the state on disk ----------------------------------------------------------------------------
+
 
 @dataclass
 class Bisection:
@@ -111,37 +122,52 @@ class Bisection:
         return cls(**json.loads(path.read_text()))
 
 
-def prepare(repo: Path, good: str, bad: str, file: str, home: Path,
-            pytest_args: Sequence[str]) -> Bisection:
+def prepare(
+    repo: Path, good: str, bad: str, file: str, home: Path, pytest_args: Sequence[str]
+) -> Bisection:
     """Check the input and return the bisection's state: the recorded one when this GOOD, BAD,
     FILE and pytest arguments were bisected before on this data home (resumed), else a new one.
     Raises :class:`BisectError` naming the fix."""
     top = _toplevel(repo)
     good_sha, bad_sha = _commit(top, good, "GOOD"), _commit(top, bad, "BAD")
     if good_sha == bad_sha:
-        raise BisectError(f"GOOD `{good}` and BAD `{bad}` are the same commit {good_sha[:7]}; "
-                          "fix: give a GOOD older than BAD")
+        raise BisectError(
+            f"GOOD `{good}` and BAD `{bad}` are the same commit {good_sha[:7]}; "
+            "fix: give a GOOD older than BAD"
+        )
     if git(top, "merge-base", "--is-ancestor", good_sha, bad_sha, check=False).returncode:
-        raise BisectError(f"GOOD `{good}` ({good_sha[:7]}) is not an ancestor of BAD `{bad}` "
-                          f"({bad_sha[:7]}), so no commit between them can be searched; fix: "
-                          f"give a GOOD in BAD's history (git merge-base {bad} {good} names "
-                          "their common ancestor)")
+        raise BisectError(
+            f"GOOD `{good}` ({good_sha[:7]}) is not an ancestor of BAD `{bad}` "
+            f"({bad_sha[:7]}), so no commit between them can be searched; fix: "
+            f"give a GOOD in BAD's history (git merge-base {bad} {good} names "
+            "their common ancestor)"
+        )
     rel = _relative_file(top, file)
     for label, rev, sha in (("GOOD", good, good_sha), ("BAD", bad, bad_sha)):
         if not has_file(top, sha, rel):
-            raise BisectError(f"`{rel}` is not in {label} `{rev}` ({sha[:7]}); fix: give FILE as "
-                              f"its path from the repository root ({top}) as committed there, "
-                              f"or a {label} commit that has it")
-    ident = hashlib.sha256(json.dumps([good_sha, bad_sha, rel, list(pytest_args)]).encode()
-                           ).hexdigest()[:12]
+            raise BisectError(
+                f"`{rel}` is not in {label} `{rev}` ({sha[:7]}); fix: give FILE as "
+                f"its path from the repository root ({top}) as committed there, "
+                f"or a {label} commit that has it"
+            )
+    ident = hashlib.sha256(
+        json.dumps([good_sha, bad_sha, rel, list(pytest_args)]).encode()
+    ).hexdigest()[:12]
     path = home / "bisect" / ident / STATE
     if path.is_file():
         state = Bisection.load(path)
         state.repo = str(top)  # the checkout may have moved since
         return state
-    state = Bisection(id=ident, repo=str(top), home=str(home), good=good_sha, bad=bad_sha,
-                      file=rel, name=_config_at(top, good_sha, rel).name,
-                      pytest_args=list(pytest_args))
+    state = Bisection(
+        id=ident,
+        repo=str(top),
+        home=str(home),
+        good=good_sha,
+        bad=bad_sha,
+        file=rel,
+        name=_config_at(top, good_sha, rel).name,
+        pytest_args=list(pytest_args),
+    )
     state.save()
     return state
 
@@ -149,18 +175,29 @@ def prepare(repo: Path, good: str, bad: str, file: str, home: Path,
 def _toplevel(repo: Path) -> Path:
     done = git(repo, "rev-parse", "--show-toplevel", check=False)
     if done.returncode != 0:
-        raise BisectError(f"{repo.resolve()} is in no git repository; fix: run benchmark-agent "
-                          "bisect inside the repository whose commits you search")
+        raise BisectError(
+            f"{repo.resolve()} is in no git repository; fix: run benchmark-agent "
+            "bisect inside the repository whose commits you search"
+        )
     return Path(done.stdout.strip())
 
 
 def _commit(top: Path, rev: str, label: str) -> str:
-    done = git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
-               check=False)
+    done = git(
+        top,
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        "--end-of-options",
+        f"{rev}^{{commit}}",
+        check=False,
+    )
     if done.returncode != 0 or not done.stdout.strip():
-        raise BisectError(f"{label} `{rev}` is no commit of {top} (unknown revision); fix: give "
-                          "a commit sha, branch or tag of that repository (git log --oneline "
-                          "lists them)")
+        raise BisectError(
+            f"{label} `{rev}` is no commit of {top} (unknown revision); fix: give "
+            "a commit sha, branch or tag of that repository (git log --oneline "
+            "lists them)"
+        )
     return done.stdout.strip()
 
 
@@ -171,8 +208,10 @@ def _relative_file(top: Path, file: str) -> str:
         try:
             return path.resolve().relative_to(top.resolve()).as_posix()
         except ValueError:
-            raise BisectError(f"`{file}` is outside the repository {top}; fix: give the "
-                              "benchmark file's path from that repository's root") from None
+            raise BisectError(
+                f"`{file}` is outside the repository {top}; fix: give the "
+                "benchmark file's path from that repository's root"
+            ) from None
     return path.as_posix()
 
 
@@ -193,11 +232,14 @@ def _config_at(top: Path, sha: str, rel: str) -> BenchmarkConfig:
         try:
             return load_config(path)
         except BenchError as exc:
-            raise BisectError(f"`{rel}` at GOOD ({sha[:7]}) is no valid benchmark file: {exc}; "
-                              "fix: give a GOOD whose benchmark file is valid") from None
+            raise BisectError(
+                f"`{rel}` at GOOD ({sha[:7]}) is no valid benchmark file: {exc}; "
+                "fix: give a GOOD whose benchmark file is valid"
+            ) from None
 
 
 # -- measuring one commit -------------------------------------------------------------------------
+
 
 def remove_worktree(repo: Path, tree: Path) -> None:
     """Remove a worktree of ours (a leftover of an interrupted bisection too): its folder and
@@ -219,13 +261,30 @@ def run_pytest(state: Bisection, sha: str, run_id: str, extra: Sequence[str]) ->
     log.parent.mkdir(parents=True, exist_ok=True)
     # rootdir and confcutdir at the worktree: a conftest.py of the checkout around the data
     # home (the user's, at another commit) is never loaded
-    command = [sys.executable, "-m", "pytest", "--bench", str(tree / state.file), "--bench-home",
-               state.home, "--bench-run-id", run_id, "--rootdir", str(tree), "--confcutdir",
-               str(tree), *extra, *state.pytest_args]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--bench",
+        str(tree / state.file),
+        "--bench-home",
+        state.home,
+        "--bench-run-id",
+        run_id,
+        "--rootdir",
+        str(tree),
+        "--confcutdir",
+        str(tree),
+        *extra,
+        *state.pytest_args,
+    ]
     try:
-        with log.open("w") as out, subprocess.Popen(command, cwd=tree, stdout=out,
-                                                    stderr=subprocess.STDOUT,
-                                                    env=clean_env()) as child:
+        with (
+            log.open("w") as out,
+            subprocess.Popen(
+                command, cwd=tree, stdout=out, stderr=subprocess.STDOUT, env=clean_env()
+            ) as child,
+        ):
             try:
                 code = child.wait()
             except KeyboardInterrupt:  # pytest got the same SIGINT: let it record what it took
@@ -252,15 +311,15 @@ def judged(results: dict[str, Any], code: int | None) -> tuple[str, str]:
     the reason."""
     how = "recovered from its record" if code is None else f"pytest exit {code}"
     if results.get("state") not in FINISHED:
-        return "skip", (f"{how}; the run did not finish (state "
-                        f"{results.get('state') or 'none: no record'})")
+        return "skip", (
+            f"{how}; the run did not finish (state {results.get('state') or 'none: no record'})"
+        )
     gate = (results.get("baseline") or {}).get("gate") or {}
     said, reasons = gate.get("outcome"), "; ".join(gate.get("reasons") or [])
     expected = {"passed": 0, "regressed": 1}.get(said)
     if expected is not None and code in (None, expected):
         return ("good" if said == "passed" else "bad"), reasons
-    return "skip", f"{how}, CI gate {said or 'not recorded'}" + (f": {reasons}" if reasons
-                                                                 else "")
+    return "skip", f"{how}, CI gate {said or 'not recorded'}" + (f": {reasons}" if reasons else "")
 
 
 def decide(state: Bisection, sha: str, say: Callable[[str], None]) -> dict[str, Any]:
@@ -274,25 +333,47 @@ def decide(state: Bisection, sha: str, say: Callable[[str], None]) -> dict[str, 
         results = run_record(state.home, recorded["run_id"])
         if results.get("state") in FINISHED:
             outcome, reason = judged(results, None)
-            return _store(state, sha, {**recorded, "outcome": outcome, "reason": reason},
-                          "recovered from its finished run", say)
+            return _store(
+                state,
+                sha,
+                {**recorded, "outcome": outcome, "reason": reason},
+                "recovered from its finished run",
+                say,
+            )
     if not has_file(Path(state.repo), sha, state.file):
-        return _store(state, sha, {"outcome": "skip", "run_id": None,
-                                   "reason": f"{state.file} is not in this commit"},
-                      "not measured", say)
+        return _store(
+            state,
+            sha,
+            {"outcome": "skip", "run_id": None, "reason": f"{state.file} is not in this commit"},
+            "not measured",
+            say,
+        )
     run_id = new_run_id(state.name)
     state.commits[sha] = {"outcome": "pending", "run_id": run_id}
     state.save()
     say(f"  {_short(sha)} measuring: run {run_id}")
-    code, log = run_pytest(state, sha, run_id,
-                           ["--bench-baseline", state.good, "--bench-fail-on=regression"])
+    code, log = run_pytest(
+        state, sha, run_id, ["--bench-baseline", state.good, "--bench-fail-on=regression"]
+    )
     outcome, reason = judged(run_record(state.home, run_id), code)
-    return _store(state, sha, {"outcome": outcome, "run_id": run_id, "reason": reason,
-                               "exit_code": code, "log": str(log)}, "measured", say)
+    return _store(
+        state,
+        sha,
+        {
+            "outcome": outcome,
+            "run_id": run_id,
+            "reason": reason,
+            "exit_code": code,
+            "log": str(log),
+        },
+        "measured",
+        say,
+    )
 
 
-def _store(state: Bisection, sha: str, record: dict[str, Any], how: str,
-           say: Callable[[str], None]) -> dict[str, Any]:
+def _store(
+    state: Bisection, sha: str, record: dict[str, Any], how: str, say: Callable[[str], None]
+) -> dict[str, Any]:
     state.commits[sha] = record
     state.save()
     say(progress_line(sha, record, how))
@@ -301,8 +382,7 @@ def _store(state: Bisection, sha: str, record: dict[str, Any], how: str,
 
 def progress_line(sha: str, record: dict[str, Any], how: str) -> str:
     run = f", run {record['run_id']}" if record.get("run_id") else ""
-    reason = f": {record['reason']}" if record.get("reason") and record["outcome"] != "good" \
-        else ""
+    reason = f": {record['reason']}" if record.get("reason") and record["outcome"] != "good" else ""
     return f"  {_short(sha)} {record['outcome']} ({how}{run}){reason}"
 
 
@@ -318,10 +398,12 @@ def ensure_baseline(state: Bisection, say: Callable[[str], None]) -> str:
         code, log = run_pytest(state, state.good, run_id, [])
         found, how = resolve_ref(home, state.good, state.name, repo, key=key), "measured"
         if found.run_dir is None or found.problem:
-            raise BisectError(f"the benchmark at GOOD {_short(state.good)} gave no run that "
-                              f"may be a baseline (pytest exit {code}, output in {log}): "
-                              f"{found.problem}; fix: make {state.file} pass at GOOD, or give a "
-                              "GOOD where it does")
+            raise BisectError(
+                f"the benchmark at GOOD {_short(state.good)} gave no run that "
+                f"may be a baseline (pytest exit {code}, output in {log}): "
+                f"{found.problem}; fix: make {state.file} pass at GOOD, or give a "
+                "GOOD where it does"
+            )
     state.baseline_run = found.run_id
     state.save()
     say(f"  {_short(state.good)} GOOD: baseline run {found.run_id} ({how})")
@@ -329,6 +411,7 @@ def ensure_baseline(state: Bisection, say: Callable[[str], None]) -> str:
 
 
 # -- the bisection --------------------------------------------------------------------------------
+
 
 @dataclass
 class Result:
@@ -343,8 +426,7 @@ class Result:
 
     @property
     def exit_code(self) -> int:
-        return {"found": EXIT_FOUND, "not_found": EXIT_NOT_FOUND}.get(self.status,
-                                                                        EXIT_UNDECIDED)
+        return {"found": EXIT_FOUND, "not_found": EXIT_NOT_FOUND}.get(self.status, EXIT_UNDECIDED)
 
 
 def bisect(state: Bisection, say: Callable[[str], None]) -> Result:
@@ -352,30 +434,63 @@ def bisect(state: Bisection, say: Callable[[str], None]) -> Result:
     driver worktree; every worktree is removed on the way out, interrupted or not."""
     lock = acquire_lock(state.folder / ".lock", wait=False)
     if lock is None:
-        raise BisectError(f"another benchmark-agent bisect of these GOOD, BAD and FILE is running "
-                          f"on {state.home} ({state.folder}); fix: wait for it to end")
+        raise BisectError(
+            f"another benchmark-agent bisect of these GOOD, BAD and FILE is running "
+            f"on {state.home} ({state.folder}); fix: wait for it to end"
+        )
     repo, driver = Path(state.repo), state.folder / DRIVER
     try:
         state.error = None
         ensure_baseline(state, say)
         bad = decide(state, state.bad, say)
         if bad["outcome"] == "good":
-            return Result(state, "not_found", why=f"BAD {_short(state.bad)} did not regress "
-                          f"against GOOD's run {state.baseline_run}: {bad.get('reason')}")
+            return Result(
+                state,
+                "not_found",
+                why=f"BAD {_short(state.bad)} did not regress "
+                f"against GOOD's run {state.baseline_run}: {bad.get('reason')}",
+            )
         if bad["outcome"] == "skip":
-            return Result(state, "undecided", why=f"BAD {_short(state.bad)} could not be judged "
-                          f"against GOOD's run {state.baseline_run}: {bad.get('reason')} (log: "
-                          f"{bad.get('log') or '-'})")
+            return Result(
+                state,
+                "undecided",
+                why=f"BAD {_short(state.bad)} could not be judged "
+                f"against GOOD's run {state.baseline_run}: {bad.get('reason')} (log: "
+                f"{bad.get('log') or '-'})",
+            )
         remove_worktree(repo, driver)
-        git(repo, "worktree", "add", "--force", "--detach", "--no-checkout", "--quiet",
-            str(driver), state.bad)
+        git(
+            repo,
+            "worktree",
+            "add",
+            "--force",
+            "--detach",
+            "--no-checkout",
+            "--quiet",
+            str(driver),
+            state.bad,
+        )
         git(driver, "bisect", "start", "--no-checkout", state.bad, state.good)
         result = _conclusion(state, driver)
         if result.status == "undecided" and not result.candidates:
             with (state.folder / "bisect.log").open("w") as log:
-                subprocess.run(["git", "-C", str(driver), "bisect", "run", sys.executable, "-m",
-                                __name__, "step", str(state.state_path)], stdout=log,
-                               env=clean_env(), check=False)
+                subprocess.run(
+                    [
+                        "git",
+                        "-C",
+                        str(driver),
+                        "bisect",
+                        "run",
+                        sys.executable,
+                        "-m",
+                        __name__,
+                        "step",
+                        str(state.state_path),
+                    ],
+                    stdout=log,
+                    env=clean_env(),
+                    check=False,
+                )
             result = _conclusion(state, driver)
         return result
     finally:
@@ -391,19 +506,29 @@ def _conclusion(state: Bisection, driver: Path) -> Result:
     bad = git(driver, "rev-parse", "refs/bisect/bad").stdout.strip()
 
     def refs(kind: str) -> list[str]:
-        return git(driver, "for-each-ref", "--format=%(objectname)",
-                   f"refs/bisect/{kind}-*").stdout.split()
+        return git(
+            driver, "for-each-ref", "--format=%(objectname)", f"refs/bisect/{kind}-*"
+        ).stdout.split()
 
     remaining = git(driver, "rev-list", bad, "--not", *refs("good")).stdout.split()
     skipped = set(refs("skip"))
     if remaining == [bad]:
         return Result(_reloaded(state), "found", commit=bad)
     if all(sha == bad or sha in skipped for sha in remaining):
-        return Result(_reloaded(state), "undecided", candidates=list(reversed(remaining)),
-                      why="the commits before the first bad one tested were skipped")
+        return Result(
+            _reloaded(state),
+            "undecided",
+            candidates=list(reversed(remaining)),
+            why="the commits before the first bad one tested were skipped",
+        )
     fresh = _reloaded(state)
-    return Result(fresh, "undecided", why=fresh.error or f"git bisect stopped with "
-                  f"{len(remaining)} commits left (its output: {state.folder / 'bisect.log'})")
+    return Result(
+        fresh,
+        "undecided",
+        why=fresh.error
+        or f"git bisect stopped with "
+        f"{len(remaining)} commits left (its output: {state.folder / 'bisect.log'})",
+    )
 
 
 def _reloaded(state: Bisection) -> Bisection:
@@ -424,9 +549,11 @@ def verdict_lines(state: Bisection, sha: str) -> list[str]:
         for label, v in ((baseline.get("verdicts") or {}).get(metric) or {}).items():
             ci = v.get("ci")
             interval = f"[{_num(ci[0])}, {_num(ci[1])}]" if ci else "[-]"
-            lines.append(f"`{metric}` [{label}]: {v.get('verdict')} x{_num(v.get('ratio'))}, "
-                         f"95% interval {interval}, against {v.get('against')} "
-                         f"({code.get('baseline')} -> {code.get('this')})")
+            lines.append(
+                f"`{metric}` [{label}]: {v.get('verdict')} x{_num(v.get('ratio'))}, "
+                f"95% interval {interval}, against {v.get('against')} "
+                f"({code.get('baseline')} -> {code.get('this')})"
+            )
     return lines
 
 
@@ -440,16 +567,19 @@ def subject(state: Bisection, sha: str) -> str:
 
 def tested_in_order(state: Bisection) -> list[str]:
     """The recorded commits between GOOD and BAD, oldest first."""
-    order = git(Path(state.repo), "rev-list", "--reverse", f"{state.good}..{state.bad}"
-                ).stdout.split()
+    order = git(
+        Path(state.repo), "rev-list", "--reverse", f"{state.good}..{state.bad}"
+    ).stdout.split()
     return [sha for sha in order if sha in state.commits]
 
 
 # -- the step git bisect run calls ----------------------------------------------------------------
 
+
 def interrupt_on_sigterm() -> None:
     """SIGTERM (a CI job cancelled, ``timeout``) ends a bisection like Ctrl-C: the running
     pytest records what it measured, and every worktree is removed."""
+
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 

@@ -73,8 +73,9 @@ class PrepCache:
                 return None, f"artifact '{name}' is missing"
             if content_hash(path) != recorded["sha256"]:
                 return None, f"artifact '{name}' does not match its recorded hash (corrupted)"
-        return CacheEntry(node.signature, folder, paths, manifest.get("effective", {}),
-                          hit=True), ""
+        return CacheEntry(
+            node.signature, folder, paths, manifest.get("effective", {}), hit=True
+        ), ""
 
     def prepare(self, node: PrepNode) -> tuple[Path, Path]:
         """Empty the entry's folder for a (re)build; returns (folder, scratch folder)."""
@@ -85,8 +86,15 @@ class PrepCache:
         scratch.mkdir(parents=True)
         return folder, scratch
 
-    def publish(self, node: PrepNode, *, run_id: str, command: str, duration_s: float,
-                effective: dict[str, str]) -> CacheEntry:
+    def publish(
+        self,
+        node: PrepNode,
+        *,
+        run_id: str,
+        command: str,
+        duration_s: float,
+        effective: dict[str, str],
+    ) -> CacheEntry:
         """Hash the built artifacts and write the manifest last (its presence means complete)."""
         paths = self.artifact_paths(node)
         missing = [name for name, path in paths.items() if not path.exists()]
@@ -95,13 +103,18 @@ class PrepCache:
         artifacts: dict[str, Any] = {}
         for name, path in paths.items():
             kind = "dir" if path.is_dir() else "file"
-            artifacts[name] = {"kind": kind, "sha256": content_hash(path),
-                               "bytes": _size(path)}
-        manifest = {"signature": node.signature, "stage": node.stage.name,
-                    "params": {k: str(v) for k, v in node.params_used.items()},
-                    "command": command, "built_by_run": run_id, "created": utc_now(),
-                    "duration_s": round(duration_s, 6), "artifacts": artifacts,
-                    "effective": effective}
+            artifacts[name] = {"kind": kind, "sha256": content_hash(path), "bytes": _size(path)}
+        manifest = {
+            "signature": node.signature,
+            "stage": node.stage.name,
+            "params": {k: str(v) for k, v in node.params_used.items()},
+            "command": command,
+            "built_by_run": run_id,
+            "created": utc_now(),
+            "duration_s": round(duration_s, 6),
+            "artifacts": artifacts,
+            "effective": effective,
+        }
         atomic_write(self.folder(node.signature) / MANIFEST, json.dumps(manifest, indent=2))
         return CacheEntry(node.signature, self.folder(node.signature), paths, effective)
 
@@ -110,4 +123,3 @@ def _size(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-

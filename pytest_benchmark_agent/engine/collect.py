@@ -52,8 +52,15 @@ class BenchFile(pytest.File):
         for spec in plan.trials:
             needed = tuple(node.fixture_name for node in spec.needs)
             callobj, info = shared.get(needed, (_needs(needed), None))
-            item = BenchItem.from_parent(self, name=run.trial_id(spec), callobj=callobj,
-                                         fixtureinfo=info, spec=spec, run=run, bench=bench)
+            item = BenchItem.from_parent(
+                self,
+                name=run.trial_id(spec),
+                callobj=callobj,
+                fixtureinfo=info,
+                spec=spec,
+                run=run,
+                bench=bench,
+            )
             shared.setdefault(needed, (callobj, item._fixtureinfo))
             yield item
 
@@ -61,8 +68,7 @@ class BenchFile(pytest.File):
         needed = [dep.fixture_name for dep in node.needs]
 
         def build_or_reuse(**upstream: PrepOutcome) -> PrepOutcome:
-            return obtain_prep(run, bench.stage_context, node,
-                               [upstream[name] for name in needed])
+            return obtain_prep(run, bench.stage_context, node, [upstream[name] for name in needed])
 
         build_or_reuse.__name__ = node.fixture_name
         build_or_reuse.__signature__ = _signature(needed)  # type: ignore[attr-defined]
@@ -70,10 +76,14 @@ class BenchFile(pytest.File):
         # for its own plugin fixtures, and it makes preps real session-scoped fixtures. pytest
         # 9.2 scopes it by node (and deprecates the nodeid), 9.0 and 9.1 by nodeid.
         manager = self.session._fixturemanager
-        where = ({"node": self} if "node" in inspect.signature(manager._register_fixture).parameters
-                 else {"nodeid": self.nodeid})
-        manager._register_fixture(name=node.fixture_name, func=build_or_reuse, scope="session",
-                                  **where)
+        where = (
+            {"node": self}
+            if "node" in inspect.signature(manager._register_fixture).parameters
+            else {"nodeid": self.nodeid}
+        )
+        manager._register_fixture(
+            name=node.fixture_name, func=build_or_reuse, scope="session", **where
+        )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
         if isinstance(excinfo.value, BenchError):
@@ -126,8 +136,9 @@ def _needs(names: tuple[str, ...]):
 
 
 def _signature(names: list[str]) -> inspect.Signature:
-    return inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-                              for n in names])
+    return inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
+    )
 
 
 SESSION_KEY = pytest.StashKey["BenchSession"]()

@@ -41,9 +41,13 @@ COMPLETE = ".complete"
 FAILED = ".failed"
 FINAL_STATES = ("complete", "halted", "interrupted", "failed")
 _LOG_TAIL_LINES = 15
-_EXIT_MEANING = {1: "a trial failed, a guard fired or a regression gate tripped",
-                 2: "a configuration or fairness error, or an interruption",
-                 3: "an internal error", 4: "a usage error", 5: "no trials were collected"}
+_EXIT_MEANING = {
+    1: "a trial failed, a guard fired or a regression gate tripped",
+    2: "a configuration or fairness error, or an interruption",
+    3: "an internal error",
+    4: "a usage error",
+    5: "no trials were collected",
+}
 
 
 def start(run_dir: Path, command: list[str], cwd: Path) -> int:
@@ -51,12 +55,19 @@ def start(run_dir: Path, command: list[str], cwd: Path) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / LOG_FILE
     with log_path.open("ab") as log:
-        launcher = subprocess.run([sys.executable, "-m", __name__, str(run_dir), "--", *command],
-                                  cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        launcher = subprocess.run(
+            [sys.executable, "-m", __name__, str(run_dir), "--", *command],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
     pid = read_pid(run_dir)
     if launcher.returncode != 0 or pid is None:
-        raise SystemExit(f"benchmark-agent: the detached session did not start (launcher exit "
-                         f"code {launcher.returncode}); see {log_path}")
+        raise SystemExit(
+            f"benchmark-agent: the detached session did not start (launcher exit "
+            f"code {launcher.returncode}); see {log_path}"
+        )
     return pid
 
 
@@ -104,8 +115,12 @@ def supervise(run_dir: Path, command: list[str]) -> None:
     signal.signal(signal.SIGINT, forward)
     try:
         # Its own session: a signal to the supervisor's group reaches pytest once, forwarded.
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     except OSError as exc:
         atomic_write(run_dir / FAILED, f"the pytest session could not be started: {exc}\n")
         return
@@ -122,25 +137,37 @@ def conclude(run_dir: Path, returncode: int) -> None:
     recorded = sum(1 for t in trials if t.get("status") != "not_run")
     state = record.get("state")
     if returncode == 0:
-        atomic_write(run_dir / COMPLETE, f"{state or 'complete'}: {recorded} trial(s) recorded, "
-                                         "pytest exit code 0\n")
+        atomic_write(
+            run_dir / COMPLETE,
+            f"{state or 'complete'}: {recorded} trial(s) recorded, pytest exit code 0\n",
+        )
         return
     if returncode < 0:
-        reason = (f"pytest was killed by {signal.Signals(-returncode).name} before the run ended; "
-                  f"{recorded} trial(s) recorded, kept in trials.jsonl")
+        reason = (
+            f"pytest was killed by {signal.Signals(-returncode).name} before the run ended; "
+            f"{recorded} trial(s) recorded, kept in trials.jsonl"
+        )
     elif state == "interrupted":
-        reason = (f"the run was interrupted (SIGTERM or Ctrl-C); {recorded} trial(s) recorded, "
-                  "the rest not_run")
+        reason = (
+            f"the run was interrupted (SIGTERM or Ctrl-C); {recorded} trial(s) recorded, "
+            "the rest not_run"
+        )
     elif not record:
-        reason = (f"pytest exited with code {returncode} before the run started "
-                  f"({_EXIT_MEANING.get(returncode, 'see the log')})")
+        reason = (
+            f"pytest exited with code {returncode} before the run started "
+            f"({_EXIT_MEANING.get(returncode, 'see the log')})"
+        )
     else:
         bad = [t for t in trials if t.get("status") not in ("passed", "not_run")]
-        listed = "; ".join(f"{t['id']} {t['status']}: {_first_line(t.get('reason'))}"
-                           for t in bad[:3]) + ("; ..." if len(bad) > 3 else "")
-        reason = (f"{len(bad)} of {recorded} trial(s) did not pass: {listed}" if bad else
-                  f"pytest exited with code {returncode} "
-                  f"({_EXIT_MEANING.get(returncode, 'see the log')}) after the run ended {state}")
+        listed = "; ".join(
+            f"{t['id']} {t['status']}: {_first_line(t.get('reason'))}" for t in bad[:3]
+        ) + ("; ..." if len(bad) > 3 else "")
+        reason = (
+            f"{len(bad)} of {recorded} trial(s) did not pass: {listed}"
+            if bad
+            else f"pytest exited with code {returncode} "
+            f"({_EXIT_MEANING.get(returncode, 'see the log')}) after the run ended {state}"
+        )
     atomic_write(run_dir / FAILED, f"{reason}\n\nsession.log (last lines):\n{_log_tail(run_dir)}\n")
 
 
@@ -168,8 +195,7 @@ def process_alive(pid: int | None, born_by: float | None) -> bool:
         return False
     try:
         process = psutil.Process(pid)
-        return (process.status() != psutil.STATUS_ZOMBIE
-                and process.create_time() <= born_by + 1.0)
+        return process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= born_by + 1.0
     except psutil.Error:
         return False
 
@@ -209,34 +235,52 @@ def run_status(run_dir: Path) -> RunStatus:
     if finished:
         counts = record.get("counts") or {}
         tally = "".join(f", {k} {v}" for k, v in sorted(counts.items()))
-        return RunStatus(run_dir.name, state or "complete",
-                         f" ({recorded} trials recorded){tally}, tag {record.get('tag')}, "
-                         f"report {run_dir / 'report.md'}")
+        return RunStatus(
+            run_dir.name,
+            state or "complete",
+            f" ({recorded} trials recorded){tally}, tag {record.get('tag')}, "
+            f"report {run_dir / 'report.md'}",
+        )
     if supervisor_alive or pytest_alive:
         if not beat:
-            return RunStatus(run_dir.name, "starting",
-                             f" (pid {pid}): collecting; log {run_dir / LOG_FILE}")
+            return RunStatus(
+                run_dir.name, "starting", f" (pid {pid}): collecting; log {run_dir / LOG_FILE}"
+            )
         return RunStatus(run_dir.name, "running", _progress(beat))
-    where = (f"; last heartbeat {duration(time.time() - beat['updated_unix'])} ago, "
-             f"{beat['trials_done']} of {beat['trials_total']} trials done"
-             f"{', stage ' + beat['stage'] if beat.get('stage') else ''}") if beat else ""
+    where = (
+        (
+            f"; last heartbeat {duration(time.time() - beat['updated_unix'])} ago, "
+            f"{beat['trials_done']} of {beat['trials_total']} trials done"
+            f"{', stage ' + beat['stage'] if beat.get('stage') else ''}"
+        )
+        if beat
+        else ""
+    )
     pids = ", ".join(str(p) for p in (pid, (beat or {}).get("pid")) if p)
-    return RunStatus(run_dir.name, "died",
-                     f": its process is gone (pid {pids or '?'}) and it left no {COMPLETE} or "
-                     f"{FAILED} marker{where}; {recorded} trial(s) recorded are kept")
+    return RunStatus(
+        run_dir.name,
+        "died",
+        f": its process is gone (pid {pids or '?'}) and it left no {COMPLETE} or "
+        f"{FAILED} marker{where}; {recorded} trial(s) recorded are kept",
+    )
 
 
 def _progress(beat: dict[str, Any]) -> str:
     """A live run's progress, with its clocks carried forward from the last heartbeat."""
     since = max(time.time() - beat["updated_unix"], 0.0)
-    stage = (f"stage {beat['stage']} for {duration((beat.get('stage_elapsed_s') or 0) + since)}"
-             if beat.get("stage") else "between stages")
+    stage = (
+        f"stage {beat['stage']} for {duration((beat.get('stage_elapsed_s') or 0) + since)}"
+        if beat.get("stage")
+        else "between stages"
+    )
     eta = beat.get("eta_s")
     peak = f"{beat['peak_rss_mb']:.1f} MB" if beat.get("peak_rss_mb") is not None else "?"
-    return (f" ({beat['trials_done']} of {beat['trials_total']} trials done), {stage}, "
-            f"elapsed {duration(beat['elapsed_s'] + since)}, "
-            f"eta {duration(None if eta is None else max(eta - since, 0))}, "
-            f"peak {peak}, heartbeat {duration(since)} ago")
+    return (
+        f" ({beat['trials_done']} of {beat['trials_total']} trials done), {stage}, "
+        f"elapsed {duration(beat['elapsed_s'] + since)}, "
+        f"eta {duration(None if eta is None else max(eta - since, 0))}, "
+        f"peak {peak}, heartbeat {duration(since)} ago"
+    )
 
 
 def _mtime(path: Path) -> float | None:

@@ -52,8 +52,12 @@ class BlockScheduling(LoadScopeScheduling):
         unfinished = {scope: unit for scope, unit in workload.items() if not all(unit.values())}
         if not unfinished:
             return None
-        scope, crashitem = next((scope, nodeid) for scope, unit in unfinished.items()
-                                for nodeid, done in unit.items() if not done)
+        scope, crashitem = next(
+            (scope, nodeid)
+            for scope, unit in unfinished.items()
+            for nodeid, done in unit.items()
+            if not done
+        )
         unfinished[scope][crashitem] = True
         self.workqueue.update({s: u for s, u in unfinished.items() if not all(u.values())})
         for other in self.assigned_work:
@@ -95,8 +99,11 @@ class DistributedController:
         forced = self.bench.config.getoption("bench_run_id")
         suffix = forced or f"-{self.bench.token[1]}"
         runs = self.bench.home / "runs"
-        folders = sorted(p for p in runs.glob(f"*{suffix}") if (p / "config.yaml").is_file()) \
-            if runs.is_dir() else []
+        folders = (
+            sorted(p for p in runs.glob(f"*{suffix}") if (p / "config.yaml").is_file())
+            if runs.is_dir()
+            else []
+        )
         for folder in folders:
             if folder.name.startswith(self.bench.token[0]) or forced:
                 run = self._merge(folder)
@@ -109,23 +116,28 @@ class DistributedController:
         source = Path(frozen["source"])
         config = load_benchmark(source, self.bench.overrides)
         points = self.bench.round_points if config.search_space is not None else None
-        run = BenchRun(plan=build_plan(config, source, points), home=self.bench.home,
-                       run_id=folder.name)
+        run = BenchRun(
+            plan=build_plan(config, source, points), home=self.bench.home, run_id=folder.name
+        )
         names = {nodeid.split("::")[-1] for nodeid in self.collected}
         run.planned = [spec for spec in run.plan.trials if run.trial_id(spec) in names]
-        run.trials = sorted(read_journal(folder), key=lambda t: t.get("started") or
-                            t.get("ended") or "")
+        run.trials = sorted(
+            read_journal(folder), key=lambda t: t.get("started") or t.get("ended") or ""
+        )
         parts = [json.loads(p.read_text()) for p in sorted((folder / "workers").glob("*.json"))]
         run.started = min((p["started"] for p in parts if p.get("started")), default=None)
         run.fingerprint = parts[0]["fingerprint"] if parts else {}
         for part in parts:
-            run.preps += [{**prep, "worker": part["worker"], "host": part["host"]}
-                          for prep in part["preps"]]
+            run.preps += [
+                {**prep, "worker": part["worker"], "host": part["host"]} for prep in part["preps"]
+            ]
             run.caveats += [c for c in part["caveats"] if c not in run.caveats]
         hosts = sorted({part["host"] for part in parts})
         if len(hosts) > 1:
-            run.fingerprint = {**run.fingerprint, "hosts": {
-                part["host"]: part["fingerprint"] for part in parts}}
+            run.fingerprint = {
+                **run.fingerprint,
+                "hosts": {part["host"]: part["fingerprint"] for part in parts},
+            }
         done = {t["id"] for t in run.trials}
         for spec in run.planned:
             trial_id = run.trial_id(spec)

@@ -58,14 +58,21 @@ class StageContext:
     #: ``os.environ`` decodes every variable, a cost per stage worth avoiding).
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
-    def announce(self, run: BenchRun, stage: str,
-                 trial_id: str | None) -> Callable[[float, float], None]:
+    def announce(
+        self, run: BenchRun, stage: str, trial_id: str | None
+    ) -> Callable[[float, float], None]:
         """Publish a stage's start; returns the progress callback for its run."""
         self.hook.pytest_bench_stage_started(run=run, stage=stage, trial_id=trial_id)
 
         def progress(elapsed_s: float, peak_rss_mb: float) -> None:
-            self.hook.pytest_bench_stage_progress(run=run, stage=stage, trial_id=trial_id,
-                                                  elapsed_s=elapsed_s, peak_rss_mb=peak_rss_mb)
+            self.hook.pytest_bench_stage_progress(
+                run=run,
+                stage=stage,
+                trial_id=trial_id,
+                elapsed_s=elapsed_s,
+                peak_rss_mb=peak_rss_mb,
+            )
+
         return progress
 
 
@@ -79,13 +86,15 @@ class PrepOutcome:
     error: str | None = None
 
 
-def obtain_prep(run: BenchRun, ctx: StageContext, node: PrepNode,
-                upstream: list[PrepOutcome]) -> PrepOutcome:
+def obtain_prep(
+    run: BenchRun, ctx: StageContext, node: PrepNode, upstream: list[PrepOutcome]
+) -> PrepOutcome:
     """Reuse a verified cache entry for ``node`` or build it; never raises for a stage failure."""
     failed = next((dep for dep in upstream if dep.error), None)
     if failed:
-        return PrepOutcome(node, error=f"needs '{failed.node.stage.name}', which failed: "
-                                       f"{failed.error}")
+        return PrepOutcome(
+            node, error=f"needs '{failed.node.stage.name}', which failed: {failed.error}"
+        )
     artifacts, effective = _merged(upstream)
     lock = ctx.cache.lock(node.signature, wait=False)
     while lock is None:  # another worker is building it: build something else meanwhile
@@ -130,23 +139,31 @@ def _merged(sources: list[Any]) -> tuple[dict[str, Path], dict[str, str]]:
     return artifacts, effective
 
 
-def _reuse_or_build(run: BenchRun, ctx: StageContext, node: PrepNode, artifacts: dict[str, Path],
-                    effective: dict[str, str]) -> PrepOutcome:
+def _reuse_or_build(
+    run: BenchRun,
+    ctx: StageContext,
+    node: PrepNode,
+    artifacts: dict[str, Path],
+    effective: dict[str, str],
+) -> PrepOutcome:
     """Under the node's lock: reuse its verified entry, or (re)build and publish it."""
-    event: dict[str, Any] = {"stage": node.stage.name, "signature": node.signature,
-                             "binding": describe_binding(node)}
+    event: dict[str, Any] = {
+        "stage": node.stage.name,
+        "signature": node.signature,
+        "binding": describe_binding(node),
+    }
     cache = ctx.cache
     ctx.settled.add(node.signature)
     entry, why = cache.verify(node)
     if entry is not None:
         event.update(action="reused", folder=str(entry.folder))
         run.preps.append(event)
-        return PrepOutcome(node, {**artifacts, **entry.artifacts},
-                           {**effective, **entry.effective})
+        return PrepOutcome(node, {**artifacts, **entry.artifacts}, {**effective, **entry.effective})
     event["rebuild_reason"] = why
     if why not in ("no cache entry",):
-        run.caveats.append(f"cache entry of prep '{node.stage.name}' ({node.signature[:12]}) "
-                           f"was rebuilt: {why}")
+        run.caveats.append(
+            f"cache entry of prep '{node.stage.name}' ({node.signature[:12]}) was rebuilt: {why}"
+        )
     folder, scratch = cache.prepare(node)
     own = cache.artifact_paths(node)
     values = {**node.params_used, "seed": node.seed, "out": scratch, **artifacts, **own}
@@ -157,23 +174,39 @@ def _reuse_or_build(run: BenchRun, ctx: StageContext, node: PrepNode, artifacts:
         devices, env, vram_mb = _pin_gpus(run, node.stage, _stage_env(ctx, node.stage.env, values))
         with ctx.isolation.stage("prep"):
             progress = ctx.announce(run, node.stage.name, None)
-            result = run_stage(node.stage.name, command, cwd=node.cwd, env=env, log_dir=log_dir,
-                               timeout_s=node.stage.timeout_s, cgroup=ctx.cgroup,
-                               mem_ceiling_mb=_ceiling(run, node.stage), progress=progress,
-                               progress_every_s=ctx.progress_every_s, gpus=devices,
-                               vram_ceiling_mb=vram_mb)
+            result = run_stage(
+                node.stage.name,
+                command,
+                cwd=node.cwd,
+                env=env,
+                log_dir=log_dir,
+                timeout_s=node.stage.timeout_s,
+                cgroup=ctx.cgroup,
+                mem_ceiling_mb=_ceiling(run, node.stage),
+                progress=progress,
+                progress_every_s=ctx.progress_every_s,
+                gpus=devices,
+                vram_ceiling_mb=vram_mb,
+            )
         event.update(_gpu_spend(run, result))
         _check_exit(result)
         stage_effective = parse_effective(result.stdout(), scratch)
-        entry = cache.publish(node, run_id=run.run_id, command=command,
-                              duration_s=time.perf_counter() - t0, effective=stage_effective)
+        entry = cache.publish(
+            node,
+            run_id=run.run_id,
+            command=command,
+            duration_s=time.perf_counter() - t0,
+            effective=stage_effective,
+        )
     except (StageFailed, GpuUnavailable) as exc:
         event.update(action="failed", reason=str(exc))
         run.preps.append(event)
         return PrepOutcome(node, error=str(exc))
     except FileNotFoundError as exc:
-        reason = (f"stage '{node.stage.name}' exited 0 but did not create its artifact(s) "
-                  f"{exc}; a prep must create every path it produces.")
+        reason = (
+            f"stage '{node.stage.name}' exited 0 but did not create its artifact(s) "
+            f"{exc}; a prep must create every path it produces."
+        )
         event.update(action="failed", reason=reason)
         run.preps.append(event)
         return PrepOutcome(node, error=reason)
@@ -182,8 +215,9 @@ def _reuse_or_build(run: BenchRun, ctx: StageContext, node: PrepNode, artifacts:
     return PrepOutcome(node, {**artifacts, **entry.artifacts}, {**effective, **entry.effective})
 
 
-def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
-              preps: list[PrepOutcome]) -> dict[str, Any]:
+def run_trial(
+    run: BenchRun, ctx: StageContext, spec: TrialSpec, preps: list[PrepOutcome]
+) -> dict[str, Any]:
     """Run the measure stage of one trial and return its record (not yet published).
 
     Raises StageFailed after building the record when the trial did not pass, so pytest shows
@@ -193,12 +227,15 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
     record["host"] = host_id()
     failed = next((p for p in preps if p.error), None)
     if failed:
-        raise _not_passed(record, StageFailed(failed.node.stage.name, "(a prep) failed",
-                                              detail=failed.error or ""))
+        raise _not_passed(
+            record,
+            StageFailed(failed.node.stage.name, "(a prep) failed", detail=failed.error or ""),
+        )
     folder = run.trial_dir(spec)
     scratch = folder / "out"
-    uses_out = _uses_out(spec.stage.cmd or "",
-                         spec.stage.metrics_from and spec.stage.metrics_from.file)
+    uses_out = _uses_out(
+        spec.stage.cmd or "", spec.stage.metrics_from and spec.stage.metrics_from.file
+    )
     if uses_out:
         scratch.mkdir(parents=True, exist_ok=True)  # else nothing is made unless output comes
     artifacts, upstream_effective = _merged(preps)
@@ -208,40 +245,65 @@ def run_trial(run: BenchRun, ctx: StageContext, spec: TrialSpec,
     try:
         devices, env, vram_mb = _pin_gpus(run, spec.stage, _stage_env(ctx, spec.stage.env, values))
     except GpuUnavailable as exc:
-        raise _not_passed(record, StageFailed(spec.stage.name, "could not get its GPUs",
-                                              detail=str(exc))) from None
+        raise _not_passed(
+            record, StageFailed(spec.stage.name, "could not get its GPUs", detail=str(exc))
+        ) from None
     try:
         progress = ctx.announce(run, spec.stage.name, record["id"])
         with ctx.isolation.stage("measure"):
-            result = run_stage(spec.stage.name, command, cwd=spec.cwd, env=env, log_dir=folder,
-                               timeout_s=spec.stage.timeout_s, cgroup=ctx.cgroup,
-                               mem_ceiling_mb=_ceiling(run, spec.stage), progress=progress,
-                               progress_every_s=ctx.progress_every_s, gpus=devices,
-                               vram_ceiling_mb=vram_mb)
+            result = run_stage(
+                spec.stage.name,
+                command,
+                cwd=spec.cwd,
+                env=env,
+                log_dir=folder,
+                timeout_s=spec.stage.timeout_s,
+                cgroup=ctx.cgroup,
+                mem_ceiling_mb=_ceiling(run, spec.stage),
+                progress=progress,
+                progress_every_s=ctx.progress_every_s,
+                gpus=devices,
+                vram_ceiling_mb=vram_mb,
+            )
     except KeyboardInterrupt:
-        record.update(status="interrupted", reason="the session was interrupted during this trial",
-                      ended=utc_now())
+        record.update(
+            status="interrupted",
+            reason="the session was interrupted during this trial",
+            ended=utc_now(),
+        )
         raise _Interrupted(record) from None
     record.update(result.as_record())
     record.update(_gpu_spend(run, result))
     record["metrics"] = {name: record[name] for name in BUILTIN_METRICS}
     try:
         _check_exit(result)
-        record["metrics"].update(_read_metrics(spec, result, values,
-                                               exact_metrics(run.plan.config.metrics)))
+        record["metrics"].update(
+            _read_metrics(spec, result, values, exact_metrics(run.plan.config.metrics))
+        )
     except (StageFailed, MetricError) as exc:
-        cause = exc if isinstance(exc, StageFailed) else StageFailed(
-            spec.stage.name, "reported bad metrics", detail=str(exc))
+        cause = (
+            exc
+            if isinstance(exc, StageFailed)
+            else StageFailed(spec.stage.name, "reported bad metrics", detail=str(exc))
+        )
         raise _not_passed(record, cause) from None
-    effective = {**upstream_effective,
-                 **parse_effective(result.stdout(), scratch if uses_out else None)}
+    effective = {
+        **upstream_effective,
+        **parse_effective(result.stdout(), scratch if uses_out else None),
+    }
     if effective:
         record["effective"] = effective
     mismatches = effective_mismatches(spec.params, effective)
     if mismatches:
-        raise _not_passed(record, StageFailed(
-            spec.stage.name, "is not comparable", status="not_comparable",
-            detail="effective params differ from declared: " + "; ".join(mismatches)))
+        raise _not_passed(
+            record,
+            StageFailed(
+                spec.stage.name,
+                "is not comparable",
+                status="not_comparable",
+                detail="effective params differ from declared: " + "; ".join(mismatches),
+            ),
+        )
     return record
 
 
@@ -282,8 +344,9 @@ def _ceiling(run: BenchRun, stage: Stage) -> float | None:
     return stage.mem_mb or run.plan.config.resources.mem_mb
 
 
-def _pin_gpus(run: BenchRun, stage: Stage,
-              env: dict[str, str]) -> tuple[list[int], dict[str, str], float]:
+def _pin_gpus(
+    run: BenchRun, stage: Stage, env: dict[str, str]
+) -> tuple[list[int], dict[str, str], float]:
     """The devices a stage gets (its ``gpus``, else ``resources.gpus``; none hides every GPU),
     its env with ``CUDA_VISIBLE_DEVICES`` pinned, and its VRAM ceiling."""
     resources = run.plan.config.resources
@@ -299,32 +362,47 @@ def _gpu_spend(run: BenchRun, result: StageRun) -> dict[str, Any]:
     if not result.gpus:
         return {}
     hours = gpu_hours(result.wall_s, len(result.gpus))
-    return {"gpu_hours": hours,
-            "cost_usd": cost_usd(hours, run.plan.config.resources.price_per_gpu_hour)}
+    return {
+        "gpu_hours": hours,
+        "cost_usd": cost_usd(hours, run.plan.config.resources.price_per_gpu_hour),
+    }
 
 
 def _check_exit(result: StageRun) -> None:
     for event in result.guard_events:
-        raise StageFailed(result.stage, f"was stopped by the {event['kind']} guard "
-                          f"({event['reason']}: peak {event['peak_mb']} MB, ceiling "
-                          f"{event['ceiling_mb']} MB)", status=f"guard:{event['kind']}",
-                          detail=f"stderr (last lines):\n{result.stderr_tail()}")
+        raise StageFailed(
+            result.stage,
+            f"was stopped by the {event['kind']} guard "
+            f"({event['reason']}: peak {event['peak_mb']} MB, ceiling "
+            f"{event['ceiling_mb']} MB)",
+            status=f"guard:{event['kind']}",
+            detail=f"stderr (last lines):\n{result.stderr_tail()}",
+        )
     if result.timed_out:
-        raise StageFailed(result.stage, "timed out and was stopped",
-                          detail=f"stderr (last lines):\n{result.stderr_tail()}")
+        raise StageFailed(
+            result.stage,
+            "timed out and was stopped",
+            detail=f"stderr (last lines):\n{result.stderr_tail()}",
+        )
     if result.exit_code != 0:
         oom = cuda_oom_in(result.stderr_tail(200))
         if oom:
-            raise StageFailed(result.stage, "ran out of GPU memory (CUDA out of memory)",
-                              detail=f"{oom}\nexit code {result.exit_code}; stderr (last lines):"
-                                     f"\n{result.stderr_tail()}")
-        raise StageFailed(result.stage, f"exited with code {result.exit_code}",
-                          detail=f"command: {result.command}\n"
-                                 f"stderr (last lines):\n{result.stderr_tail()}")
+            raise StageFailed(
+                result.stage,
+                "ran out of GPU memory (CUDA out of memory)",
+                detail=f"{oom}\nexit code {result.exit_code}; stderr (last lines):"
+                f"\n{result.stderr_tail()}",
+            )
+        raise StageFailed(
+            result.stage,
+            f"exited with code {result.exit_code}",
+            detail=f"command: {result.command}\nstderr (last lines):\n{result.stderr_tail()}",
+        )
 
 
-def _read_metrics(spec: TrialSpec, result: StageRun, values: dict[str, Any],
-                  exact: frozenset[str]) -> dict[str, Value]:
+def _read_metrics(
+    spec: TrialSpec, result: StageRun, values: dict[str, Any], exact: frozenset[str]
+) -> dict[str, Value]:
     """The stage's declared metrics; the ``exact`` ones (``direction: equal``) as written."""
     source = spec.stage.metrics_from
     assert source is not None, "gate 1 guarantees a measure stage declares its metrics"
@@ -332,12 +410,12 @@ def _read_metrics(spec: TrialSpec, result: StageRun, values: dict[str, Any],
     if not fields:
         return {}
     if source.file:
-        return read_metrics_file(spec.cwd / render(source.file, values, quote=False), fields,
-                                 exact)
+        return read_metrics_file(spec.cwd / render(source.file, values, quote=False), fields, exact)
     return parse_metrics(result.stdout(), fields, "stdout", exact)
 
 
-def _stage_env(ctx: StageContext, extra: dict[str, str],
-               values: dict[str, Any]) -> dict[str, str]:
-    return {**ctx.base_env,
-            **{key: render(text, values, quote=False) for key, text in extra.items()}}
+def _stage_env(ctx: StageContext, extra: dict[str, str], values: dict[str, Any]) -> dict[str, str]:
+    return {
+        **ctx.base_env,
+        **{key: render(text, values, quote=False) for key, text in extra.items()},
+    }

@@ -92,8 +92,10 @@ class BenchResult:
         try:
             return self.verdicts[metric][treatment]
         except KeyError:
-            raise KeyError(f"no verdict on {metric!r} for treatment {treatment!r} in "
-                           f"{self.run_dir}; verdicts cover {sorted(self.verdicts)}") from None
+            raise KeyError(
+                f"no verdict on {metric!r} for treatment {treatment!r} in "
+                f"{self.run_dir}; verdicts cover {sorted(self.verdicts)}"
+            ) from None
 
 
 class BenchRunner:
@@ -104,9 +106,14 @@ class BenchRunner:
         self.base = base  # relative benchmark paths resolve against the requesting test's folder
         self.scratch = scratch
 
-    def run(self, source: str | Path | Mapping[str, Any], *,
-            params: Mapping[str, Any] | None = None, args: Sequence[str] = (),
-            **fields: Any) -> BenchResult:
+    def run(
+        self,
+        source: str | Path | Mapping[str, Any],
+        *,
+        params: Mapping[str, Any] | None = None,
+        args: Sequence[str] = (),
+        **fields: Any,
+    ) -> BenchResult:
         """Run a benchmark file (a path, or a whole benchmark document as a mapping).
 
         ``params`` override declared params (``--bench-set``); other keyword arguments replace
@@ -125,9 +132,16 @@ class BenchRunner:
             raise FileNotFoundError(f"bench.run: no benchmark file {path}")
         return self._session(path, params, args, fields)
 
-    def run_domain(self, domain: str | type, *, params: Mapping[str, Any],
-                   treatment_variable: str | None = None, treatments: Sequence[Any] | None = None,
-                   args: Sequence[str] = (), **fields: Any) -> BenchResult:
+    def run_domain(
+        self,
+        domain: str | type,
+        *,
+        params: Mapping[str, Any],
+        treatment_variable: str | None = None,
+        treatments: Sequence[Any] | None = None,
+        args: Sequence[str] = (),
+        **fields: Any,
+    ) -> BenchResult:
         """Run a Python Domain (its registered name, or the class itself) with every param
         in ``params``; other keyword arguments are top-level fields (``replicates=2``).
         Without ``treatment_variable`` and ``treatments`` it measures one configuration (the
@@ -136,16 +150,25 @@ class BenchRunner:
             import inspect
 
             domain = f"{Path(inspect.getfile(domain)).resolve()}:{domain.__qualname__}"
-        document = {"domain": domain, "name": fields.pop("name", "domain-bench"),
-                    "params": dict(params), **fields}
+        document = {
+            "domain": domain,
+            "name": fields.pop("name", "domain-bench"),
+            "params": dict(params),
+            **fields,
+        }
         if treatment_variable is not None:
             document["treatment_variable"] = treatment_variable
         if treatments is not None:
             document["treatments"] = list(treatments)
         return self.run(document, args=args)
 
-    def _session(self, path: Path, overrides: Mapping[str, Any] | None, args: Sequence[str],
-                 fields: Mapping[str, Any]) -> BenchResult:
+    def _session(
+        self,
+        path: Path,
+        overrides: Mapping[str, Any] | None,
+        args: Sequence[str],
+        fields: Mapping[str, Any],
+    ) -> BenchResult:
         copy = None
         if fields:
             document = yaml.safe_load(path.read_text()) or {}
@@ -156,10 +179,22 @@ class BenchRunner:
         try:
             name = (yaml.safe_load(target.read_text()) or {}).get("name") or path.stem
             run_id = new_run_id(str(name))
-            command = [sys.executable, "-m", "pytest", "--bench", str(target), "--bench-home",
-                       str(self.home), "--bench-run-id", run_id, "-p", "no:cacheprovider", "-q",
-                       *[f"--bench-set={k}={_yaml_text(v)}" for k, v in (overrides or {}).items()],
-                       *args]
+            command = [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--bench",
+                str(target),
+                "--bench-home",
+                str(self.home),
+                "--bench-run-id",
+                run_id,
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                *[f"--bench-set={k}={_yaml_text(v)}" for k, v in (overrides or {}).items()],
+                *args,
+            ]
             done = subprocess.run(command, cwd=target.parent, capture_output=True, text=True)
         finally:
             if copy is not None:
@@ -167,8 +202,9 @@ class BenchRunner:
         output = done.stdout + done.stderr
         run_dir = self.home / "runs" / run_id
         if not (run_dir / "results.yaml").is_file():
-            raise BenchSessionError(f"benchmark session of {path} recorded no run", output,
-                                    done.returncode)
+            raise BenchSessionError(
+                f"benchmark session of {path} recorded no run", output, done.returncode
+            )
         return BenchResult(done.returncode, output, run_dir, load_results(run_dir))
 
 

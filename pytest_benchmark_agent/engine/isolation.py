@@ -19,8 +19,10 @@ from pathlib import Path
 from pytest_benchmark_agent.records.fsutil import open_creating
 
 POLICIES = ("host", "none")
-CAVEAT_NONE = ("isolation 'none': measurements may have overlapped other stages of this session "
-               "on the same host")
+CAVEAT_NONE = (
+    "isolation 'none': measurements may have overlapped other stages of this session "
+    "on the same host"
+)
 
 
 def host_id() -> str:

@@ -32,8 +32,9 @@ Value = float | int | str
 
 def exact_metrics(specs: Mapping[str, object]) -> frozenset[str]:
     """The names of the ``direction: equal`` metrics of ``specs`` (kept as written)."""
-    return frozenset(name for name, spec in specs.items()
-                     if getattr(spec, "direction", None) == "equal")
+    return frozenset(
+        name for name, spec in specs.items() if getattr(spec, "direction", None) == "equal"
+    )
 
 
 def read_pairs(text: str) -> dict[str, Any]:
@@ -57,8 +58,9 @@ def read_pairs(text: str) -> dict[str, Any]:
     return found
 
 
-def parse_metrics(text: str, fields: Iterable[str], source: str,
-                  exact: Collection[str] = ()) -> dict[str, Value]:
+def parse_metrics(
+    text: str, fields: Iterable[str], source: str, exact: Collection[str] = ()
+) -> dict[str, Value]:
     """The declared ``fields`` from a stage's output ``text``; ``source`` names it in errors.
 
     The ``exact`` ones (``direction: equal``) are kept as written, the others are finite floats.
@@ -69,26 +71,33 @@ def parse_metrics(text: str, fields: Iterable[str], source: str,
         if name not in pairs:
             tail = "\n".join(text.strip().splitlines()[-5:]) or "(nothing)"
             what = "<value>" if name in exact else "<number>"
-            raise MetricError(f"metric '{name}' was not reported on {source}; it must print "
-                              f"'{name}={what}'. Last lines of {source}:\n{tail}")
+            raise MetricError(
+                f"metric '{name}' was not reported on {source}; it must print "
+                f"'{name}={what}'. Last lines of {source}:\n{tail}"
+            )
         raw = pairs[name]
         values[name] = _exact(name, raw, source) if name in exact else _number(name, raw, source)
     return values
 
 
 def _number(name: str, raw: Any, source: str) -> float:
-    hint = (" (a value compared exactly, such as a hash or a checksum, needs "
-            f"`{name}: {{direction: equal}}`)")
+    hint = (
+        " (a value compared exactly, such as a hash or a checksum, needs "
+        f"`{name}: {{direction: equal}}`)"
+    )
     if isinstance(raw, bool) or raw is None:
         raise MetricError(f"metric '{name}' on {source} is {raw!r}, not a number.")
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise MetricError(f"metric '{name}' on {source} is {raw!r}, not a number"
-                          f"{hint if isinstance(raw, str) and raw else ''}.") from None
+        raise MetricError(
+            f"metric '{name}' on {source} is {raw!r}, not a number"
+            f"{hint if isinstance(raw, str) and raw else ''}."
+        ) from None
     except OverflowError:  # a JSON integer beyond a float's range
-        raise MetricError(f"metric '{name}' on {source} is {raw!r}, not a finite number"
-                          f"{hint}.") from None
+        raise MetricError(
+            f"metric '{name}' on {source} is {raw!r}, not a finite number{hint}."
+        ) from None
     if not math.isfinite(value):
         raise MetricError(f"metric '{name}' on {source} is {raw!r}, not a finite number.")
     return value
@@ -107,12 +116,13 @@ def _exact(name: str, raw: Any, source: str) -> int | str:
     if isinstance(raw, str) and not isinstance(raw, _Token):  # a JSON string
         return raw
     if not isinstance(raw, str):
-        raise MetricError(f"metric '{name}' on {source} is {raw!r}: a metric compared exactly "
-                          "must be one value (an integer or a string), not a list, an object "
-                          "or null.")
+        raise MetricError(
+            f"metric '{name}' on {source} is {raw!r}: a metric compared exactly "
+            "must be one value (an integer or a string), not a list, an object "
+            "or null."
+        )
     if not raw:
-        raise MetricError(f"metric '{name}' on {source} is empty; it must print "
-                          f"'{name}=<value>'.")
+        raise MetricError(f"metric '{name}' on {source} is empty; it must print '{name}=<value>'.")
     if _INTEGER.fullmatch(raw):
         try:
             return int(raw)
@@ -141,8 +151,9 @@ def show_value(value: Any) -> str:
     return str(value)
 
 
-def read_metrics_file(path: Path, fields: Iterable[str],
-                      exact: Collection[str] = ()) -> dict[str, Value]:
+def read_metrics_file(
+    path: Path, fields: Iterable[str], exact: Collection[str] = ()
+) -> dict[str, Value]:
     """Metrics from a file a stage wrote (a JSON object, or ``name=value`` lines)."""
     if not path.is_file():
         raise MetricError(f"metrics file {path} was not written by the stage.")
@@ -163,7 +174,7 @@ def parse_effective(stdout: str, out_dir: Path | None) -> dict[str, str]:
     for line in stdout.splitlines():
         stripped = line.strip()
         if stripped.startswith(_EFFECTIVE):
-            match = _PAIR.match(stripped[len(_EFFECTIVE):])
+            match = _PAIR.match(stripped[len(_EFFECTIVE) :])
             if match:
                 effective[match.group(1)] = match.group(2)
     return effective

@@ -76,8 +76,9 @@ class TrialSpec:
         """The contract's id: ``search[fts.merge=optimize-rep2]`` (``-seed3`` with seeds);
         ``search[default-rep2]`` for one configuration (``variable`` None)."""
         suffix = f"-seed{self.seed}" if self.seed is not None else ""
-        treatment = self.treatment_label if variable is None else \
-            f"{variable}={self.treatment_label}"
+        treatment = (
+            self.treatment_label if variable is None else f"{variable}={self.treatment_label}"
+        )
         return f"{self.stage.name}[{treatment}-rep{self.replicate}{suffix}]"
 
 
@@ -107,8 +108,9 @@ def point_label(point: dict[str, Any]) -> str:
     return ",".join(f"{name}={as_text(value)}" for name, value in point.items())
 
 
-def build_plan(config: BenchmarkConfig, path: Path,
-               points: list[dict[str, Any]] | None = None) -> BenchPlan:
+def build_plan(
+    config: BenchmarkConfig, path: Path, points: list[dict[str, Any]] | None = None
+) -> BenchPlan:
     """Bind every stage to every treatment and seed; dedupe preps by signature.
 
     ``points`` makes this a tuning round: each point (values of the tuned params) is one
@@ -140,26 +142,54 @@ def build_plan(config: BenchmarkConfig, path: Path,
         for seed in seeds:
             for treatment, params in zip(treatments, bindings, strict=True):
                 for stage in measures:
-                    nodes = tuple(_bind(by_name[need], params, seed, by_name, folder, hasher, plan)
-                                  for need in stage.needs)
-                    plan.trials.append(TrialSpec(stage, treatment, replicate, seed, params, nodes,
-                                                 _stage_dir(stage, params, seed, folder)))
+                    nodes = tuple(
+                        _bind(by_name[need], params, seed, by_name, folder, hasher, plan)
+                        for need in stage.needs
+                    )
+                    plan.trials.append(
+                        TrialSpec(
+                            stage,
+                            treatment,
+                            replicate,
+                            seed,
+                            params,
+                            nodes,
+                            _stage_dir(stage, params, seed, folder),
+                        )
+                    )
     return plan
 
 
-def _bind(stage: Stage, params: dict[str, Any], seed: int | None, by_name: dict[str, Stage],
-          folder: Path, hasher: _InputHasher, plan: BenchPlan) -> PrepNode:
-    needs = tuple(_bind(by_name[n], params, seed, by_name, folder, hasher, plan)
-                  for n in stage.needs)
+def _bind(
+    stage: Stage,
+    params: dict[str, Any],
+    seed: int | None,
+    by_name: dict[str, Stage],
+    folder: Path,
+    hasher: _InputHasher,
+    plan: BenchPlan,
+) -> PrepNode:
+    needs = tuple(
+        _bind(by_name[n], params, seed, by_name, folder, hasher, plan) for n in stage.needs
+    )
     used = _names_used(stage)
     params_used = {name: params[name] for name in sorted(used) if name in params}
     cwd = _stage_dir(stage, params, seed, folder)
-    inputs = tuple(cwd / render(text, {**params, "seed": seed}, quote=False)
-                   for text in stage.inputs)
-    upstream = {a: f"<artifact {dep.signature}:{a}>" for dep in closure_nodes(needs)
-                for a in dep.stage.produces}
-    symbolic = {**params, "seed": seed, "out": "<out>", **upstream,
-                **{a: f"<own:{a}>" for a in stage.produces}}
+    inputs = tuple(
+        cwd / render(text, {**params, "seed": seed}, quote=False) for text in stage.inputs
+    )
+    upstream = {
+        a: f"<artifact {dep.signature}:{a}>"
+        for dep in closure_nodes(needs)
+        for a in dep.stage.produces
+    }
+    symbolic = {
+        **params,
+        "seed": seed,
+        "out": "<out>",
+        **upstream,
+        **{a: f"<own:{a}>" for a in stage.produces},
+    }
     payload = {
         "version": SIGNATURE_VERSION,
         "stage": stage.name,
@@ -175,8 +205,9 @@ def _bind(stage: Stage, params: dict[str, Any], seed: int | None, by_name: dict[
     signature = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     node = plan.preps.get(signature)
     if node is None:
-        node = PrepNode(stage, signature, needs, params_used,
-                        seed if "seed" in used else None, cwd, inputs)
+        node = PrepNode(
+            stage, signature, needs, params_used, seed if "seed" in used else None, cwd, inputs
+        )
         plan.preps[signature] = node
     return node
 
@@ -191,7 +222,6 @@ def closure_nodes(nodes: tuple[PrepNode, ...]) -> list[PrepNode]:
             seen[node.signature] = node
             stack.extend(node.needs)
     return list(seen.values())
-
 
 
 def _names_used(stage: Stage) -> set[str]:
@@ -218,8 +248,16 @@ class _InputHasher:
     def digest(self, path: Path, config_path: Path, stage: str) -> str:
         if path not in self._memo:
             if not path.exists():
-                raise ConfigError(config_path, [(f"stages ({stage}).inputs", f"'{path}' does not "
-                                                 "exist.", "fix the path or the params in it.")])
+                raise ConfigError(
+                    config_path,
+                    [
+                        (
+                            f"stages ({stage}).inputs",
+                            f"'{path}' does not exist.",
+                            "fix the path or the params in it.",
+                        )
+                    ],
+                )
             self._memo[path] = content_hash(path)
         return self._memo[path]
 
@@ -249,5 +287,13 @@ def describe_binding(node: PrepNode) -> str:
     return f"{node.stage.name}({values})"
 
 
-__all__ = ["ONE_CONFIGURATION", "BenchPlan", "PrepNode", "TrialSpec", "build_plan",
-           "closure_nodes", "content_hash", "describe_binding"]
+__all__ = [
+    "ONE_CONFIGURATION",
+    "BenchPlan",
+    "PrepNode",
+    "TrialSpec",
+    "build_plan",
+    "closure_nodes",
+    "content_hash",
+    "describe_binding",
+]

@@ -59,9 +59,7 @@ def _mem_available(proc_root: Path) -> int | None:
     return None
 
 
-def _memory_fit(
-    mem_mb: float, proc_root: Path, cgroup_root: Path, lines: list[str]
-) -> _Fit:
+def _memory_fit(mem_mb: float, proc_root: Path, cgroup_root: Path, lines: list[str]) -> _Fit:
     lines.append(
         f"memory: need {mem_mb:g} MiB (resources.mem_mb) + {MARGIN:.0%} margin "
         f"= {mem_mb * (1 + MARGIN):.1f} MiB"
@@ -101,8 +99,9 @@ def _existing(path: Path) -> Path:
     return path
 
 
-def _disk_fits(disk_mb: float, disk_paths: Sequence[str | os.PathLike[str]],
-               lines: list[str]) -> list[_Fit]:
+def _disk_fits(
+    disk_mb: float, disk_paths: Sequence[str | os.PathLike[str]], lines: list[str]
+) -> list[_Fit]:
     lines.append(
         f"disk: need {disk_mb:g} MiB (resources.disk_mb) + {MARGIN:.0%} margin "
         f"= {disk_mb * (1 + MARGIN):.1f} MiB on each filesystem of the cache and run folder"

@@ -23,8 +23,11 @@ import pytest
 
 #: The plugins (by registered name) left out of a trial's setup, call and teardown phases.
 PHASE_CAPTURE_PLUGINS = ("capturemanager", "logging-plugin")
-_PHASE_HOOKS = {"setup": "pytest_runtest_setup", "call": "pytest_runtest_call",
-                "teardown": "pytest_runtest_teardown"}
+_PHASE_HOOKS = {
+    "setup": "pytest_runtest_setup",
+    "call": "pytest_runtest_call",
+    "teardown": "pytest_runtest_teardown",
+}
 
 Phase = Literal["setup", "call", "teardown"]
 
@@ -38,7 +41,8 @@ class TrialProtocol:
         #: What a phase must not turn into a report: ``pytest.exit`` and, unless ``--pdb``
         #: wants it, Ctrl-C.
         self._reraise: tuple[type[BaseException], ...] = (pytest.exit.Exception,) + (
-            () if config.getoption("usepdb", False) else (KeyboardInterrupt,))
+            () if config.getoption("usepdb", False) else (KeyboardInterrupt,)
+        )
 
     def run(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """``runner.pytest_runtest_protocol`` for one trial item."""
@@ -62,11 +66,13 @@ class TrialProtocol:
         item.funcargs = None  # type: ignore[attr-defined]
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
 
-    def _phase(self, item: pytest.Item, ihook: Any, callers: dict[str, Any], when: Phase,
-               **kwargs: Any) -> pytest.TestReport:
+    def _phase(
+        self, item: pytest.Item, ihook: Any, callers: dict[str, Any], when: Phase, **kwargs: Any
+    ) -> pytest.TestReport:
         hook = callers[_PHASE_HOOKS[when]]
-        call = pytest.CallInfo.from_call(lambda: hook(item=item, **kwargs), when=when,
-                                         reraise=self._reraise)
+        call = pytest.CallInfo.from_call(
+            lambda: hook(item=item, **kwargs), when=when, reraise=self._reraise
+        )
         report: pytest.TestReport = ihook.pytest_runtest_makereport(item=item, call=call)
         ihook.pytest_runtest_logreport(report=report)
         if _interactive(call, report):
@@ -81,14 +87,18 @@ class TrialProtocol:
         """
         manager = self.config.pluginmanager
         # Looked up here: the logging plugin registers itself late in pytest_configure.
-        dropped = {plugin for name in PHASE_CAPTURE_PLUGINS
-                   if (plugin := manager.get_plugin(name)) is not None}
+        dropped = {
+            plugin
+            for name in PHASE_CAPTURE_PLUGINS
+            if (plugin := manager.get_plugin(name)) is not None
+        }
         callers = {}
         for name in _PHASE_HOOKS.values():
             applicable = {impl.plugin for impl in getattr(ihook, name).get_hookimpls()}
             every = {impl.plugin for impl in getattr(manager.hook, name).get_hookimpls()}
             callers[name] = manager.subset_hook_caller(
-                name, remove_plugins=(every - applicable) | dropped)
+                name, remove_plugins=(every - applicable) | dropped
+            )
         return callers
 
 

@@ -51,9 +51,16 @@ from pytest_benchmark_agent.report.markdown import terminal_lines, what_went_wro
 class BenchSession:
     """State shared by the collectors and items of one ``pytest --bench`` session."""
 
-    def __init__(self, config: pytest.Config, home: Path, overrides: dict[str, Any],
-                 round_points: list[dict[str, Any]] | None = None, *,
-                 token: tuple[str, str] | None = None, worker_id: str | None = None):
+    def __init__(
+        self,
+        config: pytest.Config,
+        home: Path,
+        overrides: dict[str, Any],
+        round_points: list[dict[str, Any]] | None = None,
+        *,
+        token: tuple[str, str] | None = None,
+        worker_id: str | None = None,
+    ):
         self.config = config
         self.home = home
         self.overrides = overrides
@@ -64,9 +71,13 @@ class BenchSession:
         #: The points of a tuning round (``--bench-round``): the treatments of tuning files.
         self.round_points = round_points
         isolation = HostIsolation(home, config.getoption("bench_isolation"))
-        self.stage_context = StageContext(PrepCache(home / "cache"), CgroupMemory.of_self(),
-                                          isolation, config.hook,
-                                          config.getoption("bench_progress_every"))
+        self.stage_context = StageContext(
+            PrepCache(home / "cache"),
+            CgroupMemory.of_self(),
+            isolation,
+            config.hook,
+            config.getoption("bench_progress_every"),
+        )
         self.runs: list[BenchRun] = []
         self.protocol = TrialProtocol(config)
         self._t0 = time.monotonic()
@@ -100,27 +111,51 @@ class BenchSession:
         accept = self.config.getoption("bench_accept_risk")
         result = check_resources(resources.mem_mb, resources.disk_mb, [self.home], accept)
         if not result.ok:
-            raise ConfigError(path, [("resources", result.message.replace("\n", "\n    "),
-                                      "lower the declared resources, free memory or disk, or "
-                                      "pass --bench-accept-risk where the margin is the issue.")])
+            raise ConfigError(
+                path,
+                [
+                    (
+                        "resources",
+                        result.message.replace("\n", "\n    "),
+                        "lower the declared resources, free memory or disk, or "
+                        "pass --bench-accept-risk where the margin is the issue.",
+                    )
+                ],
+            )
         wants_gpus = resources.gpus or any(stage.gpus for stage in config.stages)
         if wants_gpus and (why := nvml_unavailable_reason()):
-            raise ConfigError(path, [("resources.gpus", f"asks for GPUs but NVML does not answer "
-                                      f"on this machine ({why}).", "run it where an NVIDIA GPU "
-                                      "and its driver are present, or set gpus: 0.")])
+            raise ConfigError(
+                path,
+                [
+                    (
+                        "resources.gpus",
+                        f"asks for GPUs but NVML does not answer on this machine ({why}).",
+                        "run it where an NVIDIA GPU and its driver are present, or set gpus: 0.",
+                    )
+                ],
+            )
         return result.caveat
 
     def new_run(self, plan: BenchPlan) -> BenchRun:
         forced = self.config.getoption("bench_run_id")
         if forced and self.runs:
-            raise ConfigError(plan.path, [("", f"--bench-run-id {forced} names one run, but this "
-                                           "session collects a second benchmark file.",
-                                           "run one benchmark file per session with it.")])
+            raise ConfigError(
+                plan.path,
+                [
+                    (
+                        "",
+                        f"--bench-run-id {forced} names one run, but this "
+                        "session collects a second benchmark file.",
+                        "run one benchmark file per session with it.",
+                    )
+                ],
+            )
         run_id = forced or new_run_id(plan.config.name, self.token)
         baseline = self.config.getoption("bench_baseline")
         if baseline:
-            self._baselines[run_id] = check_baseline(self.home, baseline, plan.config, plan.path,
-                                                     exclude=run_id)
+            self._baselines[run_id] = check_baseline(
+                self.home, baseline, plan.config, plan.path, exclude=run_id
+            )
         run = BenchRun(plan=plan, home=self.home, run_id=run_id)
         self.runs.append(run)
         return run
@@ -133,8 +168,9 @@ class BenchSession:
             return None
         known = self._baselines.get(run.run_id)
         if known is None:
-            known = check_baseline(self.home, ref, run.plan.config, run.plan.path,
-                                   exclude=run.run_id)
+            known = check_baseline(
+                self.home, ref, run.plan.config, run.plan.path, exclude=run.run_id
+            )
         return known
 
     # -- collection -----------------------------------------------------------------------
@@ -186,12 +222,17 @@ class BenchSession:
         plan = run.plan
         folder = plan.path.parent.resolve()
         inputs = {path for node in plan.preps.values() for path in node.inputs}
-        inputs |= {trial.cwd / render(text, {**trial.params, "seed": trial.seed}, quote=False)
-                   for trial in plan.trials for text in trial.stage.inputs}
-        code = default_code(folder, [(folder / path).resolve() for path in plan.config.code],
-                            inputs)
-        return collect_fingerprint(code, plan.config.env_vars,
-                                   exclude=[self.home, plan.path.resolve()], origin=folder)
+        inputs |= {
+            trial.cwd / render(text, {**trial.params, "seed": trial.seed}, quote=False)
+            for trial in plan.trials
+            for text in trial.stage.inputs
+        }
+        code = default_code(
+            folder, [(folder / path).resolve() for path in plan.config.code], inputs
+        )
+        return collect_fingerprint(
+            code, plan.config.env_vars, exclude=[self.home, plan.path.resolve()], origin=folder
+        )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
@@ -209,11 +250,16 @@ class BenchSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
         report = yield
-        if (isinstance(item, BenchItem) and call.when == "setup" and report.failed
-                and call.excinfo is not None):
+        if (
+            isinstance(item, BenchItem)
+            and call.when == "setup"
+            and report.failed
+            and call.excinfo is not None
+        ):
             # A fixture or the engine itself broke before the trial could run: still a record.
-            record = item.run.blank_trial(item.spec, "failed",
-                                          f"setup failed: {call.excinfo.exconly()}")
+            record = item.run.blank_trial(
+                item.spec, "failed", f"setup failed: {call.excinfo.exconly()}"
+            )
             record["ended"] = utc_now()
             self.finish_trial(item.run, record)
         return report
@@ -226,8 +272,9 @@ class BenchSession:
         if not (run.stop_reason or run.decided):
             # An xdist worker sees every worker's trials in the shared journal.
             trials = run.trials if self.worker_id is None else read_journal(run.dir)
-            run.decided = judge.sequential_stop(run, trials,
-                                                self._looked.setdefault(run.run_id, set()))
+            run.decided = judge.sequential_stop(
+                run, trials, self._looked.setdefault(run.run_id, set())
+            )
 
     def _budget_spent(self, run: BenchRun) -> str | None:
         budget = run.plan.config.budget
@@ -270,7 +317,8 @@ class BenchSession:
         if self.worker_id is None and fail_on and session.exitstatus == pytest.ExitCode.OK:
             outcomes = {judge.ci_gate(run)["outcome"] for run in self.runs if run.ended}
             if ("regression" in fail_on and "regressed" in outcomes) or (
-                    "unjudged" in fail_on and "unjudged" in outcomes):
+                "unjudged" in fail_on and "unjudged" in outcomes
+            ):
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return result
 
@@ -279,13 +327,18 @@ class BenchSession:
         done = {t["id"] for t in run.trials}
         sequential = judge.sequential_outcome(run)
         run.decided = run.decided or (sequential.decided if sequential else None)
-        why = ("the session was interrupted" if self._interrupted
-               else run.stop_reason or run.decided or "the session ended before it ran")
-        run.trials += [run.blank_trial(spec, "not_run", why) for spec in run.planned
-                       if run.trial_id(spec) not in done]
+        why = (
+            "the session was interrupted"
+            if self._interrupted
+            else run.stop_reason or run.decided or "the session ended before it ran"
+        )
+        run.trials += [
+            run.blank_trial(spec, "not_run", why)
+            for spec in run.planned
+            if run.trial_id(spec) not in done
+        ]
         cut_short = self._interrupted or any(t["status"] == "interrupted" for t in run.trials)
-        run.state = ("interrupted" if cut_short
-                     else "halted" if run.stop_reason else "complete")
+        run.state = "interrupted" if cut_short else "halted" if run.stop_reason else "complete"
         run.ended = utc_now()
         run.summarize()
         judge.judge_run(run, sequential, self.baseline_of(run))
@@ -297,8 +350,9 @@ class BenchSession:
         if not finished:
             return
         terminalreporter.section("benchmark summary")
-        gated = bool(self.config.getoption("bench_baseline")
-                     or self.config.getoption("bench_fail_on"))
+        gated = bool(
+            self.config.getoption("bench_baseline") or self.config.getoption("bench_fail_on")
+        )
         for run in finished:
             gate = judge.ci_gate(run) if gated else None
             for line in terminal_lines(run, gate):
@@ -309,8 +363,15 @@ class BenchSession:
 def hand_over(run: BenchRun, worker_id: str) -> None:
     """An xdist worker's part of a run, for the controller to merge: its trials are already in
     the shared journal; this adds the preps it saw, its caveats and its host's fingerprint."""
-    part = {"worker": worker_id, "host": host_id(), "started": run.started, "ended": utc_now(),
-            "preps": run.preps, "caveats": run.caveats, "fingerprint": run.fingerprint}
+    part = {
+        "worker": worker_id,
+        "host": host_id(),
+        "started": run.started,
+        "ended": utc_now(),
+        "preps": run.preps,
+        "caveats": run.caveats,
+        "fingerprint": run.fingerprint,
+    }
     atomic_write(run.dir / "workers" / f"{worker_id}.json", json.dumps(part, default=str))
 
 
@@ -327,4 +388,3 @@ def default_home(config: pytest.Config) -> Path:
     env = os.environ.get("BENCHMARK_HOME")
     base = config.invocation_params.dir
     return (base / env).resolve() if env else (base / "benchmark_data").resolve()
-

@@ -126,21 +126,39 @@ class StageRun:
 
     def as_record(self) -> dict[str, Any]:
         """The run for a trial or prep record; ``stdout``/``stderr`` name only files written."""
-        logs = {key: str(log.path) for key, log in (("stdout", self.stdout_log),
-                                                     ("stderr", self.stderr_log)) if log.written}
-        return {"exit_code": self.exit_code, "wall_s": round(self.wall_s, 6),
-                "cpu_s": round(self.cpu_s, 6), "peak_rss_mb": round(self.peak_rss_mb, 3),
-                "started": self.started, "ended": self.ended, **logs,
-                **({"guard_events": self.guard_events} if self.guard_events else {}),
-                **({"gpus": self.gpus, "peak_vram_mb": self.peak_vram_mb} if self.gpus else {})}
+        logs = {
+            key: str(log.path)
+            for key, log in (("stdout", self.stdout_log), ("stderr", self.stderr_log))
+            if log.written
+        }
+        return {
+            "exit_code": self.exit_code,
+            "wall_s": round(self.wall_s, 6),
+            "cpu_s": round(self.cpu_s, 6),
+            "peak_rss_mb": round(self.peak_rss_mb, 3),
+            "started": self.started,
+            "ended": self.ended,
+            **logs,
+            **({"guard_events": self.guard_events} if self.guard_events else {}),
+            **({"gpus": self.gpus, "peak_vram_mb": self.peak_vram_mb} if self.gpus else {}),
+        }
 
 
-def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], log_dir: Path,
-              timeout_s: float | None = None, mem_ceiling_mb: float | None = None,
-              cgroup: CgroupMemory | None = None,
-              progress: Callable[[float, float], None] | None = None,
-              progress_every_s: float = DEFAULT_PROGRESS_S, gpus: Sequence[int] = (),
-              vram_ceiling_mb: float = 0) -> StageRun:
+def run_stage(
+    stage: str,
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    log_dir: Path,
+    timeout_s: float | None = None,
+    mem_ceiling_mb: float | None = None,
+    cgroup: CgroupMemory | None = None,
+    progress: Callable[[float, float], None] | None = None,
+    progress_every_s: float = DEFAULT_PROGRESS_S,
+    gpus: Sequence[int] = (),
+    vram_ceiling_mb: float = 0,
+) -> StageRun:
     """Run ``command`` to completion (or its timeout, or a guard kill) and report how it went.
 
     The memory guard watches the stage's tree against ``mem_ceiling_mb`` and the enclosing
@@ -159,8 +177,17 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
     vram = None
     try:
         guard.begin()
-        vram = VramGuard(process_tree(pid), gpus, vram_ceiling_mb, stage,
-                         on_breach=lambda: _kill_leftovers(pid)).start() if gpus else None
+        vram = (
+            VramGuard(
+                process_tree(pid),
+                gpus,
+                vram_ceiling_mb,
+                stage,
+                on_breach=lambda: _kill_leftovers(pid),
+            ).start()
+            if gpus
+            else None
+        )
         timed_out = _Waiter(pid, pipes).wait(guard, t0, timeout_s, progress, progress_every_s)
         wall = time.perf_counter() - t0
         _, status, usage = _wait4(pid)
@@ -177,13 +204,24 @@ def run_stage(stage: str, command: str, *, cwd: Path, env: Mapping[str, str], lo
     events = [report.event.as_record()] if report.event else []
     if vram_report and vram_report.event:
         events.append(vram_report.event)
-    return StageRun(stage=stage, command=command, cwd=str(cwd),
-                    exit_code=os.waitstatus_to_exitcode(status),
-                    wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
-                    peak_rss_mb=report.peak_rss_mb, started=started, ended=utc_now(),
-                    stdout_log=out, stderr_log=err, timed_out=timed_out,
-                    guard_events=events, guard_samples=report.n_samples, gpus=list(gpus),
-                    peak_vram_mb=vram_report.peak_vram_mb if vram_report else None)
+    return StageRun(
+        stage=stage,
+        command=command,
+        cwd=str(cwd),
+        exit_code=os.waitstatus_to_exitcode(status),
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        peak_rss_mb=report.peak_rss_mb,
+        started=started,
+        ended=utc_now(),
+        stdout_log=out,
+        stderr_log=err,
+        timed_out=timed_out,
+        guard_events=events,
+        guard_samples=report.n_samples,
+        gpus=list(gpus),
+        peak_vram_mb=vram_report.peak_vram_mb if vram_report else None,
+    )
 
 
 def _spawn(command: str, cwd: Path, env: Mapping[str, str]) -> tuple[int, int, int]:
@@ -202,11 +240,20 @@ def _spawn(command: str, cwd: Path, env: Mapping[str, str]) -> tuple[int, int, i
     stderr_read, stderr_write = _pipe()
     stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        actions = [(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, stdout_write, 1),
-                   (os.POSIX_SPAWN_DUP2, stderr_write, 2)]
+        actions = [
+            (os.POSIX_SPAWN_DUP2, stdin, 0),
+            (os.POSIX_SPAWN_DUP2, stdout_write, 1),
+            (os.POSIX_SPAWN_DUP2, stderr_write, 2),
+        ]
         actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()]
-        pid = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", script, "/bin/sh", os.fspath(cwd)], env,
-                             file_actions=actions, setsid=True, setsigdef=_DEFAULT_SIGNALS)
+        pid = os.posix_spawn(
+            "/bin/sh",
+            ["/bin/sh", "-c", script, "/bin/sh", os.fspath(cwd)],
+            env,
+            file_actions=actions,
+            setsid=True,
+            setsigdef=_DEFAULT_SIGNALS,
+        )
     except BaseException:
         os.close(stdout_read)
         os.close(stderr_read)
@@ -219,8 +266,9 @@ def _spawn(command: str, cwd: Path, env: Mapping[str, str]) -> tuple[int, int, i
 
 #: Signals this process ignores (Python ignores SIGPIPE) that a stage must get with their
 #: default action, as ``subprocess`` restores them.
-_DEFAULT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ")
-                         if hasattr(signal, name))
+_DEFAULT_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, name)
+)
 
 
 def _pipe() -> tuple[int, int]:
@@ -298,8 +346,14 @@ class _Waiter:
             threading.Thread(target=wait_exit, name=f"stage-exit-{pid}", daemon=True).start()
             return read, lambda: os.close(read)
 
-    def wait(self, guard: MemoryGuard, t0: float, timeout_s: float | None,
-             progress: Callable[[float, float], None] | None, progress_every_s: float) -> bool:
+    def wait(
+        self,
+        guard: MemoryGuard,
+        t0: float,
+        timeout_s: float | None,
+        progress: Callable[[float, float], None] | None,
+        progress_every_s: float,
+    ) -> bool:
         """Block until the leader exits; returns whether its timeout stopped it."""
         next_sample = time.perf_counter()  # the first sample (of the leader alone) is due now
         next_tick = deadline = float("inf")

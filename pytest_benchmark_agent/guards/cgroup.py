@@ -53,7 +53,9 @@ class CgroupMemory:
 
     @classmethod
     def of_self(
-        cls, *, proc_root: str | os.PathLike[str] = "/proc",
+        cls,
+        *,
+        proc_root: str | os.PathLike[str] = "/proc",
         cgroup_root: str | os.PathLike[str] = "/sys/fs/cgroup",
     ) -> CgroupMemory | None:
         """This process's memory cgroup, or None where no memory controller is mounted."""
@@ -61,7 +63,10 @@ class CgroupMemory:
 
     @classmethod
     def of_pid(
-        cls, pid: int | str, *, proc_root: str | os.PathLike[str] = "/proc",
+        cls,
+        pid: int | str,
+        *,
+        proc_root: str | os.PathLike[str] = "/proc",
         cgroup_root: str | os.PathLike[str] = "/sys/fs/cgroup",
     ) -> CgroupMemory | None:
         """The memory cgroup of ``pid`` from ``<proc_root>/<pid>/cgroup``; v1 wins in hybrid mode.
@@ -281,7 +286,10 @@ class ChildCgroup:
             procs.write(str(os.getpid()))
 
     def popen(
-        self, args: str | Sequence[str], *, preexec_fn: Callable[[], None] | None = None,
+        self,
+        args: str | Sequence[str],
+        *,
+        preexec_fn: Callable[[], None] | None = None,
         **kwargs: Any,
     ) -> subprocess.Popen[Any]:
         """Start a process inside the cgroup, so that all its memory is charged here."""

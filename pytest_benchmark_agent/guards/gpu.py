@@ -128,14 +128,16 @@ def gpu_probe() -> GpuProbe:
             devices = []
             for index in range(nv.nvmlDeviceGetCount()):
                 handle = nv.nvmlDeviceGetHandleByIndex(index)
-                devices.append(GpuInfo(
-                    index=index,
-                    uuid=nv.nvmlDeviceGetUUID(handle),
-                    name=nv.nvmlDeviceGetName(handle),
-                    memory_total_mb=round(nv.nvmlDeviceGetMemoryInfo(handle).total / _MB, 1),
-                    driver_version=driver,
-                    cuda_driver_version=cuda,
-                ))
+                devices.append(
+                    GpuInfo(
+                        index=index,
+                        uuid=nv.nvmlDeviceGetUUID(handle),
+                        name=nv.nvmlDeviceGetName(handle),
+                        memory_total_mb=round(nv.nvmlDeviceGetMemoryInfo(handle).total / _MB, 1),
+                        driver_version=driver,
+                        cuda_driver_version=cuda,
+                    )
+                )
     except nv.NVMLError as error:
         return GpuProbe(devices=None, reason=_why(error))
     return GpuProbe(devices=devices, reason=None)
@@ -160,8 +162,9 @@ def _allowed(env: dict[str, str], devices: list[GpuInfo]) -> list[GpuInfo]:
     return [d for d in devices if str(d.index) in wanted or d.uuid in wanted]
 
 
-def pin_devices(requested: int, env: dict[str, str], *, vram_mb: float = 0,
-                field: str = "resources.gpus") -> tuple[list[int], dict[str, str]]:
+def pin_devices(
+    requested: int, env: dict[str, str], *, vram_mb: float = 0, field: str = "resources.gpus"
+) -> tuple[list[int], dict[str, str]]:
     """Choose ``requested`` devices, least used first, and return them with a pinned copy of env.
 
     The copy has ``CUDA_VISIBLE_DEVICES`` (the chosen NVML indices, ascending) and
@@ -182,15 +185,20 @@ def pin_devices(requested: int, env: dict[str, str], *, vram_mb: float = 0,
     if probe.devices is None:
         raise GpuUnavailable(
             f"{field}: {requested} GPU(s) requested but NVML is not available here "
-            f"({probe.reason}). Fix: run on a machine with an NVIDIA driver, or set {field}: 0.")
+            f"({probe.reason}). Fix: run on a machine with an NVIDIA driver, or set {field}: 0."
+        )
     candidates = _allowed(env, probe.devices)
     if len(candidates) < requested:
         seen = ", ".join(f"{d.index}: {d.name}" for d in candidates) or "none"
-        limit = (f" (CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']!r} allows only these)"
-                 if "CUDA_VISIBLE_DEVICES" in env else "")
+        limit = (
+            f" (CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']!r} allows only these)"
+            if "CUDA_VISIBLE_DEVICES" in env
+            else ""
+        )
         raise GpuUnavailable(
             f"{field}: {requested} GPU(s) requested but {len(candidates)} available "
-            f"[{seen}]{limit}. Fix: lower {field} to at most {len(candidates)}.")
+            f"[{seen}]{limit}. Fix: lower {field} to at most {len(candidates)}."
+        )
     with _session() as nv:
         load = {d.index: _load(nv, d.index) for d in candidates}
     ranked = sorted(candidates, key=lambda d: load[d.index])
@@ -199,7 +207,8 @@ def pin_devices(requested: int, env: dict[str, str], *, vram_mb: float = 0,
     if vram_mb > total:
         raise GpuUnavailable(
             f"resources.vram_mb: {vram_mb:g} MB exceeds the {total:g} MB of the {requested} "
-            f"device(s) pinned. Fix: lower resources.vram_mb or raise {field}.")
+            f"device(s) pinned. Fix: lower resources.vram_mb or raise {field}."
+        )
     pinned["CUDA_VISIBLE_DEVICES"] = ",".join(str(d.index) for d in chosen)
     return [d.index for d in chosen], pinned
 
@@ -262,9 +271,15 @@ class VramGuard:
 
     max_series = 2000
 
-    def __init__(self, pids_provider: Callable[[], Iterable[int]], devices: Sequence[int],
-                 ceiling_mb: float, stage: str, on_breach: Callable[[], None],
-                 interval_s: float = 0.05):
+    def __init__(
+        self,
+        pids_provider: Callable[[], Iterable[int]],
+        devices: Sequence[int],
+        ceiling_mb: float,
+        stage: str,
+        on_breach: Callable[[], None],
+        interval_s: float = 0.05,
+    ):
         if interval_s <= 0:
             raise ValueError(f"VramGuard interval_s: {interval_s} must be > 0")
         self.pids_provider = pids_provider
@@ -294,17 +309,20 @@ class VramGuard:
         except nv.NVMLError as error:
             raise GpuUnavailable(
                 f"stage '{self.stage}': cannot watch its VRAM: {_why(error)}. Fix: run on a "
-                f"machine with an NVIDIA driver, or set resources.gpus: 0.") from error
+                f"machine with an NVIDIA driver, or set resources.gpus: 0."
+            ) from error
         try:
             self._handles = {i: nv.nvmlDeviceGetHandleByIndex(i) for i in self.devices}
-            self._baseline = {i: nv.nvmlDeviceGetMemoryInfo(h).used
-                              for i, h in self._handles.items()}
+            self._baseline = {
+                i: nv.nvmlDeviceGetMemoryInfo(h).used for i, h in self._handles.items()
+            }
         except nv.NVMLError:
             nv.nvmlShutdown()
             raise
         self._t0 = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=f"vram-guard:{self.stage}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"vram-guard:{self.stage}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -322,13 +340,18 @@ class VramGuard:
                 self._guarded_sample()
             self._nv.nvmlShutdown()
         if self._error is not None:
-            raise RuntimeError(f"VRAM guard for stage {self.stage!r} stopped watching: "
-                               f"{self._error!r}") from self._error
+            raise RuntimeError(
+                f"VRAM guard for stage {self.stage!r} stopped watching: {self._error!r}"
+            ) from self._error
         if self._event is not None:
             self._event.update(peak_mb=round(self._peak, 1), series=self._series)
-        return VramReport(stage=self.stage, peak_vram_mb=round(self._peak, 1),
-                          event=self._event, n_samples=self._samples,
-                          attribution=self._attribution)
+        return VramReport(
+            stage=self.stage,
+            peak_vram_mb=round(self._peak, 1),
+            event=self._event,
+            n_samples=self._samples,
+            attribution=self._attribution,
+        )
 
     def _run(self) -> None:
         while not self._stop.is_set() and self._guarded_sample():
@@ -364,8 +387,10 @@ class VramGuard:
         used_mb = by_pid / _MB
         if by_pid == 0 and unattributable:
             self._attribution = "device"
-            grown = sum(max(0, nv.nvmlDeviceGetMemoryInfo(h).used - self._baseline[i])
-                        for i, h in self._handles.items())
+            grown = sum(
+                max(0, nv.nvmlDeviceGetMemoryInfo(h).used - self._baseline[i])
+                for i, h in self._handles.items()
+            )
             used_mb = grown / _MB
         self._record(used_mb)
         return used_mb
@@ -378,10 +403,13 @@ class VramGuard:
             self._series = self._series[::2]
         if self.ceiling_mb and used_mb > self.ceiling_mb and self._event is None:
             self._event = {
-                "kind": "vram", "stage": self.stage,
+                "kind": "vram",
+                "stage": self.stage,
                 "reason": f"VRAM {used_mb:.0f} MB above vram_mb {self.ceiling_mb:g}",
-                "peak_mb": round(self._peak, 1), "ceiling_mb": self.ceiling_mb,
-                "devices": self.devices, "attribution": self._attribution,
+                "peak_mb": round(self._peak, 1),
+                "ceiling_mb": self.ceiling_mb,
+                "devices": self.devices,
+                "attribution": self._attribution,
                 "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
                 "series": self._series,
             }
@@ -397,8 +425,10 @@ def _processes(nv: Any, handle: Any) -> list[Any]:
     found: dict[int, Any] = {}
     mismatch = getattr(nv, "NVMLLibraryMismatchError", nv.NVMLError_FunctionNotFound)  # 13.x
     for kind in ("Compute", "Graphics"):
-        for name in (f"nvmlDeviceGet{kind}RunningProcesses",
-                     f"nvmlDeviceGet{kind}RunningProcesses_v2"):
+        for name in (
+            f"nvmlDeviceGet{kind}RunningProcesses",
+            f"nvmlDeviceGet{kind}RunningProcesses_v2",
+        ):
             try:
                 listed = getattr(nv, name)(handle)
             except (mismatch, nv.NVMLError_FunctionNotFound):
@@ -454,5 +484,6 @@ def cost_usd(gpu_hours: float, price_per_gpu_hour: float) -> float:
     if gpu_hours < 0 or price_per_gpu_hour < 0:
         raise ValueError(
             f"cost_usd: gpu_hours ({gpu_hours}) and resources.price_per_gpu_hour "
-            f"({price_per_gpu_hour}) must be >= 0")
+            f"({price_per_gpu_hour}) must be >= 0"
+        )
     return gpu_hours * price_per_gpu_hour

@@ -281,8 +281,9 @@ def _limited_lineage(cgroup: CgroupMemory) -> list[tuple[CgroupMemory, int]]:
     now = time.monotonic()
     seen = _limits_seen.get(cgroup.path)
     if seen is None or now - seen[0] > LIMITS_TTL_S:
-        limited = [(node, limit) for node in cgroup.lineage()
-                   if (limit := node.limit_bytes()) is not None]
+        limited = [
+            (node, limit) for node in cgroup.lineage() if (limit := node.limit_bytes()) is not None
+        ]
         seen = _limits_seen[cgroup.path] = (now, limited)
     return seen[1]
 
@@ -368,8 +369,8 @@ class MemoryGuard:
             return []
         levels = []
         for node, limit in _limited_lineage(self.cgroup):
-            margin_mb = self._margin_mb if self._margin_mb is not None else max(
-                64.0, 0.02 * limit / MIB
+            margin_mb = (
+                self._margin_mb if self._margin_mb is not None else max(64.0, 0.02 * limit / MIB)
             )
             levels.append(_CgroupLevel(node, limit, int(margin_mb * MIB)))
         return levels
@@ -502,8 +503,11 @@ class MemoryGuard:
             room = min(room, float(level.line - usage))
             if reason is None and rss > 0 and level.over_line(usage):
                 reason, binding = REASON_CGROUP, (level, usage)
-        point = [round(now, 3), round(rss / MIB, 1),
-                 None if binding is None else round(binding[1] / MIB, 1)]
+        point = [
+            round(now, 3),
+            round(rss / MIB, 1),
+            None if binding is None else round(binding[1] / MIB, 1),
+        ]
         if reason is not None:
             self._breach(tree, reason, point, binding)
             return None
@@ -515,7 +519,10 @@ class MemoryGuard:
         return min(self._max, max(self._min, room / rate))
 
     def _breach(
-        self, tree: _ProcessTree, reason: str, point: list[float | None],
+        self,
+        tree: _ProcessTree,
+        reason: str,
+        point: list[float | None],
         binding: tuple[_CgroupLevel, int] | None,
     ) -> None:
         at = _utc_now()

@@ -94,26 +94,44 @@ class RecordView:
         results = load_results(run_dir)
         frozen_path = run_dir / "config.yaml"
         frozen = (load_yaml(frozen_path) or {}) if frozen_path.is_file() else {}
-        return cls(run_id=run_dir.name, name=results.get("name") or "",
-                   tag=results.get("tag") or "EXPLORATORY", state=results.get("state") or "",
-                   control=str(results.get("control")),
-                   treatments=[str(t) for t in results.get("treatments") or []],
-                   config=frozen.get("config") or {}, fingerprint=frozen.get("fingerprint") or {},
-                   trials=list(results.get("trials") or []),
-                   summary=results.get("summary") or {}, verdicts=results.get("verdicts") or {},
-                   caveats=list(results.get("caveats") or []) + flag_texts(results),
-                   started=results.get("started"), ended=results.get("ended"),
-                   config_hash=results.get("config_hash"))
+        return cls(
+            run_id=run_dir.name,
+            name=results.get("name") or "",
+            tag=results.get("tag") or "EXPLORATORY",
+            state=results.get("state") or "",
+            control=str(results.get("control")),
+            treatments=[str(t) for t in results.get("treatments") or []],
+            config=frozen.get("config") or {},
+            fingerprint=frozen.get("fingerprint") or {},
+            trials=list(results.get("trials") or []),
+            summary=results.get("summary") or {},
+            verdicts=results.get("verdicts") or {},
+            caveats=list(results.get("caveats") or []) + flag_texts(results),
+            started=results.get("started"),
+            ended=results.get("ended"),
+            config_hash=results.get("config_hash"),
+        )
 
     @classmethod
     def of_run(cls, run: Any) -> RecordView:
         """A live :class:`~.run.BenchRun` (typed loosely: this module sits below run's users)."""
-        return cls(run_id=run.run_id, name=run.name, tag=run.tag, state=run.state,
-                   control=run.control, treatments=run.treatment_labels,
-                   config=run.plan.config.model_dump(mode="json", exclude_none=True),
-                   fingerprint=run.fingerprint, trials=run.trials, summary=run.summary,
-                   verdicts=run.verdicts, caveats=run.caveats, started=run.started,
-                   ended=run.ended, config_hash=run.config_hash)
+        return cls(
+            run_id=run.run_id,
+            name=run.name,
+            tag=run.tag,
+            state=run.state,
+            control=run.control,
+            treatments=run.treatment_labels,
+            config=run.plan.config.model_dump(mode="json", exclude_none=True),
+            fingerprint=run.fingerprint,
+            trials=run.trials,
+            summary=run.summary,
+            verdicts=run.verdicts,
+            caveats=run.caveats,
+            started=run.started,
+            ended=run.ended,
+            config_hash=run.config_hash,
+        )
 
     def model(self) -> BenchmarkConfig:
         return BenchmarkConfig.model_validate(self.config)
@@ -133,17 +151,22 @@ class RecordView:
 
 def flag_texts(results: Mapping[str, Any]) -> list[str]:
     """The flags a reclassification of a run this one cited left on its record, as caveats."""
-    return [f"flagged: it cited {flag.get('run')}, since reclassified {flag.get('to')} "
-            f"({flag.get('why')})" for flag in results.get("flags") or []]
+    return [
+        f"flagged: it cited {flag.get('run')}, since reclassified {flag.get('to')} "
+        f"({flag.get('why')})"
+        for flag in results.get("flags") or []
+    ]
 
 
 def primary_metrics(specs: Mapping[str, Any]) -> list[str]:
     """The metrics a run is judged on: its primaries, else every lower/higher metric."""
     return [m for m, s in specs.items() if s.primary] or [
-        m for m, s in specs.items() if s.direction != "equal"]
+        m for m, s in specs.items() if s.direction != "equal"
+    ]
 
 
 # -- which run a REF names ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Resolution:
@@ -160,8 +183,16 @@ class Resolution:
         return self.run_dir.name if self.run_dir is not None else None
 
 
-def resolve_ref(home: Path, ref: str, name: str | None, repo: Path, *, exclude: str | None = None,
-                key: str | None = None, strict: bool = True) -> Resolution:
+def resolve_ref(
+    home: Path,
+    ref: str,
+    name: str | None,
+    repo: Path,
+    *,
+    exclude: str | None = None,
+    key: str | None = None,
+    strict: bool = True,
+) -> Resolution:
     """The run ``ref`` names, from the ``index.json`` entries of ``home`` alone.
 
     In order: a run id or a unique prefix of one (only that run's entry is read); ``latest``
@@ -180,41 +211,65 @@ def resolve_ref(home: Path, ref: str, name: str | None, repo: Path, *, exclude: 
         names = []
     prefixed = [n for n in names if n == ref] or [n for n in names if n.startswith(ref)]
     if ref != "latest" and len(prefixed) == 1:
-        return _named(ref, runs / prefixed[0], "run id" if prefixed[0] == ref
-                      else "run id prefix", strict)
+        return _named(
+            ref, runs / prefixed[0], "run id" if prefixed[0] == ref else "run id prefix", strict
+        )
     entries = index_entries(home)
     if exclude is not None:
         entries = [(run_dir, entry) for run_dir, entry in entries if run_dir.name != exclude]
     if ref == "latest":
         pool = [(d, e) for d, e in entries if name is None or e.get("name") == name]
-        return _newest(ref, pool, "latest", key, f"no finished run of {_which(name)} that may "
-                       f"be a baseline in {runs}", "run the benchmark once first (in CI: on the "
-                       "base branch, keeping or importing its data home)")
+        return _newest(
+            ref,
+            pool,
+            "latest",
+            key,
+            f"no finished run of {_which(name)} that may be a baseline in {runs}",
+            "run the benchmark once first (in CI: on the "
+            "base branch, keeping or importing its data home)",
+        )
     commit, why = git_commit(repo, ref)
     if commit is not None:
         how = f"git revision {commit[:7]}"
-        pool = [(d, e) for d, e in entries if (name is None or e.get("name") == name)
-                and (e.get("code") or {}).get("commit") == commit]
+        pool = [
+            (d, e)
+            for d, e in entries
+            if (name is None or e.get("name") == name)
+            and (e.get("code") or {}).get("commit") == commit
+        ]
         clean = [(d, e) for d, e in pool if not (e.get("code") or {}).get("dirty")]
         mine = [e for _, e in entries if name is None or e.get("name") == name]
         dirty = len(pool) - len(clean)
         unknown = sum(1 for e in mine if not (e.get("code") or {}).get("commit"))
-        searched = (f"`{ref}` is git commit {commit[:7]} (in {repo}), but no finished run of "
-                    f"{_which(name)} measured it with a clean tree in {runs} ({len(mine)} run(s) "
-                    f"of it recorded: {len(mine) - len(pool) - unknown} at other commits, "
-                    f"{dirty} at it with a dirty tree, {unknown} without a recorded commit)")
-        return _newest(ref, clean, how, key, searched, "run `pytest --bench` at that commit "
-                       "first (in CI: on the base branch, keeping or importing its data home), "
-                       "or name a run id (benchmark-agent history lists them)")
+        searched = (
+            f"`{ref}` is git commit {commit[:7]} (in {repo}), but no finished run of "
+            f"{_which(name)} measured it with a clean tree in {runs} ({len(mine)} run(s) "
+            f"of it recorded: {len(mine) - len(pool) - unknown} at other commits, "
+            f"{dirty} at it with a dirty tree, {unknown} without a recorded commit)"
+        )
+        return _newest(
+            ref,
+            clean,
+            how,
+            key,
+            searched,
+            "run `pytest --bench` at that commit "
+            "first (in CI: on the base branch, keeping or importing its data home), "
+            "or name a run id (benchmark-agent history lists them)",
+        )
     if len(prefixed) > 1:
         shown = ", ".join(prefixed[:3])
-        problem = (f"`{ref}` is a prefix of {len(prefixed)} run ids ({shown}, ...) in {runs}; "
-                   "fix: give more of the id")
+        problem = (
+            f"`{ref}` is a prefix of {len(prefixed)} run ids ({shown}, ...) in {runs}; "
+            "fix: give more of the id"
+        )
     else:
-        problem = (f"`{ref}` is no run id or unique prefix of one among {len(names)} recorded "
-                   f"run(s) in {runs}, not `latest`, and no git revision of {repo} ({why}); fix: "
-                   "give a run id (benchmark-agent history lists them), `latest`, or a commit, "
-                   "branch or tag of that repository")
+        problem = (
+            f"`{ref}` is no run id or unique prefix of one among {len(names)} recorded "
+            f"run(s) in {runs}, not `latest`, and no git revision of {repo} ({why}); fix: "
+            "give a run id (benchmark-agent history lists them), `latest`, or a commit, "
+            "branch or tag of that repository"
+        )
     return Resolution(ref, None, "not found", problem)
 
 
@@ -229,26 +284,42 @@ def _named(ref: str, run_dir: Path, how: str, strict: bool) -> Resolution:
     state, tag = (entry or {}).get("state"), (entry or {}).get("tag")
     problem = None
     if strict and (entry is None or state not in FINISHED):
-        problem = (f"run {run_dir.name} is {state or 'unfinished (no index.json)'}, not "
-                   "finished, so it cannot be a baseline; fix: wait for it to end, or name a "
-                   "finished run")
+        problem = (
+            f"run {run_dir.name} is {state or 'unfinished (no index.json)'}, not "
+            "finished, so it cannot be a baseline; fix: wait for it to end, or name a "
+            "finished run"
+        )
     elif strict and tag not in BASELINE_TAGS:
-        problem = (f"run {run_dir.name} is {tag} (a gate failed in it) and cannot be a baseline; "
-                   "fix: name a RELIABLE, QUALIFIED or EXPLORATORY run (benchmark-agent history)")
+        problem = (
+            f"run {run_dir.name} is {tag} (a gate failed in it) and cannot be a baseline; "
+            "fix: name a RELIABLE, QUALIFIED or EXPLORATORY run (benchmark-agent history)"
+        )
     return Resolution(ref, run_dir, how, problem)
 
 
-def _newest(ref: str, pool: list[tuple[Path, Mapping[str, Any]]], how: str, key: str | None,
-            searched: str, fix: str) -> Resolution:
+def _newest(
+    ref: str,
+    pool: list[tuple[Path, Mapping[str, Any]]],
+    how: str,
+    key: str | None,
+    searched: str,
+    fix: str,
+) -> Resolution:
     """The newest run of ``pool`` that may be a baseline, one sharing ``key`` first; else a
     Resolution saying what was searched (and what was found but refused) and the fix."""
-    usable = [(d, e) for d, e in pool
-              if e.get("state") in FINISHED and e.get("tag") in BASELINE_TAGS]
+    usable = [
+        (d, e) for d, e in pool if e.get("state") in FINISHED and e.get("tag") in BASELINE_TAGS
+    ]
     if not usable:
         refused = len(pool)
-        return Resolution(ref, None, how, f"{searched}"
-                          + (f"; {refused} matching run(s) unfinished or UNRELIABLE" if refused
-                             else "") + f"; fix: {fix}")
+        return Resolution(
+            ref,
+            None,
+            how,
+            f"{searched}"
+            + (f"; {refused} matching run(s) unfinished or UNRELIABLE" if refused else "")
+            + f"; fix: {fix}",
+        )
     same = [(d, e) for d, e in usable if key is not None and e.get("comparison_key") == key]
 
     def order(item: tuple[Path, Mapping[str, Any]]) -> tuple[str, str]:
@@ -263,20 +334,33 @@ def git_commit(repo: Path, ref: str) -> tuple[str | None, str]:
         return None, "a revision never starts with '-'"
     env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
     try:
-        done = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet",
-                               f"{ref}^{{commit}}"], capture_output=True, text=True, env=env,
-                              timeout=30)
+        done = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"git could not run: {exc}"
     if done.returncode == 0 and done.stdout.strip():
         return done.stdout.strip(), ""
-    inside = subprocess.run(["git", "-C", str(repo), "rev-parse", "--git-dir"],
-                            capture_output=True, env=env, timeout=30).returncode == 0
-    return None, ("git rev-parse knows no such commit" if inside
-                  else "that folder is in no git repository")
+    inside = (
+        subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--git-dir"],
+            capture_output=True,
+            env=env,
+            timeout=30,
+        ).returncode
+        == 0
+    )
+    return None, (
+        "git rev-parse knows no such commit" if inside else "that folder is in no git repository"
+    )
 
 
 # -- gate 1 on frozen configs ---------------------------------------------------------------------
+
 
 def config_differences(this: BenchmarkConfig, other: BenchmarkConfig) -> list[tuple[str, str, str]]:
     """``(field, this value, other value)`` for everything but the treatment values that differs."""
@@ -294,8 +378,9 @@ def config_differences(this: BenchmarkConfig, other: BenchmarkConfig) -> list[tu
     others = {s.name: s.model_dump(mode="json", exclude_none=True) for s in other.stages}
     for name in sorted({*stages, *others}):
         if stages.get(name) != others.get(name):
-            out.append((f"stages ({name})", _stage_text(stages.get(name)),
-                        _stage_text(others.get(name))))
+            out.append(
+                (f"stages ({name})", _stage_text(stages.get(name)), _stage_text(others.get(name)))
+            )
     if this.seeds != other.seeds:
         out.append(("seeds", str(this.seeds), str(other.seeds)))
     return out
@@ -309,37 +394,52 @@ def _stage_text(stage: dict[str, Any] | None) -> str:
     return "(no such stage)" if stage is None else repr(stage.get("cmd"))
 
 
-def check_baseline(home: Path, ref: str, config: BenchmarkConfig, path: Path,
-                   exclude: str | None = None) -> Resolution:
+def check_baseline(
+    home: Path, ref: str, config: BenchmarkConfig, path: Path, exclude: str | None = None
+) -> Resolution:
     """Gate 1 for ``--bench-baseline``: which run REF names (looked up in the repository of the
     benchmark file), and a collection error when that run's frozen config differs in more than
     the treatment variable's values. A REF naming nothing is returned with its problem: the
     run goes on and its CI gate is unjudged."""
-    resolution = resolve_ref(home, ref, config.name, path.parent, exclude=exclude,
-                             key=comparison_key(config))
+    resolution = resolve_ref(
+        home, ref, config.name, path.parent, exclude=exclude, key=comparison_key(config)
+    )
     if resolution.run_dir is None or resolution.problem:
         return resolution
     view = RecordView.load(resolution.run_dir)
     try:
         other = view.model()
     except ValueError as exc:
-        raise ConfigError(path, [("--bench-baseline", f"the frozen config of {view.run_id} "
-                                  f"({ref}) no longer validates ({exc}).", "choose a baseline "
-                                  "recorded by this version.")]) from None
+        raise ConfigError(
+            path,
+            [
+                (
+                    "--bench-baseline",
+                    f"the frozen config of {view.run_id} ({ref}) no longer validates ({exc}).",
+                    "choose a baseline recorded by this version.",
+                )
+            ],
+        ) from None
     variable = treatment_variable(config)
     may = f"the treatment variable ('{variable}') and the code" if variable else "the code"
     named = view.run_id if ref == view.run_id else f"{view.run_id} ({ref})"
-    problems = [(name, f"is {mine} here but {theirs} in baseline {named}: a baseline may "
-                 f"differ in {may} only.",
-                 "use the baseline's value (e.g. --bench-set for a param) or choose a baseline "
-                 "recorded with this one.")
-                for name, mine, theirs in config_differences(config, other)]
+    problems = [
+        (
+            name,
+            f"is {mine} here but {theirs} in baseline {named}: a baseline may "
+            f"differ in {may} only.",
+            "use the baseline's value (e.g. --bench-set for a param) or choose a baseline "
+            "recorded with this one.",
+        )
+        for name, mine, theirs in config_differences(config, other)
+    ]
     if problems:
         raise ConfigError(path, problems)
     return resolution
 
 
 # -- gate 2 across runs ---------------------------------------------------------------------------
+
 
 def fingerprint_diff(reference: RecordView, subject: RecordView) -> FingerprintDiff:
     uses_gpu = reference.uses_gpu() or subject.uses_gpu()
@@ -356,8 +456,12 @@ def _code_key(identity: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
     if not identity:
         return None
     if identity.get("vcs") == "git":
-        return ("git", identity.get("commit"), bool(identity.get("dirty")),
-                identity.get("diff_hash"))
+        return (
+            "git",
+            identity.get("commit"),
+            bool(identity.get("dirty")),
+            identity.get("diff_hash"),
+        )
     return ("content", identity.get("content_hash"))
 
 
@@ -376,14 +480,17 @@ def sides(reference: RecordView, subject: RecordView) -> str:
     return f"{reference.code} -> {subject.code}"
 
 
-def cross_verdicts(subject: RecordView, reference: RecordView, specs: Mapping[str, Any],
-                   refusal: str | None = None) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def cross_verdicts(
+    subject: RecordView, reference: RecordView, specs: Mapping[str, Any], refusal: str | None = None
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Every treatment of ``subject`` against ``reference`` (its same treatment, else its
     control), per metric; all ``not_comparable`` with ``refusal`` when gate 2 refused."""
     from pytest_benchmark_agent.stats import analysis  # scipy: imported only when runs are compared
 
-    against = {label: label if label in reference.treatments else reference.control
-               for label in subject.treatments}
+    against = {
+        label: label if label in reference.treatments else reference.control
+        for label in subject.treatments
+    }
     verdicts: dict[str, dict[str, Any]] = {metric: {} for metric in specs}
     caveats: list[str] = []
     for ref_label in sorted(set(against.values())):
@@ -392,26 +499,30 @@ def cross_verdicts(subject: RecordView, reference: RecordView, specs: Mapping[st
         if refusal is not None:
             for metric in specs:
                 for label in labels:
-                    verdicts[metric][label] = {"verdict": "not_comparable", "reason": refusal,
-                                               "against": where}
+                    verdicts[metric][label] = {
+                        "verdict": "not_comparable",
+                        "reason": refusal,
+                        "against": where,
+                    }
             continue
         observations: dict[str, list[analysis.Observation]] = {}
         for metric in specs:
             obs = _observations(reference.trials, metric, {ref_label: _REFERENCE}, 0)
-            obs += _observations(subject.trials, metric, {label: label for label in labels},
-                                 _OFFSET)
+            obs += _observations(
+                subject.trials, metric, {label: label for label in labels}, _OFFSET
+            )
             observations[metric] = obs
         result = analysis.analyze_run(observations, specs, [_REFERENCE, *labels], _REFERENCE)
         for metric, per in result.verdicts.items():
             for label, verdict in per.items():
                 verdicts[metric][label] = {**verdict.as_record(), "against": where}
-        caveats += [c.replace(_REFERENCE, where) for c in result.caveats
-                    if _UNPAIRED_NOTE not in c]
+        caveats += [c.replace(_REFERENCE, where) for c in result.caveats if _UNPAIRED_NOTE not in c]
     return verdicts, caveats
 
 
-def _observations(trials: list[dict[str, Any]], metric: str, names: dict[str, str],
-                  offset: int) -> list[analysis.Observation]:
+def _observations(
+    trials: list[dict[str, Any]], metric: str, names: dict[str, str], offset: int
+) -> list[analysis.Observation]:
     """Passed trials' values of ``metric`` for the treatments in ``names`` (renamed)."""
     from pytest_benchmark_agent.stats import analysis  # scipy: imported only when runs are compared
 
@@ -428,6 +539,7 @@ def _observations(trials: list[dict[str, Any]], metric: str, names: dict[str, st
 
 
 # -- reproduction ---------------------------------------------------------------------------------
+
 
 @dataclass
 class Reproduction:
@@ -450,13 +562,22 @@ class Reproduction:
         return not self.problems and not self.limits
 
     def as_record(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "kind": self.kind, "ok": self.ok, "lines": self.lines,
-                "problems": self.problems, "tag": self.tag, "caveats": self.caveats,
-                "benign_differences": self.benign, "limits": self.limits}
+        return {
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "ok": self.ok,
+            "lines": self.lines,
+            "problems": self.problems,
+            "tag": self.tag,
+            "caveats": self.caveats,
+            "benign_differences": self.benign,
+            "limits": self.limits,
+        }
 
 
-def reproduction(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
-                 benign: list[str]) -> Reproduction:
+def reproduction(
+    this: RecordView, prior: RecordView, specs: Mapping[str, Any], benign: list[str]
+) -> Reproduction:
     """A faithful rerun (same frozen config and code): every primary verdict must be the same
     (a different one contradicts the prior run), and a decided effect must agree in size, its
     95% interval overlapping the prior one's or its ratio within ``reproduce_tolerance`` (else
@@ -472,9 +593,11 @@ def reproduction(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
                 continue
             mine = this.verdicts.get(metric, {}).get(label) or {}
             theirs = prior.verdicts.get(metric, {}).get(label) or {}
-            line = (f"`{metric}` [{label}]: {mine.get('verdict')} x{_num(mine.get('ratio'))} "
-                    f"here, {theirs.get('verdict')} x{_num(theirs.get('ratio'))} in "
-                    f"{prior.run_id}")
+            line = (
+                f"`{metric}` [{label}]: {mine.get('verdict')} x{_num(mine.get('ratio'))} "
+                f"here, {theirs.get('verdict')} x{_num(theirs.get('ratio'))} in "
+                f"{prior.run_id}"
+            )
             if mine.get("verdict") != theirs.get("verdict"):
                 problems.append(line)
                 lines.append(f"{line}: NOT reproduced")
@@ -483,21 +606,27 @@ def reproduction(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
             elif _within(mine.get("ratio"), theirs.get("ratio"), tolerance):
                 lines.append(f"{line}: reproduced (tolerance {tolerance:.0%})")
             elif _overlap(mine.get("ci"), theirs.get("ci")):
-                lines.append(f"{line}: reproduced (95% intervals {_interval(mine.get('ci'))} and "
-                             f"{_interval(theirs.get('ci'))} overlap)")
+                lines.append(
+                    f"{line}: reproduced (95% intervals {_interval(mine.get('ci'))} and "
+                    f"{_interval(theirs.get('ci'))} overlap)"
+                )
             else:
-                caveats.append(f"reproduced the verdict of {prior.run_id}, not its size: {line} "
-                               f"(95% intervals {_interval(mine.get('ci'))} and "
-                               f"{_interval(theirs.get('ci'))} apart, beyond "
-                               f"reproduce_tolerance {tolerance:.0%})")
-                lines.append(f"{line}: the verdict reproduced, the size did not (intervals "
-                             f"apart, beyond {tolerance:.0%})")
-    return Reproduction(prior.run_id, "reproduction", lines, problems, prior.tag, caveats,
-                        benign)
+                caveats.append(
+                    f"reproduced the verdict of {prior.run_id}, not its size: {line} "
+                    f"(95% intervals {_interval(mine.get('ci'))} and "
+                    f"{_interval(theirs.get('ci'))} apart, beyond "
+                    f"reproduce_tolerance {tolerance:.0%})"
+                )
+                lines.append(
+                    f"{line}: the verdict reproduced, the size did not (intervals "
+                    f"apart, beyond {tolerance:.0%})"
+                )
+    return Reproduction(prior.run_id, "reproduction", lines, problems, prior.tag, caveats, benign)
 
 
-def _rerun(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
-           benign: list[str]) -> Reproduction:
+def _rerun(
+    this: RecordView, prior: RecordView, specs: Mapping[str, Any], benign: list[str]
+) -> Reproduction:
     """One configuration, no verdict of its own: it reproduces the prior run when every primary
     metric is ``no_change`` against it with its 95% interval inside ``reproduce_tolerance``
     (evidence of agreement, not a shared miss: a ``no_change`` whose interval reaches beyond
@@ -508,12 +637,16 @@ def _rerun(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
     for metric in primary_metrics(specs):
         tolerance = specs[metric].reproduce_tolerance
         for label, v in verdicts.get(metric, {}).items():
-            line = (f"`{metric}` [{label}] against {v['against']}: {v['verdict']} "
-                    f"x{_num(v.get('ratio'))} {_interval(v.get('ci'))}")
+            line = (
+                f"`{metric}` [{label}] against {v['against']}: {v['verdict']} "
+                f"x{_num(v.get('ratio'))} {_interval(v.get('ci'))}"
+            )
             if v["verdict"] == "no_change" and not _inside(v.get("ci"), tolerance):
-                limits.append(f"too noisy to show that it reproduces {prior.run_id}: {line} "
-                              f"reaches beyond reproduce_tolerance {tolerance:.0%} (add "
-                              "replicates)")
+                limits.append(
+                    f"too noisy to show that it reproduces {prior.run_id}: {line} "
+                    f"reaches beyond reproduce_tolerance {tolerance:.0%} (add "
+                    "replicates)"
+                )
                 lines.append(f"{line}: not shown (the interval is wider than {tolerance:.0%})")
             elif v["verdict"] == "no_change":
                 lines.append(f"{line}: reproduced (no change, within {tolerance:.0%})")
@@ -523,8 +656,9 @@ def _rerun(this: RecordView, prior: RecordView, specs: Mapping[str, Any],
             else:
                 problems.append(f"{line}: the same config and code measured differently")
                 lines.append(f"{line}: NOT reproduced")
-    return Reproduction(prior.run_id, "reproduction", lines, problems, prior.tag,
-                        _carried(prior), benign, limits)
+    return Reproduction(
+        prior.run_id, "reproduction", lines, problems, prior.tag, _carried(prior), benign, limits
+    )
 
 
 def _inside(ci: Any, tolerance: float) -> bool:
@@ -541,8 +675,9 @@ def _interval(ci: Any) -> str:
     return f"[{_num(ci[0])}, {_num(ci[1])}]" if ci else "[-]"
 
 
-def anchor(this: RecordView, baseline: RecordView, specs: Mapping[str, Any],
-           benign: list[str]) -> Reproduction | None:
+def anchor(
+    this: RecordView, baseline: RecordView, specs: Mapping[str, Any], benign: list[str]
+) -> Reproduction | None:
     """Other treatments: the treatments both runs measured, compared by median (a median that
     moved beyond ``reproduce_tolerance`` is a caveat). None when no treatment is shared."""
     shared = [label for label in this.treatments if label in baseline.treatments]
@@ -554,14 +689,17 @@ def anchor(this: RecordView, baseline: RecordView, specs: Mapping[str, Any],
         for label in shared:
             mine = (this.summary.get(metric) or {}).get(label, {}).get("median")
             theirs = (baseline.summary.get(metric) or {}).get(label, {}).get("median")
-            line = (f"`{metric}` [{label}]: median {_num(mine)} here, {_num(theirs)} in "
-                    f"{baseline.run_id} (tolerance {tolerance:.0%})")
+            line = (
+                f"`{metric}` [{label}]: median {_num(mine)} here, {_num(theirs)} in "
+                f"{baseline.run_id} (tolerance {tolerance:.0%})"
+            )
             if mine is not None and _within(mine, theirs, tolerance):
                 lines.append(f"{line}: agrees")
             else:
                 lines.append(f"{line}: differs")
-                caveats.append(f"the treatments shared with baseline {baseline.run_id} moved: "
-                               f"{line}")
+                caveats.append(
+                    f"the treatments shared with baseline {baseline.run_id} moved: {line}"
+                )
     return Reproduction(baseline.run_id, "anchor", lines, [], baseline.tag, caveats, benign)
 
 
@@ -569,8 +707,10 @@ def _carried(reference: RecordView) -> list[str]:
     """What a QUALIFIED reference passes on to the run that relies on it."""
     if reference.tag != "QUALIFIED":
         return []
-    return [f"relies on QUALIFIED run {reference.run_id}: " + ("; ".join(reference.caveats)
-                                                              or "see its report")]
+    return [
+        f"relies on QUALIFIED run {reference.run_id}: "
+        + ("; ".join(reference.caveats) or "see its report")
+    ]
 
 
 def _within(a: Any, b: Any, tolerance: float) -> bool:
@@ -585,8 +725,9 @@ def _num(value: Any) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def find_reproduction_target(home: Path, this: RecordView, config_hash: str
-                             ) -> tuple[RecordView | None, FingerprintDiff | None, list[str]]:
+def find_reproduction_target(
+    home: Path, this: RecordView, config_hash: str
+) -> tuple[RecordView | None, FingerprintDiff | None, list[str]]:
     """The newest earlier run of the same frozen config and code with a comparable fingerprint:
     a run of other code is no rerun (it is compared as a baseline instead).
 
@@ -600,29 +741,38 @@ def find_reproduction_target(home: Path, this: RecordView, config_hash: str
     commit = (this.fingerprint.get("code_identity") or {}).get("commit")
     other_code: list[str] = []
     for run_dir, entry in index_entries(home):
-        if (run_dir.name != this.run_id and entry.get("name") == this.name
-                and entry.get("config_hash") == config_hash and entry.get("state") == "complete"
-                and entry.get("tag") in REPRODUCIBLE_TAGS
-                and (entry.get("ended") or "") < (this.started or "~")):
+        if (
+            run_dir.name != this.run_id
+            and entry.get("name") == this.name
+            and entry.get("config_hash") == config_hash
+            and entry.get("state") == "complete"
+            and entry.get("tag") in REPRODUCIBLE_TAGS
+            and (entry.get("ended") or "") < (this.started or "~")
+        ):
             code = entry.get("code")
             if code is not None and (code.get("label"), code.get("commit")) != (label, commit):
                 other_code.append(str(code.get("label")))
                 continue
             candidates.append((entry.get("ended") or "", run_dir))
     if other_code:
-        skipped.append(f"{len(other_code)} earlier run(s) of this frozen config measured other "
-                       f"code (e.g. {other_code[-1]}; this run {label}): a rerun needs the "
-                       "same code")
+        skipped.append(
+            f"{len(other_code)} earlier run(s) of this frozen config measured other "
+            f"code (e.g. {other_code[-1]}; this run {label}): a rerun needs the "
+            "same code"
+        )
     for _, run_dir in sorted(candidates, reverse=True):
         prior = RecordView.load(run_dir)
         diff = fingerprint_diff(prior, this)
         if code_changed(prior, this, diff):
-            skipped.append(f"{prior.run_id} (same config) measured other code "
-                           f"({sides(prior, this)}): not a rerun")
+            skipped.append(
+                f"{prior.run_id} (same config) measured other code "
+                f"({sides(prior, this)}): not a rerun"
+            )
             continue
         if diff.blocking:
-            skipped.append(f"{prior.run_id} (same config) is not comparable: "
-                           + blocking_reason(diff))
+            skipped.append(
+                f"{prior.run_id} (same config) is not comparable: " + blocking_reason(diff)
+            )
             continue
         return prior, diff, skipped
     return None, None, skipped

@@ -73,9 +73,11 @@ SEED = 0
 _FINDINGS = ("guard ", "direction differs between hosts")
 #: Refusals for want of data: the run is too small for a verdict, not broken.
 _TOO_SMALL = ("too few replicates", "fewer than 2 seeds", "a paired test needs at least 2")
-_UNPAIRED_ACROSS = ("the sessions were not interleaved: each comparison with the baseline is "
-                    "unpaired (Mann-Whitney U; paired by seed where seeds are used), so drift "
-                    "between the two sessions does not cancel")
+_UNPAIRED_ACROSS = (
+    "the sessions were not interleaved: each comparison with the baseline is "
+    "unpaired (Mann-Whitney U; paired by seed where seeds are used), so drift "
+    "between the two sessions does not cancel"
+)
 
 
 @dataclass
@@ -98,8 +100,14 @@ class SequentialOutcome:
         return stop_text(self.blocks, self.max_blocks, self.reason)
 
     def as_record(self) -> dict[str, Any]:
-        return {"min": self.min_blocks, "max": self.max_blocks, "blocks_used": self.blocks,
-                "stopped": self.stopped, "reason": self.reason, "looks": self.looks}
+        return {
+            "min": self.min_blocks,
+            "max": self.max_blocks,
+            "blocks_used": self.blocks,
+            "stopped": self.stopped,
+            "reason": self.reason,
+            "looks": self.looks,
+        }
 
 
 @dataclass
@@ -120,9 +128,13 @@ def stop_text(blocks: int, max_blocks: int, reason: str) -> str:
 
 # -- observations ---------------------------------------------------------------------------------
 
-def observations(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
-                 labels: Sequence[str], upto: int | None = None,
-                 ) -> tuple[dict[str, list[analysis.Observation]], list[str]]:
+
+def observations(
+    trials: Sequence[Mapping[str, Any]],
+    metrics: Sequence[str],
+    labels: Sequence[str],
+    upto: int | None = None,
+) -> tuple[dict[str, list[analysis.Observation]], list[str]]:
     """Values of the passed trials per metric, blocks numbered per host; and caveats.
 
     ``upto`` keeps the first ``upto`` blocks only (a sequential look).
@@ -130,17 +142,26 @@ def observations(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
     from pytest_benchmark_agent.stats import analysis  # only a run with a comparison needs it
 
     table, caveats = _samples(trials, metrics, labels, upto)
-    return {metric: [analysis.Observation(*key, value) for key, value in per.items()]
-            for metric, per in table.items()}, caveats
+    return {
+        metric: [analysis.Observation(*key, value) for key, value in per.items()]
+        for metric, per in table.items()
+    }, caveats
 
 
-def _samples(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
-             labels: Sequence[str], upto: int | None,
-             ) -> tuple[dict[str, dict[tuple[str, int, Any], float]], list[str]]:
+def _samples(
+    trials: Sequence[Mapping[str, Any]],
+    metrics: Sequence[str],
+    labels: Sequence[str],
+    upto: int | None,
+) -> tuple[dict[str, dict[tuple[str, int, Any], float]], list[str]]:
     """:func:`observations` as values keyed by (treatment, block, seed)."""
-    passed = [t for t in trials if t.get("status") == "passed"
-              and str(t.get("treatment")) in labels
-              and (upto is None or int(t.get("replicate") or 0) < upto)]
+    passed = [
+        t
+        for t in trials
+        if t.get("status") == "passed"
+        and str(t.get("treatment")) in labels
+        and (upto is None or int(t.get("replicate") or 0) < upto)
+    ]
     hosts = sorted({t.get("host") or "" for t in passed})
     stride = 1 + max((int(t.get("replicate") or 0) for t in passed), default=0)
     rank = {host: i for i, host in enumerate(hosts)}
@@ -156,8 +177,11 @@ def _samples(trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
             value = (trial.get("metrics") or {}).get(metric)
             if value is not None:  # as recorded: the analysis takes what it uses (usable)
                 table[metric][key] = value
-    caveats = [f"{duplicates} trial(s) were recorded twice; the last record of each was "
-               "analysed"] if duplicates else []
+    caveats = (
+        [f"{duplicates} trial(s) were recorded twice; the last record of each was analysed"]
+        if duplicates
+        else []
+    )
     return table, caveats
 
 
@@ -166,6 +190,7 @@ def _hosts(trials: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 # -- sequential replication -----------------------------------------------------------------------
+
 
 def planned_blocks(run: BenchRun) -> dict[int, set[str]]:
     """Trial ids of each planned block (replicate), after selection."""
@@ -184,19 +209,28 @@ def blocks_done(trials: Sequence[Mapping[str, Any]], blocks: Mapping[int, set[st
     return done
 
 
-def _decide(run: BenchRun, trials: Sequence[Mapping[str, Any]], blocks: int,
-            replicates: ReplicateRange) -> analysis.SequentialDecision:
+def _decide(
+    run: BenchRun, trials: Sequence[Mapping[str, Any]], blocks: int, replicates: ReplicateRange
+) -> analysis.SequentialDecision:
     from pytest_benchmark_agent.stats import analysis  # only a sequential run needs it
 
     specs = run.plan.config.metrics
     obs, _ = observations(trials, list(specs), run.treatment_labels, upto=blocks)
-    return analysis.sequential_decision(obs, specs, run.treatment_labels, run.control,
-                                        blocks_done=blocks, min_blocks=replicates.min,
-                                        max_blocks=replicates.max, seed=SEED)
+    return analysis.sequential_decision(
+        obs,
+        specs,
+        run.treatment_labels,
+        run.control,
+        blocks_done=blocks,
+        min_blocks=replicates.min,
+        max_blocks=replicates.max,
+        seed=SEED,
+    )
 
 
-def sequential_stop(run: BenchRun, trials: Sequence[Mapping[str, Any]],
-                    looked: set[int]) -> str | None:
+def sequential_stop(
+    run: BenchRun, trials: Sequence[Mapping[str, Any]], looked: set[int]
+) -> str | None:
     """After a trial: the stop reason when a look not taken yet says stop before ``max``."""
     replicates = run.plan.config.replicates
     if not isinstance(replicates, ReplicateRange):
@@ -231,23 +265,40 @@ def sequential_outcome(run: BenchRun) -> SequentialOutcome | None:
         if look > done:
             break
         last = _decide(run, trials, look, replicates)
-        looks.append({"blocks": look, "stop": last.stop, "level": last.level,
-                      "reason": last.reason})
+        looks.append(
+            {"blocks": look, "stop": last.stop, "level": last.level, "reason": last.reason}
+        )
         if last.stop:
-            return SequentialOutcome(replicates.min, replicates.max, look, True, last.reason,
-                                     last, looks)
+            return SequentialOutcome(
+                replicates.min, replicates.max, look, True, last.reason, last, looks
+            )
     if done < replicates.min:
-        return SequentialOutcome(replicates.min, replicates.max, done, False,
-                                 f"only {done} complete block(s), fewer than replicates.min "
-                                 f"{replicates.min}: analysed as a fixed design", None, looks)
+        return SequentialOutcome(
+            replicates.min,
+            replicates.max,
+            done,
+            False,
+            f"only {done} complete block(s), fewer than replicates.min "
+            f"{replicates.min}: analysed as a fixed design",
+            None,
+            looks,
+        )
     if last is None or last.look != done:
         last = _decide(run, trials, done, replicates)
-    return SequentialOutcome(replicates.min, replicates.max, done, False,
-                             f"ended after {done} complete blocks, between looks: analysed as a "
-                             f"final look ({last.reason})", last, looks)
+    return SequentialOutcome(
+        replicates.min,
+        replicates.max,
+        done,
+        False,
+        f"ended after {done} complete blocks, between looks: analysed as a "
+        f"final look ({last.reason})",
+        last,
+        looks,
+    )
 
 
 # -- gate 2 ---------------------------------------------------------------------------------------
+
 
 def evaluate(run: BenchRun, sequential: SequentialOutcome | None) -> Gate2:
     """Verdicts of the run (stratified by host), per-host verdicts, caveats and refusals."""
@@ -266,8 +317,11 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
     specs = run.plan.config.metrics
     labels, control = run.treatment_labels, run.control
     obs, caveats = observations(run.trials, list(specs), labels, upto)
-    combined = (sequential.decision.analysis if sequential and sequential.decision
-                else analysis.analyze_run(obs, specs, labels, control, seed=SEED))
+    combined = (
+        sequential.decision.analysis
+        if sequential and sequential.decision
+        else analysis.analyze_run(obs, specs, labels, control, seed=SEED)
+    )
     trials_by_host: dict[str, list[Mapping[str, Any]]] = {}
     for trial in run.trials:
         trials_by_host.setdefault(trial.get("host") or "", []).append(trial)
@@ -280,15 +334,23 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
     elif hosts:
         per_host[hosts[0]] = combined
     verdicts, more_refusals, host_caveats = host_conflicts(combined.verdicts, per_host, specs)
-    late = sum(1 for t in run.trials if upto is not None and t.get("status") == "passed"
-               and int(t.get("replicate") or 0) >= upto)
+    late = sum(
+        1
+        for t in run.trials
+        if upto is not None and t.get("status") == "passed" and int(t.get("replicate") or 0) >= upto
+    )
     return Gate2(
         verdicts={m: {t: v.as_record() for t, v in per.items()} for m, per in verdicts.items()},
-        by_host={host: {m: {t: v.as_record() for t, v in per.items()}
-                        for m, per in result.verdicts.items()}
-                 for host, result in per_host.items()},
+        by_host={
+            host: {
+                m: {t: v.as_record() for t, v in per.items()} for m, per in result.verdicts.items()
+            }
+            for host, result in per_host.items()
+        },
         caveats=caveats + combined.caveats + host_caveats,
-        refusals=combined.refusals + more_refusals, late=late)
+        refusals=combined.refusals + more_refusals,
+        late=late,
+    )
 
 
 def _nothing_to_compare(run: BenchRun) -> Gate2 | None:
@@ -308,8 +370,10 @@ def _nothing_to_compare(run: BenchRun) -> Gate2 | None:
     return Gate2(verdicts=verdicts, by_host=by_host, caveats=caveats, refusals=refusals)
 
 
-def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
-              ) -> tuple[dict[str, dict[str, dict[str, Any]]], list[str], list[str]] | None:
+def _refusals(
+    trials: Sequence[Mapping[str, Any]],
+    run: BenchRun,
+) -> tuple[dict[str, dict[str, dict[str, Any]]], list[str], list[str]] | None:
     """Verdict records, caveats and refusals of :func:`.analysis.analyze_run` when each
     comparison lacks samples on a side or has fewer than ``min_replicates`` (``equal`` metrics
     compare from one sample); None when one would run. The rules are :mod:`.comparability`'s,
@@ -326,10 +390,13 @@ def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
         values: dict[str, list[float]] = {label: [] for label in labels}
         for (label, _, _), value in table[metric].items():
             values[label].append(value)
-        finite[metric] = {label: [u for v in vs if (u := usable(spec, v)) is not None]
-                          for label, vs in values.items()}
-        caveats += ignored_caveats(metric, [v for vs in values.values() for v in vs
-                                            if usable(spec, v) is None])
+        finite[metric] = {
+            label: [u for v in vs if (u := usable(spec, v)) is not None]
+            for label, vs in values.items()
+        }
+        caveats += ignored_caveats(
+            metric, [v for vs in values.values() for v in vs if usable(spec, v) is None]
+        )
         verdicts[metric] = {}
         for label in others:
             n = (len(finite[metric][control]), len(finite[metric][label]))
@@ -341,20 +408,35 @@ def _refusals(trials: Sequence[Mapping[str, Any]], run: BenchRun,
         if spec.direction == "equal" and len(set(finite[metric][control])) > 1:
             whose = "the control's own values" if others else "its values"
             caveats.append(f"{metric}: {whose} are not all identical")
-    guards = [metric for metric, spec in specs.items()
-              if spec.guard or spec.floor is not None or spec.ceiling is not None]
+    guards = [
+        metric
+        for metric, spec in specs.items()
+        if spec.guard or spec.floor is not None or spec.ceiling is not None
+    ]
     for label in [control, *others]:
         who = f"control {label}" if label == control and others else label
         for metric in guards:
-            caveats += [f"{who}: {failure}" for failure in guard_failures(
-                metric, specs[metric], finite[metric][label], verdicts[metric].get(label))]
-    return ({metric: {label: verdict.as_record() for label, verdict in per.items()}
-             for metric, per in verdicts.items()}, caveats, refusals)
+            caveats += [
+                f"{who}: {failure}"
+                for failure in guard_failures(
+                    metric, specs[metric], finite[metric][label], verdicts[metric].get(label)
+                )
+            ]
+    return (
+        {
+            metric: {label: verdict.as_record() for label, verdict in per.items()}
+            for metric, per in verdicts.items()
+        },
+        caveats,
+        refusals,
+    )
 
 
-def host_conflicts(verdicts: dict[str, dict[str, Verdict]],
-                   per_host: Mapping[str, analysis.RunAnalysis], specs: Mapping[str, Any],
-                   ) -> tuple[dict[str, dict[str, Verdict]], list[str], list[str]]:
+def host_conflicts(
+    verdicts: dict[str, dict[str, Verdict]],
+    per_host: Mapping[str, analysis.RunAnalysis],
+    specs: Mapping[str, Any],
+) -> tuple[dict[str, dict[str, Verdict]], list[str], list[str]]:
     """Refuse a combined verdict whose direction differs between hosts; caveat weaker splits.
 
     A treatment whose guard metric splits by host cannot be called improved either.
@@ -369,14 +451,19 @@ def host_conflicts(verdicts: dict[str, dict[str, Verdict]],
         spec = specs[metric]
         for treatment, verdict in per.items():
             host_verdicts = {h: r.verdicts[metric][treatment] for h, r in per_host.items()}
-            decided = {h: v.verdict for h, v in host_verdicts.items()
-                       if v.verdict in ("improved", "regressed")}
-            listing = ", ".join(f"{h} {v.verdict} x{_ratio(v.ratio)}"
-                                for h, v in host_verdicts.items())
+            decided = {
+                h: v.verdict
+                for h, v in host_verdicts.items()
+                if v.verdict in ("improved", "regressed")
+            }
+            listing = ", ".join(
+                f"{h} {v.verdict} x{_ratio(v.ratio)}" for h, v in host_verdicts.items()
+            )
             if len(set(decided.values())) > 1:
                 reason = f"direction differs between hosts: {listing}; read the per-host rows"
-                out[metric][treatment] = dataclasses.replace(verdict, verdict="not_comparable",
-                                                             reason=reason)
+                out[metric][treatment] = dataclasses.replace(
+                    verdict, verdict="not_comparable", reason=reason
+                )
                 refusals.append(f"{metric} [{treatment}]: not comparable: {reason}")
                 if spec.guard or spec.floor is not None or spec.ceiling is not None:
                     split_guards.setdefault(treatment, []).append(metric)
@@ -384,15 +471,18 @@ def host_conflicts(verdicts: dict[str, dict[str, Verdict]],
             threshold = spec.noise_threshold
             above = [v.ratio for v in host_verdicts.values() if v.ratio is not None]
             if any(r > 1 + threshold for r in above) and any(r < 1 - threshold for r in above):
-                caveats.append(f"{metric} [{treatment}]: the effect's direction differs between "
-                               f"hosts, significant on at most one of them: {listing}")
+                caveats.append(
+                    f"{metric} [{treatment}]: the effect's direction differs between "
+                    f"hosts, significant on at most one of them: {listing}"
+                )
     for treatment, guards in split_guards.items():
         for metric in out:
             verdict = out[metric][treatment]
             if specs[metric].primary and verdict.verdict == "improved":
                 reason = f"guard {', '.join(guards)}: direction differs between hosts"
-                out[metric][treatment] = dataclasses.replace(verdict, verdict="not_comparable",
-                                                             reason=reason)
+                out[metric][treatment] = dataclasses.replace(
+                    verdict, verdict="not_comparable", reason=reason
+                )
                 refusals.append(f"{metric} [{treatment}]: not comparable: {reason}")
     return out, refusals, caveats
 
@@ -403,8 +493,10 @@ def _ratio(value: float | None) -> str:
 
 # -- the whole judgement --------------------------------------------------------------------------
 
-def judge_run(run: BenchRun, sequential: SequentialOutcome | None,
-              baseline: Resolution | None = None) -> None:
+
+def judge_run(
+    run: BenchRun, sequential: SequentialOutcome | None, baseline: Resolution | None = None
+) -> None:
     """Fill the run's verdicts, refusals, caveats, baseline comparison and CI gate,
     reproduction and tag.
 
@@ -427,26 +519,37 @@ def judge_run(run: BenchRun, sequential: SequentialOutcome | None,
         prior, diff, skipped = find_reproduction_target(run.home, this, run.config_hash)
         if prior is not None and diff is not None:
             reference = reproduction(this, prior, specs, diff.benign)
-    run.reproduces = {**reference.as_record(), "skipped": skipped} if reference else (
-        {"run_id": None, "skipped": skipped} if skipped else None)
-    run.tag, run.tag_reasons = compute_tag(failures, limits, qualifying_caveats(run), reference,
-                                           skipped)
+    run.reproduces = (
+        {**reference.as_record(), "skipped": skipped}
+        if reference
+        else ({"run_id": None, "skipped": skipped} if skipped else None)
+    )
+    run.tag, run.tag_reasons = compute_tag(
+        failures, limits, qualifying_caveats(run), reference, skipped
+    )
     if run.one_configuration and run.tag == "EXPLORATORY":
         run.tag_reasons.insert(0, alone_reason(run))
 
 
-def compare_with_baseline(run: BenchRun, this: RecordView,
-                          resolution: Resolution) -> Reproduction | None:
+def compare_with_baseline(
+    run: BenchRun, this: RecordView, resolution: Resolution
+) -> Reproduction | None:
     """Fill ``run.baseline`` (the comparison and its CI gate); returns the reproduction or anchor
     when the baseline measured the same code and gate 2 allows the comparison."""
     specs = run.plan.config.metrics
-    record: dict[str, Any] = {"run_id": resolution.run_id, "ref": resolution.ref,
-                              "resolved": resolution.how}
+    record: dict[str, Any] = {
+        "run_id": resolution.run_id,
+        "ref": resolution.ref,
+        "resolved": resolution.how,
+    }
     run.baseline = record
     if resolution.run_dir is None or resolution.problem:
-        record.update(refused=resolution.problem, verdicts={},
-                      code={"baseline": None, "this": this.code, "changed": None},
-                      gate=unjudged([f"baseline `{resolution.ref}`: {resolution.problem}"]))
+        record.update(
+            refused=resolution.problem,
+            verdicts={},
+            code={"baseline": None, "this": this.code, "changed": None},
+            gate=unjudged([f"baseline `{resolution.ref}`: {resolution.problem}"]),
+        )
         return None
     base = RecordView.load(resolution.run_dir)
     diff = fingerprint_diff(base, this)
@@ -456,31 +559,41 @@ def compare_with_baseline(run: BenchRun, this: RecordView,
     changed = code_changed(base, this, diff)
     verdicts, notes = cross_verdicts(this, base, specs, refusal)
     if base.tag == "EXPLORATORY":
-        notes.insert(0, f"the baseline {base.run_id} is EXPLORATORY: one session, never "
-                     "reproduced, so its figures are that session's alone")
-    record.update(tag=base.tag, refused=refusal,
-                  caveats=base.caveats if base.tag == "QUALIFIED" else [],
-                  code={"baseline": base.code, "this": this.code, "changed": changed},
-                  fingerprint={"blocking": diff.blocking, "benign": diff.benign,
-                               "code": list(diff.code)},
-                  notes=([] if refusal else [_UNPAIRED_ACROSS]) + notes, verdicts=verdicts)
+        notes.insert(
+            0,
+            f"the baseline {base.run_id} is EXPLORATORY: one session, never "
+            "reproduced, so its figures are that session's alone",
+        )
+    record.update(
+        tag=base.tag,
+        refused=refusal,
+        caveats=base.caveats if base.tag == "QUALIFIED" else [],
+        code={"baseline": base.code, "this": this.code, "changed": changed},
+        fingerprint={"blocking": diff.blocking, "benign": diff.benign, "code": list(diff.code)},
+        notes=([] if refusal else [_UNPAIRED_ACROSS]) + notes,
+        verdicts=verdicts,
+    )
     record["gate"] = baseline_gate(record, specs)
     if refusal:
         return None
     if changed:
-        record["notes"].append(f"the baseline measured other code ({sides(base, this)}): this "
-                               "is a comparison of code, not a rerun of it")
+        record["notes"].append(
+            f"the baseline measured other code ({sides(base, this)}): this "
+            "is a comparison of code, not a rerun of it"
+        )
         return None
     if base.config_hash == run.config_hash:
         return reproduction(this, base, specs, diff.benign)
     anchored = anchor(this, base, specs, diff.benign)
     if anchored is None:
-        record["notes"].append(f"no treatment in common with {base.run_id}: nothing anchors "
-                               "this run to it")
+        record["notes"].append(
+            f"no treatment in common with {base.run_id}: nothing anchors this run to it"
+        )
     return anchored
 
 
 # -- the CI gate ----------------------------------------------------------------------------------
+
 
 def unjudged(reasons: list[str]) -> dict[str, Any]:
     return {"outcome": "unjudged", "reasons": reasons}
@@ -513,27 +626,36 @@ def baseline_gate(baseline: Mapping[str, Any], specs: Mapping[str, Any]) -> dict
                 continue
             ratio = v.get("ratio")
             if ratio is None or abs(ratio - 1) > threshold:
-                failed.append(f"{said} against {v['against']} ({both}), beyond fail_threshold "
-                              f"{_share(threshold)}" + (f": {v['reason']}" if v.get("reason")
-                                                         else ""))
+                failed.append(
+                    f"{said} against {v['against']} ({both}), beyond fail_threshold "
+                    f"{_share(threshold)}" + (f": {v['reason']}" if v.get("reason") else "")
+                )
             else:
-                notes.append(f"{said} against {v['against']} ({both}): within fail_threshold "
-                             f"{_share(threshold)}")
+                notes.append(
+                    f"{said} against {v['against']} ({both}): within fail_threshold "
+                    f"{_share(threshold)}"
+                )
     for metric, spec in specs.items():
         if not spec.guard or metric in primaries:
             continue
         for label, v in (verdicts.get(metric) or {}).items():
             if v["verdict"] == "regressed":
-                failed.append(f"guard `{metric}` [{label}] changed against {v['against']} "
-                              f"({both}): " + (v.get("reason") or f"x{_ratio(v.get('ratio'))}"))
+                failed.append(
+                    f"guard `{metric}` [{label}] changed against {v['against']} "
+                    f"({both}): " + (v.get("reason") or f"x{_ratio(v.get('ratio'))}")
+                )
     if failed:
         return {"outcome": "regressed", "reasons": failed}
     if not judged:
-        return unjudged([f"no primary metric could be compared with {where} ({both})",
-                         *missing])
-    return {"outcome": "passed",
-            "reasons": [f"no primary metric regressed beyond its fail_threshold against {where} "
-                        f"({both})", *notes, *missing]}
+        return unjudged([f"no primary metric could be compared with {where} ({both})", *missing])
+    return {
+        "outcome": "passed",
+        "reasons": [
+            f"no primary metric regressed beyond its fail_threshold against {where} ({both})",
+            *notes,
+            *missing,
+        ],
+    }
 
 
 def ci_gate(run: BenchRun) -> dict[str, Any]:
@@ -546,14 +668,24 @@ def ci_gate(run: BenchRun) -> dict[str, Any]:
     if found:
         return {"outcome": "regressed", "reasons": found}
     primaries = primary_metrics(run.plan.config.metrics)
-    decided = [v for metric in primaries for v in (run.verdicts.get(metric) or {}).values()
-               if v.get("verdict") != "not_comparable"]
+    decided = [
+        v
+        for metric in primaries
+        for v in (run.verdicts.get(metric) or {}).values()
+        if v.get("verdict") != "not_comparable"
+    ]
     if decided:
-        return {"outcome": "passed", "reasons": ["no primary metric regressed against the "
-                                                 f"control {run.control}"]}
+        return {
+            "outcome": "passed",
+            "reasons": [f"no primary metric regressed against the control {run.control}"],
+        }
     refused = [r for r in run.refusals if r.split(" [", 1)[0] in primaries]
-    return unjudged(["no baseline (--bench-baseline) and no comparison within the run that "
-                     "could be made", *refused])
+    return unjudged(
+        [
+            "no baseline (--bench-baseline) and no comparison within the run that could be made",
+            *refused,
+        ]
+    )
 
 
 def _share(value: float) -> str:
@@ -562,9 +694,11 @@ def _share(value: float) -> str:
 
 def alone_reason(run: BenchRun) -> str:
     """The first reason of an EXPLORATORY run of one configuration: nothing was compared."""
-    return (f"one configuration (`{run.control}`), compared with nothing within this run: "
-            "only another run can judge it (--bench-baseline REF, or the same config run again "
-            "to reproduce it)")
+    return (
+        f"one configuration (`{run.control}`), compared with nothing within this run: "
+        "only another run can judge it (--bench-baseline REF, or the same config run again "
+        "to reproduce it)"
+    )
 
 
 def gate_failures(run: BenchRun) -> tuple[list[str], list[str]]:
@@ -577,19 +711,23 @@ def gate_failures(run: BenchRun) -> tuple[list[str], list[str]]:
     if not counts.get("passed"):
         failures.append("no trial passed")
     if counts.get("not_comparable"):
-        failures.append(f"gate 1: {counts['not_comparable']} trial(s) ran with effective params "
-                        "other than the declared ones")
+        failures.append(
+            f"gate 1: {counts['not_comparable']} trial(s) ran with effective params "
+            "other than the declared ones"
+        )
     for metric in primary_metrics(run.plan.config.metrics):
         for treatment, verdict in run.verdicts.get(metric, {}).items():
             reason = verdict.get("reason") or ""
             if verdict["verdict"] != "not_comparable" or reason.startswith(_FINDINGS):
                 continue
             (limits if reason.startswith(_TOO_SMALL) else failures).append(
-                f"gate 2 refused `{metric}` [{treatment}]: {reason}")
+                f"gate 2 refused `{metric}` [{treatment}]: {reason}"
+            )
     overlaps = run.overlapping_measurements()
     if overlaps and CAVEAT_NONE not in run.caveats:
-        failures.append(f"{len(overlaps)} pair(s) of measurements overlapped on a host under "
-                        "isolation 'host'")
+        failures.append(
+            f"{len(overlaps)} pair(s) of measurements overlapped on a host under isolation 'host'"
+        )
     return failures, limits
 
 
@@ -597,13 +735,15 @@ def qualifying_caveats(run: BenchRun) -> list[str]:
     """Caveats that keep a reproduced run from RELIABLE (a treatment failing its guard is a
     finding about that treatment, not a caveat of the run)."""
     others = [t for t in run.treatment_labels if t != run.control]
-    caveats = [c for c in run.caveats
-               if not any(c.startswith(f"{t}: guard ") for t in others)]
+    caveats = [c for c in run.caveats if not any(c.startswith(f"{t}: guard ") for t in others)]
     counts = run.counts()
     bad = {s: n for s, n in counts.items() if s not in ("passed", "not_run")}
     if bad:
-        caveats.append(f"{sum(bad.values())} of {sum(counts.values())} trials did not pass ("
-                       + ", ".join(f"{s}: {n}" for s, n in sorted(bad.items())) + ")")
+        caveats.append(
+            f"{sum(bad.values())} of {sum(counts.values())} trials did not pass ("
+            + ", ".join(f"{s}: {n}" for s, n in sorted(bad.items()))
+            + ")"
+        )
     if run.state == "halted":
         caveats.append(f"stopped early: {run.stop_reason}")
     caveats += [r for r in run.refusals if "direction differs between hosts" in r]
@@ -616,13 +756,17 @@ def regressions(run: BenchRun) -> list[str]:
     for metric in primary_metrics(run.plan.config.metrics):
         for treatment, verdict in run.verdicts.get(metric, {}).items():
             if verdict["verdict"] == "regressed":
-                out.append(f"`{metric}` regressed for {treatment} (x{_ratio(verdict['ratio'])} "
-                           f"of the control {run.control})")
+                out.append(
+                    f"`{metric}` regressed for {treatment} (x{_ratio(verdict['ratio'])} "
+                    f"of the control {run.control})"
+                )
         base = run.baseline or {}
         code = base.get("code") or {}
         for treatment, verdict in (base.get("verdicts") or {}).get(metric, {}).items():
             if verdict["verdict"] == "regressed":
-                out.append(f"`{metric}` regressed for {treatment} against baseline "
-                           f"{verdict['against']} (x{_ratio(verdict.get('ratio'))}, "
-                           f"{code.get('baseline')} -> {code.get('this')})")
+                out.append(
+                    f"`{metric}` regressed for {treatment} against baseline "
+                    f"{verdict['against']} (x{_ratio(verdict.get('ratio'))}, "
+                    f"{code.get('baseline')} -> {code.get('this')})"
+                )
     return out

@@ -61,10 +61,14 @@ class FingerprintError(BenchError):
     """A fingerprint that cannot be taken as configured (a code path that does not exist)."""
 
 
-def collect_fingerprint(code_paths: list[Path], env_vars: list[str],
-                        packages: list[str] | None = None, *,
-                        exclude: Iterable[Path] | None = None,
-                        origin: Path | None = None) -> dict[str, Any]:
+def collect_fingerprint(
+    code_paths: list[Path],
+    env_vars: list[str],
+    packages: list[str] | None = None,
+    *,
+    exclude: Iterable[Path] | None = None,
+    origin: Path | None = None,
+) -> dict[str, Any]:
     """The fingerprint of this machine and of the code under test.
 
     ``code_paths`` is the declared code (see :func:`default_code`; none: an empty ``code``
@@ -100,6 +104,7 @@ def _vars(names: list[str]) -> dict[str, Any]:
 
 # -- env ---------------------------------------------------------------------------------------
 
+
 def _env(packages: list[str]) -> dict[str, Any]:
     return {
         "python": platform.python_version(),
@@ -110,7 +115,8 @@ def _env(packages: list[str]) -> dict[str, Any]:
         "machine": platform.machine(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
-        "cpu_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        "cpu_available": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
         else os.cpu_count(),
         "memory_total_mb": _memory_total_mb(),
         "hostname": socket.gethostname(),
@@ -162,8 +168,9 @@ def _tool_packages() -> list[str]:
     except metadata.PackageNotFoundError:
         return []
     requires = _header(dist, "Requires-Dist") or dist.requires or []  # else egg-info's requires
-    names = [re.match(r"[A-Za-z0-9._\-]+", req).group(0) for req in requires
-             if "extra ==" not in req]
+    names = [
+        re.match(r"[A-Za-z0-9._\-]+", req).group(0) for req in requires if "extra ==" not in req
+    ]
     return [_TOOL, *names]
 
 
@@ -173,19 +180,22 @@ def _header(dist: metadata.Distribution, name: str) -> list[str]:
     package, most of it on the long description below the header (scipy, numpy)."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     head = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0]
-    field = re.compile(rf"^{re.escape(name)}:[ \t]*(.*(?:\r?\n[ \t].*)*)",
-                       re.MULTILINE | re.IGNORECASE)
+    field = re.compile(
+        rf"^{re.escape(name)}:[ \t]*(.*(?:\r?\n[ \t].*)*)", re.MULTILINE | re.IGNORECASE
+    )
     return [re.sub(r"\r?\n[ \t]+", " ", value).strip() for value in field.findall(head)]
 
 
 # -- code --------------------------------------------------------------------------------------
 
+
 def _git(where: Path, *args: str) -> bytes | None:
     """A git command's stdout, or None when git is missing or fails (not a repo, no HEAD)."""
     env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")  # never take the index lock of a live repo
     try:
-        done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, env=env,
-                              timeout=60)
+        done = subprocess.run(
+            ["git", "-C", str(where), *args], capture_output=True, env=env, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -205,15 +215,29 @@ def default_code(folder: Path, declared: list[Path], inputs: Iterable[Path]) -> 
         return declared
     if git_root(folder) is not None:
         return [folder]
-    return sorted({Path(os.path.abspath(path)) for path in inputs
-                   if path.exists() or path.is_symlink()})
+    return sorted(
+        {Path(os.path.abspath(path)) for path in inputs if path.exists() or path.is_symlink()}
+    )
 
 
 def _diff(root: Path, base: str, pathspec: list[str]) -> bytes:
     """``git diff`` of the tracked files in ``pathspec`` against ``base`` (a commit, or the
     empty tree of a repository without one), independent of the user's diff settings."""
-    return _git(root, "diff", base, "--binary", "--no-color", "--no-ext-diff", "--no-textconv",
-                "--no-renames", "--", *pathspec) or b""
+    return (
+        _git(
+            root,
+            "diff",
+            base,
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--",
+            *pathspec,
+        )
+        or b""
+    )
 
 
 def _base(root: Path, commit: str | None) -> str | None:
@@ -228,12 +252,14 @@ def _excludes(root: Path, skipped: list[Path], under: Path) -> list[str]:
     """``:(exclude)`` pathspecs (relative to ``root``) of the skipped paths strictly below
     ``under``."""
     top = root.resolve()
-    return [f":(exclude){s.relative_to(top).as_posix()}" for s in skipped
-            if s.is_relative_to(under) and s != under and s.is_relative_to(top)]
+    return [
+        f":(exclude){s.relative_to(top).as_posix()}"
+        for s in skipped
+        if s.is_relative_to(under) and s != under and s.is_relative_to(top)
+    ]
 
 
-def _identity(origin: Path, skipped: list[Path], code: dict[str, dict[str, Any]]
-              ) -> dict[str, Any]:
+def _identity(origin: Path, skipped: list[Path], code: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What code a run measured (module doc): the commit of the repository holding ``origin``
     and its tracked changes, else a hash of the declared code's fingerprints."""
     origin = origin.resolve()
@@ -284,7 +310,8 @@ def _code(path: Path, skipped: list[Path]) -> dict[str, Any]:
     if not (path.exists() or path.is_symlink()):
         raise FingerprintError(
             f"code: {path} does not exist (resolved from {Path.cwd()}). Fix: list files or "
-            f"folders of the code under test in the benchmark file's `code:` field.")
+            f"folders of the code under test in the benchmark file's `code:` field."
+        )
     path = path.resolve()
     where = path if path.is_dir() else path.parent
     root = git_root(where)
@@ -341,8 +368,7 @@ def _walk(path: Path, skipped: list[Path]) -> Iterator[Path]:
         yield path
         return
     for folder, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs
-                         if d not in _SKIP_DIRS and Path(folder, d) not in skipped)
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and Path(folder, d) not in skipped)
         for name in sorted(files):
             if not name.endswith(".pyc") and Path(folder, name) not in skipped:
                 yield Path(folder, name)
@@ -358,8 +384,13 @@ def _hash_files(base: Path, files: Iterator[Path]) -> str:
     return digest.hexdigest()
 
 
-_KINDS = {stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
-          stat.S_IFBLK: "block device", stat.S_IFDIR: "folder"}
+_KINDS = {
+    stat.S_IFIFO: "fifo",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+    stat.S_IFDIR: "folder",
+}
 
 
 def _hash_file(digest: Any, file: Path) -> None:
@@ -400,6 +431,7 @@ def _kind(mode: int, linked: bool) -> str:
 
 # -- accelerator -------------------------------------------------------------------------------
 
+
 def _accelerator() -> dict[str, Any]:
     probe = nvml.gpu_probe()
     devices = probe.devices or []
@@ -408,12 +440,15 @@ def _accelerator() -> dict[str, Any]:
         "reason": probe.reason,
         "driver_version": devices[0].driver_version if devices else None,
         "cuda_driver_version": devices[0].cuda_driver_version if devices else None,
-        "devices": [{"index": d.index, "uuid": d.uuid, "name": d.name,
-                     "memory_total_mb": d.memory_total_mb} for d in devices],
+        "devices": [
+            {"index": d.index, "uuid": d.uuid, "name": d.name, "memory_total_mb": d.memory_total_mb}
+            for d in devices
+        ],
     }
 
 
 # -- comparison --------------------------------------------------------------------------------
+
 
 @dataclass
 class FingerprintDiff:
@@ -447,8 +482,10 @@ def _never(a: Any, b: Any) -> bool:
 
 def _leading(n: int) -> Rule:
     """Blocking when the first ``n`` numeric components differ (3.11.7 vs 3.12.0 at n=2)."""
+
     def rule(a: Any, b: Any) -> bool:
         return re.findall(r"\d+", str(a))[:n] != re.findall(r"\d+", str(b))[:n]
+
     return rule
 
 
@@ -457,6 +494,7 @@ def _relative(tolerance: float) -> Rule:
         if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
             return True
         return abs(a - b) > tolerance * max(abs(a), abs(b))
+
     return rule
 
 
@@ -476,7 +514,7 @@ _RULES: list[tuple[tuple[str, ...], Rule]] = [
 
 def _matches(pattern: tuple[str, ...], path: tuple[Any, ...]) -> bool:
     if pattern and pattern[-1] == "**":
-        return len(path) >= len(pattern) - 1 and _matches(pattern[:-1], path[:len(pattern) - 1])
+        return len(path) >= len(pattern) - 1 and _matches(pattern[:-1], path[: len(pattern) - 1])
     if len(pattern) != len(path):
         return False
     return all(p in ("*", x) for p, x in zip(pattern, path, strict=True))
@@ -506,8 +544,9 @@ def _show(value: Any) -> str:
     return "<absent>" if value is _ABSENT else "null" if value is None else str(value)
 
 
-def compare_fingerprints(a: dict[str, Any], b: dict[str, Any], *,
-                         uses_gpu: bool = True) -> FingerprintDiff:
+def compare_fingerprints(
+    a: dict[str, Any], b: dict[str, Any], *, uses_gpu: bool = True
+) -> FingerprintDiff:
     """Every field where ``a`` and ``b`` differ, split into blocking, benign and code (module
     doc).
 

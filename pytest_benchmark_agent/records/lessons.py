@@ -30,9 +30,9 @@ LESSONS = "lessons.md"
 RISKS = "risks.md"
 _HEADERS = {
     LESSONS: "# Lessons\n\n> Append-only (`benchmark-agent lesson add`); shown by `plan` where "
-             "they apply.\n\n",
+    "they apply.\n\n",
     RISKS: "# Risks\n\n> Known fragilities and scaling limits, append-only (`benchmark-agent risk "
-           "add`); shown by `plan` where they apply.\n\n",
+    "add`); shown by `plan` where they apply.\n\n",
 }
 _ENTRY = re.compile(r"^- \[(?P<head>[^\]\n]*)\] ?(?P<text>.*)$")
 _FORBIDDEN_IN_TAGS = ("]", "|", "\n")
@@ -82,8 +82,10 @@ def add_note(path: Path, note: Note) -> None:
     for value in [note.benchmark or "", *note.params, *(v or "" for v in note.params.values())]:
         bad = next((c for c in _FORBIDDEN_IN_TAGS if c in value), None)
         if bad is not None:
-            raise SystemExit(f"benchmark-agent: tag {value!r} holds {bad!r}, which the note's "
-                             "head cannot store; name the benchmark or param without it.")
+            raise SystemExit(
+                f"benchmark-agent: tag {value!r} holds {bad!r}, which the note's "
+                "head cannot store; name the benchmark or param without it."
+            )
     if not note.text.strip():
         raise SystemExit("benchmark-agent: a note needs text: say what was learnt and why.")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,8 +147,12 @@ def _parse_block(lines: list[str]) -> Note:
         elif kind == "param":
             name, sep, recommended = value.strip().partition("=")
             params[name] = recommended if sep else None
-    return Note(text="\n".join([match["text"], *rest]).strip(), when=when, benchmark=benchmark,
-                params=params)
+    return Note(
+        text="\n".join([match["text"], *rest]).strip(),
+        when=when,
+        benchmark=benchmark,
+        params=params,
+    )
 
 
 def notes_for(home: Path, name: str, params: Iterable[str]) -> tuple[list[Note], list[Note]]:
@@ -154,7 +160,8 @@ def notes_for(home: Path, name: str, params: Iterable[str]) -> tuple[list[Note],
     params = list(params)
     return tuple(  # type: ignore[return-value]
         [note for note in read_notes(home / file) if note.applies_to(name, params)]
-        for file in (LESSONS, RISKS))
+        for file in (LESSONS, RISKS)
+    )
 
 
 def _parse_param_tags(values: list[str]) -> dict[str, str | None]:
@@ -162,8 +169,10 @@ def _parse_param_tags(values: list[str]) -> dict[str, str | None]:
     for value in values:
         name, sep, recommended = value.partition("=")
         if not name.strip():
-            raise SystemExit(f"benchmark-agent: --param {value!r}: expected P or P=VALUE, "
-                             "e.g. --param corpus.n_docs=5000")
+            raise SystemExit(
+                f"benchmark-agent: --param {value!r}: expected P or P=VALUE, "
+                "e.g. --param corpus.n_docs=5000"
+            )
         tags[name.strip()] = recommended.strip() if sep else None
     return tags
 
@@ -171,23 +180,37 @@ def _parse_param_tags(values: list[str]) -> dict[str, str | None]:
 def cmd_add(args: argparse.Namespace) -> int:
     """Append a note; ``plan`` shows it wherever it applies."""
     path = home_of(args) / args.file
-    note = Note(text=args.text, when=utc_now(), benchmark=args.benchmark,
-                params=_parse_param_tags(args.param))
+    note = Note(
+        text=args.text,
+        when=utc_now(),
+        benchmark=args.benchmark,
+        params=_parse_param_tags(args.param),
+    )
     add_note(path, note)
     print(f"added to {path}: {note.summary()}")
     return 0
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    for verb, file, what in (("lesson", LESSONS, "a lesson learnt"),
-                             ("risk", RISKS, "a known fragility or scaling limit")):
-        group = verbs.add_parser(verb, help=f"record {what} ({file}, append-only)",
-                                 description=f"Record {what} in $BENCHMARK_HOME/{file}.")
+    for verb, file, what in (
+        ("lesson", LESSONS, "a lesson learnt"),
+        ("risk", RISKS, "a known fragility or scaling limit"),
+    ):
+        group = verbs.add_parser(
+            verb,
+            help=f"record {what} ({file}, append-only)",
+            description=f"Record {what} in $BENCHMARK_HOME/{file}.",
+        )
         actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
         add = actions.add_parser("add", help=cmd_add.__doc__, description=cmd_add.__doc__)
         add.add_argument("text", help="what was learnt, and why it matters")
         add.add_argument("--benchmark", metavar="NAME", help="the benchmark it concerns")
-        add.add_argument("--param", action="append", default=[], metavar="P[=VALUE]",
-                         help="a param it concerns; P=VALUE is the value it recommends, and "
-                              "plan challenges a request that sets P otherwise (repeatable)")
+        add.add_argument(
+            "--param",
+            action="append",
+            default=[],
+            metavar="P[=VALUE]",
+            help="a param it concerns; P=VALUE is the value it recommends, and "
+            "plan challenges a request that sets P otherwise (repeatable)",
+        )
         add.set_defaults(func=cmd_add, file=file)

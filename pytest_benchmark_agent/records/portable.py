@@ -52,6 +52,7 @@ class PortableError(ValueError):
 
 # -- export ---------------------------------------------------------------------------------------
 
+
 def export_run(run_dir: Path) -> dict[str, Any]:
     """The portable document of the run in ``run_dir``."""
     record = load_results(run_dir)
@@ -63,10 +64,17 @@ def export_run(run_dir: Path) -> dict[str, Any]:
     if index_path.is_file():
         with contextlib.suppress(ValueError):
             index = json.loads(index_path.read_text())
-    return {"format": FORMAT, "schema_version": SCHEMA_VERSION, "run_id": run_dir.name,
-            "exported": utc_now(), "record": record, "config": frozen, "trials": trials,
-            "index": index,
-            "report": report_path.read_text() if report_path.is_file() else None}
+    return {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_dir.name,
+        "exported": utc_now(),
+        "record": record,
+        "config": frozen,
+        "trials": trials,
+        "index": index,
+        "report": report_path.read_text() if report_path.is_file() else None,
+    }
 
 
 def to_json(document: Mapping[str, Any]) -> str:
@@ -75,6 +83,7 @@ def to_json(document: Mapping[str, Any]) -> str:
 
 # -- reading a file -------------------------------------------------------------------------------
 
+
 def read_document(path: Path) -> dict[str, Any]:
     """The checked document in ``path``; PortableError naming the field otherwise."""
     try:
@@ -82,18 +91,23 @@ def read_document(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise PortableError(path, "", f"cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
-        raise PortableError(path, "", f"not UTF-8 text (byte {exc.start}): not an export of "
-                            "benchmark-agent") from None
+        raise PortableError(
+            path, "", f"not UTF-8 text (byte {exc.start}): not an export of benchmark-agent"
+        ) from None
     try:
         document = json.loads(text)
     except ValueError as exc:
         # The parser ran out of text, or the object's closing brace is missing.
         cut = text.lstrip().startswith("{") and (
             not text.rstrip().endswith("}")
-            or (isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip())))
-        raise PortableError(path, "", f"not valid JSON ({exc})"
-                            + ("; the file ends early: a truncated download?" if cut else "")
-                            ) from None
+            or (isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip()))
+        )
+        raise PortableError(
+            path,
+            "",
+            f"not valid JSON ({exc})"
+            + ("; the file ends early: a truncated download?" if cut else ""),
+        ) from None
     check_document(path, document)
     return document
 
@@ -103,16 +117,24 @@ def check_document(path: Path, document: Any) -> None:
     if not isinstance(document, dict):
         raise PortableError(path, "", f"expected a JSON object, found {_kind(document)}")
     if document.get("format") != FORMAT:
-        raise PortableError(path, "format", f"is {document.get('format')!r}, expected {FORMAT!r} "
-                            "(a file written by `benchmark-agent export`)")
+        raise PortableError(
+            path,
+            "format",
+            f"is {document.get('format')!r}, expected {FORMAT!r} "
+            "(a file written by `benchmark-agent export`)",
+        )
     version = document.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise PortableError(path, "schema_version", f"is {version!r}, expected an integer")
     if version != SCHEMA_VERSION:
         newer = version > SCHEMA_VERSION
-        raise PortableError(path, "schema_version", f"is {version}, this version reads "
-                            f"{SCHEMA_VERSION}" + ("; upgrade pytest-benchmark-agent to import "
-                                                   "it" if newer else ""))
+        raise PortableError(
+            path,
+            "schema_version",
+            f"is {version}, this version reads "
+            f"{SCHEMA_VERSION}"
+            + ("; upgrade pytest-benchmark-agent to import it" if newer else ""),
+        )
     run_id = document.get("run_id")
     check_run_id(path, "run_id", run_id)
     record = _field(path, document, "record", dict)
@@ -120,42 +142,54 @@ def check_document(path: Path, document: Any) -> None:
     trials = _field(path, document, "trials", list)
     for key in ("index",):
         if document.get(key) is not None and not isinstance(document[key], dict):
-            raise PortableError(path, key, f"expected an object or null, found "
-                                f"{_kind(document[key])}")
+            raise PortableError(
+                path, key, f"expected an object or null, found {_kind(document[key])}"
+            )
     if document.get("report") is not None and not isinstance(document["report"], str):
-        raise PortableError(path, "report", f"expected text or null, found "
-                            f"{_kind(document['report'])}")
-    for where, value in (("record.run_id", record.get("run_id")),
-                         ("config.run_id", config.get("run_id"))):
+        raise PortableError(
+            path, "report", f"expected text or null, found {_kind(document['report'])}"
+        )
+    for where, value in (
+        ("record.run_id", record.get("run_id")),
+        ("config.run_id", config.get("run_id")),
+    ):
         if value is not None and value != run_id:
             raise PortableError(path, where, f"is {value!r}, but the file's run_id is {run_id!r}")
     for key in ("name", "state", "tag"):
         if not isinstance(record.get(key), str) or not record[key]:
-            raise PortableError(path, f"record.{key}", f"expected text, found "
-                                f"{_kind(record.get(key))}")
+            raise PortableError(
+                path, f"record.{key}", f"expected text, found {_kind(record.get(key))}"
+            )
     for key, kind in (("summary", dict), ("verdicts", dict), ("treatments", list)):
         if record.get(key) is not None and not isinstance(record[key], kind):
-            raise PortableError(path, f"record.{key}", f"expected {kind.__name__}, found "
-                                f"{_kind(record[key])}")
+            raise PortableError(
+                path, f"record.{key}", f"expected {kind.__name__}, found {_kind(record[key])}"
+            )
     _field(path, config, "config", dict, "config.")
     _field(path, config, "fingerprint", dict, "config.")
     try:
         BenchmarkConfig.model_validate(config["config"])
     except ValueError as exc:
         first = str(exc).splitlines()[:3]
-        raise PortableError(path, "config.config", "the frozen config does not validate with "
-                            "this version: " + " ".join(line.strip() for line in first)) from None
+        raise PortableError(
+            path,
+            "config.config",
+            "the frozen config does not validate with "
+            "this version: " + " ".join(line.strip() for line in first),
+        ) from None
     for number, trial in enumerate(trials):
         where = f"trials[{number}]"
         if not isinstance(trial, dict):
             raise PortableError(path, where, f"expected an object, found {_kind(trial)}")
         for key in ("id", "treatment", "status"):
             if not isinstance(trial.get(key), str):
-                raise PortableError(path, f"{where}.{key}", f"expected text, found "
-                                    f"{_kind(trial.get(key))}")
+                raise PortableError(
+                    path, f"{where}.{key}", f"expected text, found {_kind(trial.get(key))}"
+                )
         if not isinstance(trial.get("metrics"), dict):
-            raise PortableError(path, f"{where}.metrics", f"expected an object, found "
-                                f"{_kind(trial.get('metrics'))}")
+            raise PortableError(
+                path, f"{where}.metrics", f"expected an object, found {_kind(trial.get('metrics'))}"
+            )
 
 
 def check_run_id(path: Path | str, field: str, run_id: Any) -> str:
@@ -163,21 +197,31 @@ def check_run_id(path: Path | str, field: str, run_id: Any) -> str:
     if not isinstance(run_id, str) or not run_id:
         raise PortableError(path, field, f"expected a run id, found {_kind(run_id)}")
     if len(run_id) > MAX_RUN_ID:
-        raise PortableError(path, field, f"is {len(run_id)} characters long, at most "
-                            f"{MAX_RUN_ID} make a run folder's name")
+        raise PortableError(
+            path,
+            field,
+            f"is {len(run_id)} characters long, at most {MAX_RUN_ID} make a run folder's name",
+        )
     if not _SAFE_ID.fullmatch(run_id):
-        raise PortableError(path, field, f"{run_id!r} is not a run folder's name (letters, "
-                            "digits and . _ - = @, starting with a letter or digit): it could "
-                            "write outside the data directory")
+        raise PortableError(
+            path,
+            field,
+            f"{run_id!r} is not a run folder's name (letters, "
+            "digits and . _ - = @, starting with a letter or digit): it could "
+            "write outside the data directory",
+        )
     return run_id
 
 
-def _field(path: Path, document: Mapping[str, Any], key: str, kind: type,
-           prefix: str = "") -> Any:
+def _field(path: Path, document: Mapping[str, Any], key: str, kind: type, prefix: str = "") -> Any:
     value = document.get(key)
     if not isinstance(value, kind):
-        raise PortableError(path, prefix + key, f"expected {_kinds[kind]}, found {_kind(value)}"
-                            + ("" if key in document else " (missing)"))
+        raise PortableError(
+            path,
+            prefix + key,
+            f"expected {_kinds[kind]}, found {_kind(value)}"
+            + ("" if key in document else " (missing)"),
+        )
     return value
 
 
@@ -199,8 +243,10 @@ def _kind(value: Any) -> str:
 
 # -- import ---------------------------------------------------------------------------------------
 
-def import_run(home: Path, document: Mapping[str, Any], source: Path, *,
-               force: bool = False) -> tuple[Path, str]:
+
+def import_run(
+    home: Path, document: Mapping[str, Any], source: Path, *, force: bool = False
+) -> tuple[Path, str]:
     """Add the checked ``document`` to ``home`` as ``runs/<run_id>/``; returns the folder and
     what was done (``imported``, ``replaced``, ``already present``).
 
@@ -219,8 +265,12 @@ def import_run(home: Path, document: Mapping[str, Any], source: Path, *,
         if existed and not force:
             if _same(_existing(target), record):
                 return target, "already present"
-            raise PortableError(source, "run_id", f"run {run_id} is already in {runs} with "
-                                "another record; pass --force to replace it")
+            raise PortableError(
+                source,
+                "run_id",
+                f"run {run_id} is already in {runs} with "
+                "another record; pass --force to replace it",
+            )
         folder = Path(tempfile.mkdtemp(prefix=f"{run_id[:40]}.", dir=staging))
         try:
             _write_run(folder, document, record)
@@ -244,23 +294,24 @@ def _write_run(folder: Path, document: Mapping[str, Any], record: dict[str, Any]
     frozen = {**document["config"], "run_id": record["run_id"]}
     atomic_write(folder / "config.yaml", dump_yaml(frozen))
     atomic_write(folder / "results.yaml", dump_yaml(record))
-    atomic_write(folder / JOURNAL, "".join(json.dumps(t, default=str) + "\n"
-                                           for t in record["trials"]))
+    atomic_write(
+        folder / JOURNAL, "".join(json.dumps(t, default=str) + "\n" for t in record["trials"])
+    )
     if document.get("report"):
         atomic_write(folder / "report.md", document["report"])
     entry = index_entry(record, frozen, document.get("index"))
     atomic_write(folder / "index.json", json.dumps(entry, indent=1))
 
 
-def index_entry(record: Mapping[str, Any], frozen: Mapping[str, Any],
-                exported: Mapping[str, Any] | None) -> dict[str, Any]:
+def index_entry(
+    record: Mapping[str, Any], frozen: Mapping[str, Any], exported: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """The ``index.json`` entry the engine writes at a run's end, rebuilt from the record by
     :func:`.record.build_index_entry`; the file's own entry gives only the keys this version
     does not build, and the code block where the fingerprint has no code identity."""
     config = BenchmarkConfig.model_validate(frozen["config"])
     identity = (frozen.get("fingerprint") or {}).get("code_identity")
-    entry = {**_obj(exported), **build_index_entry(record, config, identity),
-             "imported": utc_now()}
+    entry = {**_obj(exported), **build_index_entry(record, config, identity), "imported": utc_now()}
     if entry["code"] is None and isinstance(_obj(exported).get("code"), dict):
         entry["code"] = _obj(exported)["code"]
     return entry
@@ -281,6 +332,8 @@ def _obj(value: Any) -> dict[str, Any]:
 
 def _same(a: Any, b: Any) -> bool:
     """Whether two records hold the same data (compared as JSON, as the export holds them)."""
+
     def plain(value: Any) -> Any:
         return json.loads(json.dumps(value, default=str, sort_keys=True))
+
     return plain(a) == plain(b)

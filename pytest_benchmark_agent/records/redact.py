@@ -23,11 +23,32 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
 
-_SECRET_WORDS = frozenset({
-    "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASS",
-    "PASSPHRASE", "PWD", "CREDENTIAL", "CREDENTIALS", "CREDS", "APIKEY", "AUTH", "COOKIE",
-    "DSN", "PRIVATE", "SIGNATURE", "SIG", "SESSIONID", "BEARER",
-})
+_SECRET_WORDS = frozenset(
+    {
+        "TOKEN",
+        "TOKENS",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWORDS",
+        "PASSWD",
+        "PASS",
+        "PASSPHRASE",
+        "PWD",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "CREDS",
+        "APIKEY",
+        "AUTH",
+        "COOKIE",
+        "DSN",
+        "PRIVATE",
+        "SIGNATURE",
+        "SIG",
+        "SESSIONID",
+        "BEARER",
+    }
+)
 _GLUED = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY")  # PGPASSWORD, GITHUBTOKEN
 _NOT_SECRETS = frozenset({"PWD", "OLDPWD"})  # the shell's working directories
 
@@ -56,8 +77,10 @@ def is_secret_name(name: str) -> bool:
     if name.upper() in _NOT_SECRETS:
         return False
     parts = _name_parts(name)
-    return bool(parts) and (any(part in _SECRET_WORDS or part.endswith(_GLUED) for part in parts)
-                            or parts[-1] in {"KEY", "KEYS"})
+    return bool(parts) and (
+        any(part in _SECRET_WORDS or part.endswith(_GLUED) for part in parts)
+        or parts[-1] in {"KEY", "KEYS"}
+    )
 
 
 def _entropy(word: str) -> float:
@@ -97,8 +120,10 @@ def _strip_url(url: str) -> str:
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         if any(is_secret_name(k) or looks_secret(v) for k, v in pairs):
-            query = urlencode([(k, REDACTED if is_secret_name(k) or looks_secret(v) else v)
-                               for k, v in pairs], safe="<>")
+            query = urlencode(
+                [(k, REDACTED if is_secret_name(k) or looks_secret(v) else v) for k, v in pairs],
+                safe="<>",
+            )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

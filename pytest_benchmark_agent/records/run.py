@@ -25,8 +25,15 @@ from pytest_benchmark_agent.stats.describe import describe, describe_exact, medi
 
 #: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
 SCHEMA_VERSION = 1
-TRIAL_STATUSES = ("passed", "failed", "guard:memory", "guard:vram", "not_comparable",
-                  "interrupted", "not_run")
+TRIAL_STATUSES = (
+    "passed",
+    "failed",
+    "guard:memory",
+    "guard:vram",
+    "not_comparable",
+    "interrupted",
+    "not_run",
+)
 
 
 def new_session_token() -> tuple[str, str]:
@@ -91,10 +98,14 @@ class BenchRun:
     def config_hash(self) -> str:
         """Identity of the frozen config (what a reproduction must share); the hypothesis and the
         budget are left out: they describe or limit the run, they do not change what it measures."""
-        config = self.plan.config.model_dump(mode="json", exclude_none=True,
-                                             exclude={"hypothesis", "budget"})
-        identity = {"config": config, "variable": self.variable,
-                    "treatments": self.treatment_labels}
+        config = self.plan.config.model_dump(
+            mode="json", exclude_none=True, exclude={"hypothesis", "budget"}
+        )
+        identity = {
+            "config": config,
+            "variable": self.variable,
+            "treatments": self.treatment_labels,
+        }
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
     @property
@@ -126,13 +137,25 @@ class BenchRun:
         digest = hashlib.sha256(trial_id.encode()).hexdigest()[:8]
         return self._trials_dir / f"{safe}-{digest}"
 
-    def blank_trial(self, spec: TrialSpec, status: str, reason: str | None = None,
-                    ) -> dict[str, Any]:
+    def blank_trial(
+        self,
+        spec: TrialSpec,
+        status: str,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
         """A trial record before (or instead of) measuring: the fixed keys, in contract order."""
-        record: dict[str, Any] = {"id": self.trial_id(spec), "treatment": spec.treatment_label,
-                                  "replicate": spec.replicate, "seed": spec.seed,
-                                  "status": status, "metrics": {}, "started": None,
-                                  "ended": None, "peak_rss_mb": None, "stage": spec.stage.name}
+        record: dict[str, Any] = {
+            "id": self.trial_id(spec),
+            "treatment": spec.treatment_label,
+            "replicate": spec.replicate,
+            "seed": spec.seed,
+            "status": status,
+            "metrics": {},
+            "started": None,
+            "ended": None,
+            "peak_rss_mb": None,
+            "stage": spec.stage.name,
+        }
         if reason is not None:
             record["reason"] = reason
         return record
@@ -161,8 +184,10 @@ class BenchRun:
         for metric in self.metric_names():
             if metric not in table:
                 continue
-            per = {label: self.describe(metric, table[metric].get(label, []))
-                   for label in self.treatment_labels}
+            per = {
+                label: self.describe(metric, table[metric].get(label, []))
+                for label in self.treatment_labels
+            }
             for label, row in per.items():
                 if label != self.control and "values" not in row:
                     row["ratio_to_control"] = median_ratio(row, per[self.control])
@@ -186,9 +211,14 @@ class BenchRun:
             for metric in self.metric_names():
                 per = {}
                 for label in self.treatment_labels:
-                    values = [t["metrics"][metric] for t in self.trials
-                              if t.get("host") == host and t["treatment"] == label
-                              and t["status"] == "passed" and metric in t["metrics"]]
+                    values = [
+                        t["metrics"][metric]
+                        for t in self.trials
+                        if t.get("host") == host
+                        and t["treatment"] == label
+                        and t["status"] == "passed"
+                        and metric in t["metrics"]
+                    ]
                     per[label] = self.describe(metric, values)
                 if any(row.get("n") for row in per.values()):
                     out.setdefault(host, {})[metric] = per
@@ -198,8 +228,14 @@ class BenchRun:
         """Pairs of trials whose measurement windows overlapped on the same host."""
         pairs = []
         for host in self.hosts():
-            timed = sorted((t for t in self.trials if t.get("host") == host and t.get("started")
-                            and t.get("ended")), key=lambda t: t["started"])
+            timed = sorted(
+                (
+                    t
+                    for t in self.trials
+                    if t.get("host") == host and t.get("started") and t.get("ended")
+                ),
+                key=lambda t: t["started"],
+            )
             for earlier, later in zip(timed, timed[1:], strict=False):
                 if later["started"] < earlier["ended"]:
                     pairs.append((earlier["id"], later["id"]))
@@ -208,8 +244,10 @@ class BenchRun:
     def spent(self) -> dict[str, float]:
         """GPU-hours and cost of every stage run so far (trials and the preps this run built)."""
         stages = self.trials + [p for p in self.preps if p.get("action") == "built"]
-        return {"gpu_hours": sum(s.get("gpu_hours", 0.0) for s in stages),
-                "cost_usd": sum(s.get("cost_usd", 0.0) for s in stages)}
+        return {
+            "gpu_hours": sum(s.get("gpu_hours", 0.0) for s in stages),
+            "cost_usd": sum(s.get("cost_usd", 0.0) for s in stages),
+        }
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = defaultdict(int)

@@ -46,9 +46,13 @@ class ReclassifyError(Exception):
     """A reclassification that is refused, with why and what to do instead."""
 
 
-def compute_tag(failures: list[str], limits: list[str], caveats: list[str],
-                reference: Reproduction | None,
-                skipped: Sequence[str] = ()) -> tuple[str, list[str]]:
+def compute_tag(
+    failures: list[str],
+    limits: list[str],
+    caveats: list[str],
+    reference: Reproduction | None,
+    skipped: Sequence[str] = (),
+) -> tuple[str, list[str]]:
     """The tag and the reasons behind it (shown in the report and stored as ``tag_reasons``).
 
     ``failures`` are failed gates, ``limits`` what keeps the run EXPLORATORY (too little data for
@@ -65,21 +69,29 @@ def compute_tag(failures: list[str], limits: list[str], caveats: list[str],
     if limits:
         return "EXPLORATORY", [*limits, *also]
     if reference is None:
-        why = ("no earlier run of this frozen config and code to reproduce"
-               + (f" ({'; '.join(skipped)})" if skipped else "")
-               + ": run the same config on the same code again to reproduce it")
+        why = (
+            "no earlier run of this frozen config and code to reproduce"
+            + (f" ({'; '.join(skipped)})" if skipped else "")
+            + ": run the same config on the same code again to reproduce it"
+        )
         return "EXPLORATORY", [why, *also]
     qualifiers = list(caveats) + reference.caveats
     if reference.kind == "anchor":
-        qualifiers.insert(0, f"anchored to baseline {reference.run_id} through the treatments "
-                             "both ran; this config itself was not reproduced")
+        qualifiers.insert(
+            0,
+            f"anchored to baseline {reference.run_id} through the treatments "
+            "both ran; this config itself was not reproduced",
+        )
     if qualifiers:
         return "QUALIFIED", qualifiers
-    return "RELIABLE", [f"reproduces {reference.run_id} (same config and code: every primary "
-                        "verdict the same, each effect's size agreeing), with no caveat"]
+    return "RELIABLE", [
+        f"reproduces {reference.run_id} (same config and code: every primary "
+        "verdict the same, each effect's size agreeing), with no caveat"
+    ]
 
 
 # -- reclassify -----------------------------------------------------------------------------------
+
 
 def reclassify(home: Path, run_dir: Path, tag: str, why: str) -> list[str]:
     """Set a run's tag by hand, with a reason; returns what changed (the run and its citers)."""
@@ -102,13 +114,19 @@ def reclassify(home: Path, run_dir: Path, tag: str, why: str) -> list[str]:
                 raise ReclassifyError(
                     f"{run_dir.name}: {old} -> {tag} raises the tag, and a tag may only be "
                     "lowered without a new run. Run the same config again: a run that "
-                    "reproduces it is the evidence a higher tag needs.")
+                    "reproduces it is the evidence a higher tag needs."
+                )
         entry = {"from": old, "to": tag, "why": why, "at": utc_now()}
         if proof:
             entry["evidence"] = f"reproduced by {proof}"
         record.setdefault("reclassified", []).append(entry)
-        _write(run_dir, record, tag, f"Reclassified {old} -> {tag} on {entry['at']}: {why}"
-               + (f" ({entry['evidence']})" if proof else ""))
+        _write(
+            run_dir,
+            record,
+            tag,
+            f"Reclassified {old} -> {tag} on {entry['at']}: {why}"
+            + (f" ({entry['evidence']})" if proof else ""),
+        )
         lines = [f"{run_dir.name}: {old} -> {tag} ({why})"]
         if RANK[tag] < RANK[old]:
             lines += _cascade(home, run_dir.name, tag, why, {run_dir.name})
@@ -128,11 +146,17 @@ def _cascade(home: Path, cited: str, tag: str, why: str, seen: set[str]) -> list
         new = "QUALIFIED" if old == "RELIABLE" else old
         flag = {"run": cited, "to": tag, "why": why, "at": utc_now()}
         record.setdefault("flags", []).append(flag)
-        _write(run_dir, record, new, f"Flagged on {flag['at']}: it cited {cited}, since "
-                                     f"reclassified {tag} ({why})"
-               + (f"; {old} -> {new}" if new != old else ""))
-        lines.append(f"flagged {run_dir.name}: it cited {cited}"
-                     + (f"; {old} -> {new}" if new != old else f"; stays {old}"))
+        _write(
+            run_dir,
+            record,
+            new,
+            f"Flagged on {flag['at']}: it cited {cited}, since "
+            f"reclassified {tag} ({why})" + (f"; {old} -> {new}" if new != old else ""),
+        )
+        lines.append(
+            f"flagged {run_dir.name}: it cited {cited}"
+            + (f"; {old} -> {new}" if new != old else f"; stays {old}")
+        )
         if new != old:
             lines += _cascade(home, run_dir.name, new, f"it cited {cited} ({why})", seen)
     return lines
@@ -155,8 +179,11 @@ def _reproduced_by(home: Path, run_id: str) -> str | None:
     """A later run that reproduced ``run_id`` (same frozen config, within tolerance)."""
     for run_dir in citing(home, run_id):
         reproduces = load_results(run_dir).get("reproduces") or {}
-        if (reproduces.get("run_id") == run_id and reproduces.get("kind") == "reproduction"
-                and reproduces.get("ok")):
+        if (
+            reproduces.get("run_id") == run_id
+            and reproduces.get("kind") == "reproduction"
+            and reproduces.get("ok")
+        ):
             return run_dir.name
     return None
 
@@ -175,8 +202,12 @@ def _write(run_dir: Path, record: dict[str, Any], tag: str, note: str) -> None:
     if report.is_file():
         lines = report.read_text().splitlines()
         if tag != old:
-            lines = [f"- **Tag:** {tag} (was {old}; see Reclassifications and flags below)"
-                     if line.startswith("- **Tag:** ") else line for line in lines]
+            lines = [
+                f"- **Tag:** {tag} (was {old}; see Reclassifications and flags below)"
+                if line.startswith("- **Tag:** ")
+                else line
+                for line in lines
+            ]
         if _SECTION not in lines:
             lines += ["", _SECTION, ""]
         atomic_write(report, "\n".join(lines + [f"- {note}"]) + "\n")

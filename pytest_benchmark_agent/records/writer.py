@@ -94,8 +94,7 @@ class RecordWriter:
         self._write_config(run)
         results = run.results()
         self._snapshot(run, results)
-        entry = build_index_entry(results, run.plan.config,
-                                  run.fingerprint.get("code_identity"))
+        entry = build_index_entry(results, run.plan.config, run.fingerprint.get("code_identity"))
         atomic_write(run.dir / "index.json", json.dumps(entry, indent=1))
         regenerate_index(run.home)
 
@@ -103,19 +102,24 @@ class RecordWriter:
         start = time.monotonic()
         atomic_write(run.dir / "results.yaml", dump_yaml(results or run.results()))
         end = time.monotonic()
-        self._next_snapshot[run.run_id] = end + max(SNAPSHOT_INTERVAL_S,
-                                                    SNAPSHOT_COST_FACTOR * (end - start))
+        self._next_snapshot[run.run_id] = end + max(
+            SNAPSHOT_INTERVAL_S, SNAPSHOT_COST_FACTOR * (end - start)
+        )
 
     def _write_config(self, run: BenchRun) -> None:
         plan = run.plan
         effective: dict[str, dict[str, str]] = {}
         for trial in run.trials:
             effective.setdefault(trial["treatment"], {}).update(trial.get("effective", {}))
-        document = {"schema_version": SCHEMA_VERSION, "run_id": run.run_id,
-                    "source": str(plan.path.resolve()),
-                    "config": plan.config.model_dump(mode="json", exclude_none=True),
-                    "planned_trials": [run.trial_id(spec) for spec in run.planned],
-                    "effective_params": effective, "fingerprint": run.fingerprint}
+        document = {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": run.run_id,
+            "source": str(plan.path.resolve()),
+            "config": plan.config.model_dump(mode="json", exclude_none=True),
+            "planned_trials": [run.trial_id(spec) for spec in run.planned],
+            "effective_params": effective,
+            "fingerprint": run.fingerprint,
+        }
         atomic_write(run.dir / "config.yaml", dump_yaml(document))
 
 
@@ -124,9 +128,13 @@ def code_entry(identity: Mapping[str, Any] | None) -> dict[str, Any] | None:
     is found from these entries alone."""
     if identity is None:
         return None
-    return {"commit": identity.get("commit"), "short": identity.get("short"),
-            "branch": identity.get("branch"), "dirty": identity.get("dirty"),
-            "label": code_label(identity)}
+    return {
+        "commit": identity.get("commit"),
+        "short": identity.get("short"),
+        "branch": identity.get("branch"),
+        "dirty": identity.get("dirty"),
+        "label": code_label(identity),
+    }
 
 
 def comparison_key(config: BenchmarkConfig) -> str:
@@ -134,17 +142,22 @@ def comparison_key(config: BenchmarkConfig) -> str:
     treatment variable, every other param, the stages, the seeds), so ``latest`` and a git
     revision prefer a run that may serve without opening its record."""
     variable = treatment_variable(config)
-    identity = {"variable": variable,
-                "params": {k: v for k, v in config.params.items() if k != variable},
-                "stages": sorted((s.model_dump(mode="json", exclude_none=True)
-                                  for s in config.stages), key=lambda s: str(s.get("name"))),
-                "seeds": config.seeds}
+    identity = {
+        "variable": variable,
+        "params": {k: v for k, v in config.params.items() if k != variable},
+        "stages": sorted(
+            (s.model_dump(mode="json", exclude_none=True) for s in config.stages),
+            key=lambda s: str(s.get("name")),
+        ),
+        "seeds": config.seeds,
+    }
     text = json.dumps(identity, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def build_index_entry(results: Mapping[str, Any], config: BenchmarkConfig,
-                      code_identity: Mapping[str, Any] | None) -> dict[str, Any]:
+def build_index_entry(
+    results: Mapping[str, Any], config: BenchmarkConfig, code_identity: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """The ``index.json`` entry of a run, from its ``results.yaml`` document: the few fields
     ``results_index.md``, ``history`` and baseline resolution read without opening the record.
     Built the same way at a run's end and when a run is imported (whose record is input, so
@@ -155,23 +168,36 @@ def build_index_entry(results: Mapping[str, Any], config: BenchmarkConfig,
     cited = {_mapping(results.get(key)).get("run_id") for key in ("baseline", "reproduces")}
     flags = results.get("flags")
     trials = results.get("trials") if isinstance(results.get("trials"), list) else []
-    return {"schema_version": SCHEMA_VERSION,
-            "run_id": results.get("run_id"), "name": results.get("name"),
-            "state": results.get("state"), "tag": results.get("tag"),
-            "started": results.get("started"), "ended": results.get("ended"),
-            "counts": dict(Counter(str(_mapping(t).get("status")) for t in trials)),
-            "treatment_variable": results.get("treatment_variable"), "control": control,
-            "primary": {m: {label: _mapping(row).get("ratio_to_control")
-                            for label, row in _mapping(summary.get(m)).items()
-                            if label != control} for m in primaries},
-            "verdicts": {m: {label: _mapping(v).get("verdict")
-                             for label, v in _mapping(per).items()}
-                         for m, per in verdicts.items() if m in primaries},
-            "config_hash": results.get("config_hash"),
-            "cites": sorted(c for c in cited if isinstance(c, str) and c),
-            "flags": len(flags) if isinstance(flags, list) else 0,
-            "code": code_entry(code_identity) if isinstance(code_identity, Mapping) else None,
-            "comparison_key": comparison_key(config)}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": results.get("run_id"),
+        "name": results.get("name"),
+        "state": results.get("state"),
+        "tag": results.get("tag"),
+        "started": results.get("started"),
+        "ended": results.get("ended"),
+        "counts": dict(Counter(str(_mapping(t).get("status")) for t in trials)),
+        "treatment_variable": results.get("treatment_variable"),
+        "control": control,
+        "primary": {
+            m: {
+                label: _mapping(row).get("ratio_to_control")
+                for label, row in _mapping(summary.get(m)).items()
+                if label != control
+            }
+            for m in primaries
+        },
+        "verdicts": {
+            m: {label: _mapping(v).get("verdict") for label, v in _mapping(per).items()}
+            for m, per in verdicts.items()
+            if m in primaries
+        },
+        "config_hash": results.get("config_hash"),
+        "cites": sorted(c for c in cited if isinstance(c, str) and c),
+        "flags": len(flags) if isinstance(flags, list) else 0,
+        "code": code_entry(code_identity) if isinstance(code_identity, Mapping) else None,
+        "comparison_key": comparison_key(config),
+    }
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -268,31 +294,45 @@ def index_entry(run_dir: Path) -> dict[str, Any] | None:
 def regenerate_index(home: Path) -> None:
     """Rewrite ``results_index.md`` from every run's ``index.json``, grouped by tag."""
     entries = [entry for _, entry in index_entries(home)]
-    lines = ["# Benchmark results", "",
-             "Regenerated from the run records after every run; do not edit by hand.", ""]
+    lines = [
+        "# Benchmark results",
+        "",
+        "Regenerated from the run records after every run; do not edit by hand.",
+        "",
+    ]
     for tag in TAG_ORDER:
         group = [e for e in entries if e.get("tag") == tag]
         lines += [f"## {tag} ({len(group)})", ""]
         if not group:
             lines += ["(none)", ""]
             continue
-        lines += ["| run | name | state | trials | primary (ratio to control, verdict) |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "| run | name | state | trials | primary (ratio to control, verdict) |",
+            "|---|---|---|---|---|",
+        ]
         for entry in sorted(group, key=lambda e: e["run_id"], reverse=True):
             counts = entry.get("counts", {})
             passed, total = counts.get("passed", 0), sum(counts.values())
             verdicts = entry.get("verdicts") or {}
             primary = "; ".join(
-                f"{metric}: " + ", ".join(
-                    f"{t}={r}" + (f" {verdicts[metric][t]}" if t in verdicts.get(metric, {})
-                                  else "") for t, r in ratios.items())
-                for metric, ratios in (entry.get("primary") or {}).items() if ratios) or (
-                "one configuration: no in-run ratio" if "treatment_variable" in entry
-                and entry["treatment_variable"] is None else "-")
-            state = entry["state"] + (f", flagged x{entry['flags']}" if entry.get("flags")
-                                      else "")
-            lines.append(f"| [{entry['run_id']}](runs/{entry['run_id']}/report.md) | "
-                         f"{entry['name']} | {state} | {passed}/{total} | {primary} |")
+                f"{metric}: "
+                + ", ".join(
+                    f"{t}={r}"
+                    + (f" {verdicts[metric][t]}" if t in verdicts.get(metric, {}) else "")
+                    for t, r in ratios.items()
+                )
+                for metric, ratios in (entry.get("primary") or {}).items()
+                if ratios
+            ) or (
+                "one configuration: no in-run ratio"
+                if "treatment_variable" in entry and entry["treatment_variable"] is None
+                else "-"
+            )
+            state = entry["state"] + (f", flagged x{entry['flags']}" if entry.get("flags") else "")
+            lines.append(
+                f"| [{entry['run_id']}](runs/{entry['run_id']}/report.md) | "
+                f"{entry['name']} | {state} | {passed}/{total} | {primary} |"
+            )
         lines.append("")
     with file_lock(home / ".index.lock"):
         atomic_write(home / "results_index.md", "\n".join(lines))

@@ -24,8 +24,10 @@ from typing import Any
 
 #: Strings YAML 1.1 reads as booleans or null when written plain (``y`` and ``n`` too: PyYAML
 #: reads them as strings, other YAML 1.1 readers of the records as booleans).
-_WORDS = frozenset("y Y n N yes Yes YES no No NO true True TRUE false False FALSE on On ON off "
-                   "Off OFF null Null NULL".split())
+_WORDS = frozenset(
+    "y Y n N yes Yes YES no No NO true True TRUE false False FALSE on On ON off "
+    "Off OFF null Null NULL".split()
+)
 _PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./+\-\[\]=@()]*(?: [A-Za-z0-9_./+\-\[\]=@()]+)*")
 #: Characters JSON leaves raw that a YAML reader refuses (outside its printable set) or reads
 #: as line breaks inside a quoted scalar.
@@ -88,11 +90,11 @@ def _sequence(data: list[Any], indent: str, lines: list[str]) -> None:
         if isinstance(value, dict) and value:
             first = len(lines)
             _mapping(value, indent + "  ", lines)
-            lines[first] = f"{indent}- {lines[first][len(indent) + 2:]}"
+            lines[first] = f"{indent}- {lines[first][len(indent) + 2 :]}"
         elif isinstance(value, list) and value:
             first = len(lines)
             _sequence(value, indent + "  ", lines)
-            lines[first] = f"{indent}- {lines[first][len(indent) + 2:]}"
+            lines[first] = f"{indent}- {lines[first][len(indent) + 2 :]}"
         else:
             lines.append(f"{indent}- {_scalar(value)}")
 

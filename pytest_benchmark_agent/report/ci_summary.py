@@ -22,8 +22,10 @@ from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.stats.describe import values_text
 
-HEADER = ["| metric | baseline | this run | ratio | interval | verdict |",
-          "|---|---:|---:|---:|---|---|"]
+HEADER = [
+    "| metric | baseline | this run | ratio | interval | verdict |",
+    "|---|---:|---:|---:|---|---|",
+]
 
 
 class StepSummaryWriter:
@@ -39,8 +41,10 @@ class StepSummaryWriter:
             with open(self.path, "a", encoding="utf-8") as summary:
                 summary.write(text)
         except OSError as exc:  # the run and its records stand; only the summary is lost
-            print(f"benchmark-agent: cannot append to $GITHUB_STEP_SUMMARY {self.path}: {exc}",
-                  file=sys.stderr)
+            print(
+                f"benchmark-agent: cannot append to $GITHUB_STEP_SUMMARY {self.path}: {exc}",
+                file=sys.stderr,
+            )
 
 
 def step_summary_writer() -> StepSummaryWriter | None:
@@ -55,17 +59,28 @@ def render(run: BenchRun) -> list[str]:
     base = run.baseline
     this_code = code_label(run.fingerprint.get("code_identity"))
     if base is None:
-        lines = [f"### `{run.name}` at {this_code}: gate **{gate['outcome']}** "
-                 "(within the run: no --bench-baseline)", ""]
+        lines = [
+            f"### `{run.name}` at {this_code}: gate **{gate['outcome']}** "
+            "(within the run: no --bench-baseline)",
+            "",
+        ]
         lines += _own_table(run)
     else:
         code = base.get("code") or {}
-        lines = [f"### `{run.name}`: {code.get('baseline') or 'no baseline'} -> "
-                 f"{code.get('this') or this_code}: gate **{gate['outcome']}**", "",
-                 f"Baseline `{base.get('ref')}`: " + (
-                     f"run {base['run_id']} ({base.get('resolved')}, {base.get('tag')})"
-                     if base.get("run_id") else "no run") + f"; this run {run.run_id} "
-                 f"({run.tag}).", ""]
+        lines = [
+            f"### `{run.name}`: {code.get('baseline') or 'no baseline'} -> "
+            f"{code.get('this') or this_code}: gate **{gate['outcome']}**",
+            "",
+            f"Baseline `{base.get('ref')}`: "
+            + (
+                f"run {base['run_id']} ({base.get('resolved')}, {base.get('tag')})"
+                if base.get("run_id")
+                else "no run"
+            )
+            + f"; this run {run.run_id} "
+            f"({run.tag}).",
+            "",
+        ]
         lines += _baseline_table(run, base)
     lines += ["", *[f"- {_cell(reason)}" for reason in gate.get("reasons") or []]]
     return lines
@@ -84,10 +99,21 @@ def _baseline_table(run: BenchRun, base: Mapping[str, Any]) -> list[str]:
             else:
                 target = label if label in reference.treatments else reference.control
                 theirs = (reference.summary.get(metric) or {}).get(target)
-            rows.append(_row(f"`{metric}`" + (f" [{label}]" if several else ""), theirs,
-                             (run.summary.get(metric) or {}).get(label), v))
-    return HEADER + (rows or ["| - | - | - | - | - | nothing compared: "
-                              f"{_cell(base.get('refused') or 'no verdicts')} |"])
+            rows.append(
+                _row(
+                    f"`{metric}`" + (f" [{label}]" if several else ""),
+                    theirs,
+                    (run.summary.get(metric) or {}).get(label),
+                    v,
+                )
+            )
+    return HEADER + (
+        rows
+        or [
+            "| - | - | - | - | - | nothing compared: "
+            f"{_cell(base.get('refused') or 'no verdicts')} |"
+        ]
+    )
 
 
 def _own_table(run: BenchRun) -> list[str]:
@@ -98,12 +124,19 @@ def _own_table(run: BenchRun) -> list[str]:
         per = run.summary.get(metric) or {}
         control = per.get(run.control)
         if run.one_configuration:
-            rows.append(_row(f"`{metric}`", None, control,
-                             {"verdict": "not judged (one configuration, no baseline)"}))
+            rows.append(
+                _row(
+                    f"`{metric}`",
+                    None,
+                    control,
+                    {"verdict": "not judged (one configuration, no baseline)"},
+                )
+            )
             continue
         for label, v in (run.verdicts.get(metric) or {}).items():
-            rows.append(_row(f"`{metric}` [{label} vs control {run.control}]", control,
-                             per.get(label), v))
+            rows.append(
+                _row(f"`{metric}` [{label} vs control {run.control}]", control, per.get(label), v)
+            )
     return HEADER + (rows or ["| - | - | - | - | - | no verdicts |"])
 
 
@@ -117,15 +150,24 @@ def _reference(run: BenchRun, run_id: str | None) -> RecordView | None:
         return None
 
 
-def _row(name: str, theirs: Mapping[str, Any] | None, mine: Mapping[str, Any] | None,
-         verdict: Mapping[str, Any]) -> str:
+def _row(
+    name: str,
+    theirs: Mapping[str, Any] | None,
+    mine: Mapping[str, Any] | None,
+    verdict: Mapping[str, Any],
+) -> str:
     ci = verdict.get("ci")
     said = str(verdict.get("verdict"))
     if verdict.get("reason") and said in ("not_comparable", "regressed"):
         said += f": {verdict['reason']}"
-    cells = [name, _value(theirs), _value(mine),
-             "-" if verdict.get("ratio") is None else f"x{verdict['ratio']:.4g}",
-             f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else "-", said]
+    cells = [
+        name,
+        _value(theirs),
+        _value(mine),
+        "-" if verdict.get("ratio") is None else f"x{verdict['ratio']:.4g}",
+        f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else "-",
+        said,
+    ]
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 

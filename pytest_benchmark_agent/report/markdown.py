@@ -36,28 +36,51 @@ class ReportWriter:
     @pytest.hookimpl
     def pytest_bench_run_finished(self, run: BenchRun) -> None:
         metrics = run.plan.config.metrics
-        files, note = write_plots(run.dir, run.trials, list(metrics), run.treatment_labels,
-                                  run.verdicts, exact=exact_metrics(metrics))
+        files, note = write_plots(
+            run.dir,
+            run.trials,
+            list(metrics),
+            run.treatment_labels,
+            run.verdicts,
+            exact=exact_metrics(metrics),
+        )
         atomic_write(run.dir / "report.md", render_report(run, files, note))
 
 
-def render_report(run: BenchRun, plots: list[str] | None = None,
-                  plot_note: str | None = None) -> str:
+def render_report(
+    run: BenchRun, plots: list[str] | None = None, plot_note: str | None = None
+) -> str:
     config = run.plan.config
-    state = run.state + (f" ({run.stop_reason})" if run.stop_reason else "") + (
-        f" ({run.decided})" if run.decided else "")
-    lines = [f"# {run.name}: {run.run_id}", "",
-             f"- **Hypothesis:** {config.hypothesis or '(none stated)'}",
-             _treatment_line(run),
-             f"- **State:** {state}",
-             f"- **Tag:** {run.tag}", *[f"  - {reason}" for reason in run.tag_reasons],
-             "- **Trials:** " + _counts_text(run),
-             f"- **Started / ended (UTC):** {run.started} / {run.ended}",
-             "- **Record:** [results.yaml](results.yaml), [config.yaml](config.yaml)", "",
-             "## Controls", "", "Every declared parameter and its value ("
-             + ("one configuration: every one is held fixed" if run.one_configuration else
-                "the treatment variable varies; everything else is held fixed")
-             + "):", "", "| param | value | role |", "|---|---|---|"]
+    state = (
+        run.state
+        + (f" ({run.stop_reason})" if run.stop_reason else "")
+        + (f" ({run.decided})" if run.decided else "")
+    )
+    lines = [
+        f"# {run.name}: {run.run_id}",
+        "",
+        f"- **Hypothesis:** {config.hypothesis or '(none stated)'}",
+        _treatment_line(run),
+        f"- **State:** {state}",
+        f"- **Tag:** {run.tag}",
+        *[f"  - {reason}" for reason in run.tag_reasons],
+        "- **Trials:** " + _counts_text(run),
+        f"- **Started / ended (UTC):** {run.started} / {run.ended}",
+        "- **Record:** [results.yaml](results.yaml), [config.yaml](config.yaml)",
+        "",
+        "## Controls",
+        "",
+        "Every declared parameter and its value ("
+        + (
+            "one configuration: every one is held fixed"
+            if run.one_configuration
+            else "the treatment variable varies; everything else is held fixed"
+        )
+        + "):",
+        "",
+        "| param | value | role |",
+        "|---|---|---|",
+    ]
     for name, value in config.params.items():
         role = "TREATMENT" if name == run.variable else "CONTROL"
         lines.append(f"| `{name}` | `{as_text(value)}` | {role} |")
@@ -74,8 +97,10 @@ def render_report(run: BenchRun, plots: list[str] | None = None,
     lines += _hosts(run)
     lines += ["", "## Preps", "", "| stage | binding | action | signature |", "|---|---|---|---|"]
     for prep in run.preps:
-        lines.append(f"| {prep['stage']} | `{prep['binding']}` | {prep['action']} | "
-                     f"`{prep['signature'][:12]}` |")
+        lines.append(
+            f"| {prep['stage']} | `{prep['binding']}` | {prep['action']} | "
+            f"`{prep['signature'][:12]}` |"
+        )
     if not run.preps:
         lines.append("| (none ran) | | | |")
     lines += ["", "## Environment", ""]
@@ -85,36 +110,54 @@ def render_report(run: BenchRun, plots: list[str] | None = None,
 
 def _treatment_line(run: BenchRun) -> str:
     if run.one_configuration:
-        return (f"- **Configuration:** one, `{run.control}` (no treatment_variable): nothing is "
-                "compared within this run")
+        return (
+            f"- **Configuration:** one, `{run.control}` (no treatment_variable): nothing is "
+            "compared within this run"
+        )
     return f"- **Treatment:** `{run.variable}` = " + ", ".join(
-        f"`{t}`" + (" (control)" if t == run.control else "") for t in run.treatment_labels)
+        f"`{t}`" + (" (control)" if t == run.control else "") for t in run.treatment_labels
+    )
 
 
 def _design(run: BenchRun) -> list[str]:
     """How the verdicts were reached, in two sentences."""
     if run.one_configuration:
-        return [f"One configuration, `{run.control}`: the figures below describe its "
-                "replicates, compared with nothing within this run, so there is no verdict "
-                "here. A comparison with another run (`--bench-baseline REF`, `benchmark-agent "
-                "compare A B`) judges it.", ""]
-    lines = ["Verdicts compare each treatment with the control `" + run.control + "` within "
-             "blocks (replicate k of every treatment ran adjacent; each block on one host), "
-             "with Holm's correction across every metric and treatment of the run: `improved` "
-             "or `regressed` needs the corrected test to pass, the 95% CI of the ratio to "
-             "exclude 1 and the effect to exceed the metric's noise threshold. The MDE is the "
-             "smallest change this run could have detected (80% power) at its n and noise."]
+        return [
+            f"One configuration, `{run.control}`: the figures below describe its "
+            "replicates, compared with nothing within this run, so there is no verdict "
+            "here. A comparison with another run (`--bench-baseline REF`, `benchmark-agent "
+            "compare A B`) judges it.",
+            "",
+        ]
+    lines = [
+        "Verdicts compare each treatment with the control `" + run.control + "` within "
+        "blocks (replicate k of every treatment ran adjacent; each block on one host), "
+        "with Holm's correction across every metric and treatment of the run: `improved` "
+        "or `regressed` needs the corrected test to pass, the 95% CI of the ratio to "
+        "exclude 1 and the effect to exceed the metric's noise threshold. The MDE is the "
+        "smallest change this run could have detected (80% power) at its n and noise."
+    ]
     if run.sequential:
         seq = run.sequential
-        looks = ", ".join(f"{look['blocks']}" + (" (stop)" if look["stop"] else "")
-                          for look in seq.get("looks") or []) or "none reached"
-        lines.append(f"Sequential replication ({seq['min']} to {seq['max']} blocks, alpha "
-                     f"spent at the looks so stopping early keeps the error rate): looks at "
-                     f"blocks {looks}; the verdicts use {seq['blocks_used']} blocks: "
-                     f"{seq['reason']}."
-                     + (f" {seq['late_trials']} trial(s) that were already running when it "
-                        "stopped are recorded but not analysed." if seq.get("late_trials")
-                        else ""))
+        looks = (
+            ", ".join(
+                f"{look['blocks']}" + (" (stop)" if look["stop"] else "")
+                for look in seq.get("looks") or []
+            )
+            or "none reached"
+        )
+        lines.append(
+            f"Sequential replication ({seq['min']} to {seq['max']} blocks, alpha "
+            f"spent at the looks so stopping early keeps the error rate): looks at "
+            f"blocks {looks}; the verdicts use {seq['blocks_used']} blocks: "
+            f"{seq['reason']}."
+            + (
+                f" {seq['late_trials']} trial(s) that were already running when it "
+                "stopped are recorded but not analysed."
+                if seq.get("late_trials")
+                else ""
+            )
+        )
     return [" ".join(lines), ""]
 
 
@@ -123,13 +166,24 @@ def _metric_tables(run: BenchRun, plots: set[str]) -> list[str]:
     specs = run.plan.config.metrics
     for metric, per in run.summary.items():
         spec = specs.get(metric)
-        role = ("primary" if spec and spec.primary else "guard" if spec and spec.guard
-                else "built-in" if metric in BUILTIN_METRICS else "secondary")
+        role = (
+            "primary"
+            if spec and spec.primary
+            else "guard"
+            if spec and spec.guard
+            else "built-in"
+            if metric in BUILTIN_METRICS
+            else "secondary"
+        )
         direction = spec.direction if spec else "lower"
         alone = run.one_configuration
-        lines += [f"### `{metric}` ({role}, {direction} is better)" if direction != "equal" else
-                  f"### `{metric}` ({role}, must equal "
-                  + ("across runs)" if alone else "the control)"), ""]
+        lines += [
+            f"### `{metric}` ({role}, {direction} is better)"
+            if direction != "equal"
+            else f"### `{metric}` ({role}, must equal "
+            + ("across runs)" if alone else "the control)"),
+            "",
+        ]
         if direction == "equal":
             lines += _exact_table(run, metric, per)
         else:
@@ -151,31 +205,40 @@ def _exact_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[str]:
     if run.one_configuration:  # nothing compared: no verdict columns
         return ["| configuration | n | values (count of each) |", "|---|---|---|"] + [
             f"| `{label}` | {row.get('n', 0)} | "
-            f"{values_text(row, '`').replace('|', chr(92) + '|')} |" for label, row in per.items()]
+            f"{values_text(row, '`').replace('|', chr(92) + '|')} |"
+            for label, row in per.items()
+        ]
     lines = ["| treatment | n | values (count of each) | verdict | why |", "|---|---|---|---|---|"]
     for label, row in per.items():
         verdict = run.verdicts.get(metric, {}).get(label, {})
         role = " (control)" if label == run.control else ""
-        lines.append(f"| `{label}`{role} | {row.get('n', 0)} | "
-                     f"{values_text(row, '`').replace('|', chr(92) + '|')} | "
-                     f"{verdict.get('verdict', '-')} | {verdict.get('reason') or '-'} |")
+        lines.append(
+            f"| `{label}`{role} | {row.get('n', 0)} | "
+            f"{values_text(row, '`').replace('|', chr(92) + '|')} | "
+            f"{verdict.get('verdict', '-')} | {verdict.get('reason') or '-'} |"
+        )
     return lines
 
 
 def _alone_table(per: dict[str, Any]) -> list[str]:
     """One configuration's descriptive figures (no ratio, no verdict: nothing is compared)."""
-    return ["| configuration | n | median | mean | stdev | CV | min | max |",
-            "|---|---|---|---|---|---|---|---|"] + [
+    return [
+        "| configuration | n | median | mean | stdev | CV | min | max |",
+        "|---|---|---|---|---|---|---|---|",
+    ] + [
         f"| `{label}` | {row.get('n', 0)} | "
         + " | ".join(_fmt(row.get(k)) for k in ("median", "mean", "stdev"))
         + f" | {_pct(row.get('cv'))} | {_fmt(row.get('min'))} | {_fmt(row.get('max'))} |"
-        for label, row in per.items()]
+        for label, row in per.items()
+    ]
 
 
 def _treatment_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[str]:
     """Each treatment's descriptive figures, its ratio to the control and its verdict."""
-    lines = ["| treatment | n | median | mean | stdev | CV | min | max | ratio of medians "
-             "| verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| treatment | n | median | mean | stdev | CV | min | max | ratio of medians | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for label, row in per.items():
         verdict = run.verdicts.get(metric, {}).get(label, {})
         ratio = row.get("ratio_to_control")
@@ -184,15 +247,23 @@ def _treatment_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[st
             + " | ".join(_fmt(row.get(k)) for k in ("median", "mean", "stdev"))
             + f" | {_pct(row.get('cv'))} | {_fmt(row.get('min'))} | {_fmt(row.get('max'))} | "
             f"{'-' if label == run.control else _fmt(ratio)} | "
-            f"{verdict.get('verdict', '-')} |")
+            f"{verdict.get('verdict', '-')} |"
+        )
     return lines
 
 
-def _verdict_table(verdicts: dict[str, Any], summary: dict[str, Any] | None,
-                   against: str, first: str = "treatment",
-                   sides: str = "control / treatment") -> list[str]:
-    lines = [f"| {first} ({against}) | verdict | ratio | 95% CI | p | p (Holm) | n ({sides}) "
-             "| CV | MDE | design | why |", "|---" * 11 + "|"]
+def _verdict_table(
+    verdicts: dict[str, Any],
+    summary: dict[str, Any] | None,
+    against: str,
+    first: str = "treatment",
+    sides: str = "control / treatment",
+) -> list[str]:
+    lines = [
+        f"| {first} ({against}) | verdict | ratio | 95% CI | p | p (Holm) | n ({sides}) "
+        "| CV | MDE | design | why |",
+        "|---" * 11 + "|",
+    ]
     for label, v in verdicts.items():
         n = v.get("n") or []
         ci = v.get("ci")
@@ -200,12 +271,14 @@ def _verdict_table(verdicts: dict[str, Any], summary: dict[str, Any] | None,
         design = v.get("design") or "-"
         if v.get("units"):
             design += f" ({v['units']})"
-        lines.append(f"| `{label}` | **{v.get('verdict')}** | {_fmt(v.get('ratio'))} | "
-                     + (f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-")
-                     + f" | {_p(v.get('p'))} | {_p(v.get('p_holm'))} | "
-                     + (" / ".join(str(x) for x in n) if n else "-")
-                     + f" | {_pct(cv)} | {_pct(v.get('mde'))} | {design} | "
-                     f"{v.get('reason') or '-'} |")
+        lines.append(
+            f"| `{label}` | **{v.get('verdict')}** | {_fmt(v.get('ratio'))} | "
+            + (f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-")
+            + f" | {_p(v.get('p'))} | {_p(v.get('p_holm'))} | "
+            + (" / ".join(str(x) for x in n) if n else "-")
+            + f" | {_pct(cv)} | {_pct(v.get('mde'))} | {design} | "
+            f"{v.get('reason') or '-'} |"
+        )
     return lines + [""]
 
 
@@ -214,12 +287,16 @@ def _baseline(run: BenchRun) -> list[str]:
     if not base:
         return []
     code = base.get("code") or {}
-    run_text = (f"{base['run_id']} ({base.get('tag', '?')})" if base.get("run_id")
-                else "(none found)")
-    lines = ["## Baseline", "", f"- **Run:** {run_text}, named by `{base.get('ref')}` "
-             f"({base.get('resolved')})",
-             f"- **Code:** {code.get('baseline') or '-'} -> {code.get('this')}"
-             + (" (changed: this is a comparison of code)" if code.get("changed") else "")]
+    run_text = (
+        f"{base['run_id']} ({base.get('tag', '?')})" if base.get("run_id") else "(none found)"
+    )
+    lines = [
+        "## Baseline",
+        "",
+        f"- **Run:** {run_text}, named by `{base.get('ref')}` ({base.get('resolved')})",
+        f"- **Code:** {code.get('baseline') or '-'} -> {code.get('this')}"
+        + (" (changed: this is a comparison of code)" if code.get("changed") else ""),
+    ]
     gate = base.get("gate") or {}
     if gate:
         lines.append(f"- **CI gate:** {gate['outcome'].upper()}")
@@ -231,8 +308,10 @@ def _baseline(run: BenchRun) -> list[str]:
     fingerprint = base.get("fingerprint") or {}
     for kind in ("blocking", "benign", "code"):
         if fingerprint.get(kind):
-            lines.append(f"- **Fingerprint differences ({kind}):** "
-                         + "; ".join(f"`{d}`" for d in fingerprint[kind]))
+            lines.append(
+                f"- **Fingerprint differences ({kind}):** "
+                + "; ".join(f"`{d}`" for d in fingerprint[kind])
+            )
     lines += [f"- {note}" for note in base.get("notes") or []]
     lines.append("")
     both = f"{code.get('baseline')} -> {code.get('this')}"
@@ -241,8 +320,9 @@ def _baseline(run: BenchRun) -> list[str]:
             continue
         lines += [f"### `{metric}` against the baseline ({both})", ""]
         against = next(iter(per.values())).get("against", "the baseline")
-        lines += _verdict_table(per, None, f"against {against}", "this session's",
-                                "baseline / this session")
+        lines += _verdict_table(
+            per, None, f"against {against}", "this session's", "baseline / this session"
+        )
     return lines
 
 
@@ -252,13 +332,17 @@ def _reproduction(run: BenchRun) -> list[str]:
         return []
     lines = ["## Reproduction", ""]
     if rep.get("run_id"):
-        what = ("reproduces" if rep["kind"] == "reproduction" else "is anchored to")
-        lines.append(f"- This run {what} {rep['run_id']} ({rep.get('tag')}): "
-                     + ("yes" if rep.get("ok") else "NO"))
+        what = "reproduces" if rep["kind"] == "reproduction" else "is anchored to"
+        lines.append(
+            f"- This run {what} {rep['run_id']} ({rep.get('tag')}): "
+            + ("yes" if rep.get("ok") else "NO")
+        )
         lines += [f"  - {line}" for line in rep.get("lines") or []]
         if rep.get("benign_differences"):
-            lines.append("- Fingerprint differences that do not matter: "
-                         + "; ".join(f"`{d}`" for d in rep["benign_differences"]))
+            lines.append(
+                "- Fingerprint differences that do not matter: "
+                + "; ".join(f"`{d}`" for d in rep["benign_differences"])
+            )
     for note in rep.get("skipped") or []:
         lines.append(f"- Not used: {note}")
     return lines + [""]
@@ -269,36 +353,55 @@ def _hosts(run: BenchRun) -> list[str]:
     per-host verdicts."""
     hosts = run.hosts()
     overlaps = run.overlapping_measurements()
-    lines = [f"- Hosts: {', '.join(hosts) or '(none recorded)'}",
-             f"- Measurement windows: {len(overlaps)} overlap(s) on a host"
-             + (" (every measure stage ran alone on its host)" if not overlaps else "")]
+    lines = [
+        f"- Hosts: {', '.join(hosts) or '(none recorded)'}",
+        f"- Measurement windows: {len(overlaps)} overlap(s) on a host"
+        + (" (every measure stage ran alone on its host)" if not overlaps else ""),
+    ]
     declared = run.plan.config.metrics
     if len(hosts) > 1:
-        lines += ["", "| host | metric | treatment | n | median | CV |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| host | metric | treatment | n | median | CV |",
+            "|---|---|---|---|---|---|",
+        ]
         for host, metrics in run.summary_by_host().items():
             for metric, per in metrics.items():
                 if metric in BUILTIN_METRICS and metric not in declared:
                     continue
                 for label, row in per.items():
-                    lines.append(f"| {host} | `{metric}` | `{label}` | {row.get('n', 0)} | "
-                                 f"{_central(row, '`')} | {_pct(row.get('cv'))} |")
+                    lines.append(
+                        f"| {host} | `{metric}` | `{label}` | {row.get('n', 0)} | "
+                        f"{_central(row, '`')} | {_pct(row.get('cv'))} |"
+                    )
     if run.verdicts_by_host:
-        lines += ["", "Verdicts per host (each host's blocks alone"
-                  + ("; the run's verdicts above combine them, and refuse a direction that "
-                     "differs between hosts" if len(hosts) > 1 else
-                     ": one host, so the same as the run's verdicts") + "):", "",
-                  "| host | metric | treatment | verdict | ratio | 95% CI | p | n (control / "
-                  "treatment) |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Verdicts per host (each host's blocks alone"
+            + (
+                "; the run's verdicts above combine them, and refuse a direction that "
+                "differs between hosts"
+                if len(hosts) > 1
+                else ": one host, so the same as the run's verdicts"
+            )
+            + "):",
+            "",
+            "| host | metric | treatment | verdict | ratio | 95% CI | p | n (control / "
+            "treatment) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for host, metrics in run.verdicts_by_host.items():
             for metric, per in metrics.items():
                 for label, v in per.items():
                     ci = v.get("ci")
-                    lines.append(f"| {host or '(unnamed)'} | `{metric}` | `{label}` | "
-                                 f"{v.get('verdict')} | {_fmt(v.get('ratio'))} | "
-                                 + (f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-")
-                                 + f" | {_p(v.get('p'))} | "
-                                 + " / ".join(str(x) for x in v.get("n") or []) + " |")
+                    lines.append(
+                        f"| {host or '(unnamed)'} | `{metric}` | `{label}` | "
+                        f"{v.get('verdict')} | {_fmt(v.get('ratio'))} | "
+                        + (f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-")
+                        + f" | {_p(v.get('p'))} | "
+                        + " / ".join(str(x) for x in v.get("n") or [])
+                        + " |"
+                    )
     return lines
 
 
@@ -311,8 +414,11 @@ def _counts_text(run: BenchRun) -> str:
 def what_went_wrong(run: BenchRun) -> list[str]:
     """Every problem of the run, or (never empty) what a clean run did not test."""
     items: list[str] = []
-    not_run = Counter((t.get("reason") or "").splitlines()[0] if t.get("reason") else ""
-                      for t in run.trials if t["status"] == "not_run")
+    not_run = Counter(
+        (t.get("reason") or "").splitlines()[0] if t.get("reason") else ""
+        for t in run.trials
+        if t["status"] == "not_run"
+    )
     for trial in run.trials:
         if trial["status"] not in ("passed", "not_run"):
             reason = (trial.get("reason") or "").splitlines()
@@ -326,14 +432,19 @@ def what_went_wrong(run: BenchRun) -> list[str]:
     items += run.caveats
     items += [f"Refused: {refusal}" for refusal in run.refusals]
     if run.tag == "UNRELIABLE":
-        items += [f"Gate failed (the run is UNRELIABLE): {reason}" for reason in run.tag_reasons
-                  if not reason.startswith("gate 2 refused `")]
+        items += [
+            f"Gate failed (the run is UNRELIABLE): {reason}"
+            for reason in run.tag_reasons
+            if not reason.startswith("gate 2 refused `")
+        ]
     elif run.tag == "QUALIFIED":
         items += [f"Qualified: {reason}" for reason in run.tag_reasons if reason not in items]
     base = run.baseline or {}
     if base.get("refused"):
-        items.append(f"The comparison with baseline {base.get('run_id') or base.get('ref')} was "
-                     f"refused: {base['refused']}.")
+        items.append(
+            f"The comparison with baseline {base.get('run_id') or base.get('ref')} was "
+            f"refused: {base['refused']}."
+        )
     items += [f"Baseline {base['run_id']} is QUALIFIED: {c}" for c in base.get("caveats") or []]
     gate = base.get("gate") or {}
     if gate.get("outcome") in ("regressed", "unjudged"):
@@ -342,10 +453,15 @@ def what_went_wrong(run: BenchRun) -> list[str]:
     for metric, per in run.summary.items():
         for label, row in per.items():
             cv = row.get("cv")
-            if cv is not None and cv > HIGH_CV and (metric in primaries or metric not in
-                                                    BUILTIN_METRICS):
-                items.append(f"High variance: `{metric}` of `{label}` has CV {_pct(cv)} "
-                             f"(above {_pct(HIGH_CV)}); small effects cannot be told from noise.")
+            if (
+                cv is not None
+                and cv > HIGH_CV
+                and (metric in primaries or metric not in BUILTIN_METRICS)
+            ):
+                items.append(
+                    f"High variance: `{metric}` of `{label}` has CV {_pct(cv)} "
+                    f"(above {_pct(HIGH_CV)}); small effects cannot be told from noise."
+                )
     if not items:
         items = _untested(run)
     return items
@@ -354,21 +470,30 @@ def what_went_wrong(run: BenchRun) -> list[str]:
 def _untested(run: BenchRun) -> list[str]:
     config = run.plan.config
     reproduced = run.reproduces or {}
-    items = ["Nothing failed. What this run did not test:",
-             "anything but this one configuration, at the values listed above: it was compared "
-             "with nothing within the run (other sizes, settings or code may behave "
-             "differently);" if run.one_configuration else
-             f"only the values {', '.join(run.treatment_labels)} of `{run.variable}`, at the "
-             "control values listed above (other sizes or settings may behave differently);"]
+    items = [
+        "Nothing failed. What this run did not test:",
+        "anything but this one configuration, at the values listed above: it was compared "
+        "with nothing within the run (other sizes, settings or code may behave "
+        "differently);"
+        if run.one_configuration
+        else f"only the values {', '.join(run.treatment_labels)} of `{run.variable}`, at the "
+        "control values listed above (other sizes or settings may behave differently);",
+    ]
     if reproduced.get("ok") and reproduced.get("kind") == "reproduction":
-        items.append(f"one machine ({platform.node()}): it reproduced {reproduced['run_id']} "
-                     "here, not elsewhere;")
+        items.append(
+            f"one machine ({platform.node()}): it reproduced {reproduced['run_id']} "
+            "here, not elsewhere;"
+        )
     else:
-        items.append(f"one machine ({platform.node()}), one session: no reproduction yet, so "
-                     f"the run is {run.tag} until a second run reproduces it;")
+        items.append(
+            f"one machine ({platform.node()}), one session: no reproduction yet, so "
+            f"the run is {run.tag} until a second run reproduces it;"
+        )
     if not run.one_configuration:
-        items.append("the treatment order inside each block is fixed (control first): a "
-                     "warm-up or position effect would look like a treatment effect.")
+        items.append(
+            "the treatment order inside each block is fixed (control first): a "
+            "warm-up or position effect would look like a treatment effect."
+        )
     if config.seeds is None:
         items.append("a single seed: randomness of the workload itself was not varied.")
     return items
@@ -380,26 +505,38 @@ def _environment(run: BenchRun) -> list[str]:
     if not fingerprint:
         return ["(no fingerprint recorded)"]
     env = fingerprint.get("env", {})
-    lines = ["- **Machine:** " + ", ".join(f"{k}: {v}" for k, v in env.items()
-                                           if not isinstance(v, (dict, list)))]
+    lines = [
+        "- **Machine:** "
+        + ", ".join(f"{k}: {v}" for k, v in env.items() if not isinstance(v, (dict, list)))
+    ]
     packages = env.get("packages") or {}
     if packages:
         lines.append("- **Packages:** " + ", ".join(f"{k} {v}" for k, v in packages.items()))
     for path, code in (fingerprint.get("code") or {}).items():
         if code.get("vcs") == "git":
-            state = f"dirty, uncommitted changes {code.get('diff_hash', '')[:12]}" \
-                if code.get("dirty") else "clean"
+            state = (
+                f"dirty, uncommitted changes {code.get('diff_hash', '')[:12]}"
+                if code.get("dirty")
+                else "clean"
+            )
             lines.append(f"- **Code** `{path}`: git {str(code.get('commit'))[:12]} ({state})")
         else:
             lines.append(f"- **Code** `{path}`: content {str(code.get('content_hash'))[:12]}")
     accelerator = fingerprint.get("accelerator") or {}
     devices = accelerator.get("devices") or []
-    lines.append("- **Accelerator:** " + (", ".join(str(d.get("name")) for d in devices)
-                                          if devices else f"none ({accelerator.get('reason')})"))
+    lines.append(
+        "- **Accelerator:** "
+        + (
+            ", ".join(str(d.get("name")) for d in devices)
+            if devices
+            else f"none ({accelerator.get('reason')})"
+        )
+    )
     variables = fingerprint.get("vars") or {}
     if variables:
-        lines.append("- **Declared variables:** "
-                     + ", ".join(f"{k}={v}" for k, v in variables.items()))
+        lines.append(
+            "- **Declared variables:** " + ", ".join(f"{k}={v}" for k, v in variables.items())
+        )
     return lines
 
 
@@ -418,10 +555,18 @@ def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[st
         if metric in BUILTIN_METRICS and metric not in run.plan.config.metrics:
             continue
         if metric in exact_metrics(run.plan.config.metrics):
-            exact.append(f"  {metric[:16]:<16}  " + "; ".join(
-                f"{label}: {values_text(per.get(label, {}))}"
-                + (f" {verdict}" if (verdict := run.verdicts.get(metric, {}).get(label, {})
-                                     .get("verdict")) else "") for label in labels))
+            exact.append(
+                f"  {metric[:16]:<16}  "
+                + "; ".join(
+                    f"{label}: {values_text(per.get(label, {}))}"
+                    + (
+                        f" {verdict}"
+                        if (verdict := run.verdicts.get(metric, {}).get(label, {}).get("verdict"))
+                        else ""
+                    )
+                    for label in labels
+                )
+            )
             continue
         cells = []
         for label in labels:
@@ -438,8 +583,16 @@ def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[st
                 text += f" {verdict}"
             cells.append(text)
         rows.append((metric, cells))
-    width = max([18, *(len(label[:30]) for label in labels),
-                 *(len(cell) for _, cells in rows for cell in cells)]) + 2
+    width = (
+        max(
+            [
+                18,
+                *(len(label[:30]) for label in labels),
+                *(len(cell) for _, cells in rows for cell in cells),
+            ]
+        )
+        + 2
+    )
     lines.append(f"  {'metric':<16}" + "".join(f"{label[:30]:>{width}}" for label in labels))
     for metric, cells in rows:
         lines.append(f"  {metric[:16]:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
@@ -457,8 +610,10 @@ def _tail(run: BenchRun, gate: dict[str, Any] | None) -> list[str]:
     if gate is not None:
         outcome = gate["outcome"]
         reasons = gate.get("reasons") or []
-        lines.append(f"  CI gate: {outcome if outcome == 'passed' else outcome.upper()}"
-                     + (f": {reasons[0]}" if reasons else ""))
+        lines.append(
+            f"  CI gate: {outcome if outcome == 'passed' else outcome.upper()}"
+            + (f": {reasons[0]}" if reasons else "")
+        )
         lines += [f"    {reason}" for reason in reasons[1:]]
     lines.append(f"  report: {run.dir / 'report.md'}")
     return lines
@@ -470,16 +625,20 @@ def _baseline_lines(run: BenchRun) -> list[str]:
     if not base or not base.get("run_id"):
         return []
     code = base.get("code") or {}
-    lines = [f"  baseline {base['run_id']} ({base.get('tag')}, `{base.get('ref')}`): code "
-             f"{code.get('baseline')} -> {code.get('this')}"]
+    lines = [
+        f"  baseline {base['run_id']} ({base.get('tag')}, `{base.get('ref')}`): code "
+        f"{code.get('baseline')} -> {code.get('this')}"
+    ]
     for metric in primary_metrics(run.plan.config.metrics):
         for label, v in ((base.get("verdicts") or {}).get(metric) or {}).items():
             ci = v.get("ci")
-            lines.append(f"    `{metric}` [{label}] {v['verdict']}"
-                         + (f" x{v['ratio']:.3g}" if v.get("ratio") is not None else "")
-                         + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "")
-                         + f" against {v.get('against')}"
-                         + (f": {v['reason']}" if v["verdict"] == "not_comparable" else ""))
+            lines.append(
+                f"    `{metric}` [{label}] {v['verdict']}"
+                + (f" x{v['ratio']:.3g}" if v.get("ratio") is not None else "")
+                + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "")
+                + f" against {v.get('against')}"
+                + (f": {v['reason']}" if v["verdict"] == "not_comparable" else "")
+            )
     return lines
 
 
@@ -492,8 +651,9 @@ def _alone_lines(run: BenchRun) -> list[str]:
         if metric in BUILTIN_METRICS and metric not in run.plan.config.metrics:
             continue
         row = per.get(label, {})
-        lines.append(f"  {metric[:16]:<16}{_central(row):>20}"
-                     f"{_pct(row.get('cv')):>9}{row.get('n', 0):>5}")
+        lines.append(
+            f"  {metric[:16]:<16}{_central(row):>20}{_pct(row.get('cv')):>9}{row.get('n', 0):>5}"
+        )
     return lines
 
 

@@ -20,11 +20,14 @@ from typing import Any
 
 from pytest_benchmark_agent.engine.metrics import show_value
 
-NO_MATPLOTLIB = ("matplotlib is not installed, so this report has no plots (install the extra: "
-                 "pip install 'pytest-benchmark-agent[plots]'); every figure is in the tables, "
-                 "so the report is complete without them")
-SINGLE_BLOCK = ("one block of trials passed, so this report has no plots (its tables show every "
-                "sample)")
+NO_MATPLOTLIB = (
+    "matplotlib is not installed, so this report has no plots (install the extra: "
+    "pip install 'pytest-benchmark-agent[plots]'); every figure is in the tables, "
+    "so the report is complete without them"
+)
+SINGLE_BLOCK = (
+    "one block of trials passed, so this report has no plots (its tables show every sample)"
+)
 _JITTER = (0.0, -0.06, 0.06, -0.12, 0.12, -0.03, 0.03, -0.09, 0.09)
 
 
@@ -32,9 +35,14 @@ def plot_file(metric: str) -> str:
     return "plot-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", metric) + ".png"
 
 
-def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequence[str],
-                treatments: Sequence[str], verdicts: Mapping[str, Mapping[str, Any]],
-                exact: Collection[str] = ()) -> tuple[list[str], str | None]:
+def write_plots(
+    folder: Path,
+    trials: Sequence[Mapping[str, Any]],
+    metrics: Sequence[str],
+    treatments: Sequence[str],
+    verdicts: Mapping[str, Mapping[str, Any]],
+    exact: Collection[str] = (),
+) -> tuple[list[str], str | None]:
     """Write a plot per metric that has samples (the ``exact`` ones on a categorical axis of
     their values); returns the file names and, when plotting is not possible, the sentence the
     report shows instead.
@@ -42,8 +50,11 @@ def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequ
     A run with a single block has nothing a picture adds to its table, so it is not plotted and
     matplotlib (about half a second to import) is not loaded for it.
     """
-    blocks_run = {(t.get("host"), t.get("replicate"), t.get("seed")) for t in trials
-                  if t.get("status") == "passed"}
+    blocks_run = {
+        (t.get("host"), t.get("replicate"), t.get("seed"))
+        for t in trials
+        if t.get("status") == "passed"
+    }
     if len(blocks_run) < 2:
         return [], SINGLE_BLOCK
     try:
@@ -52,8 +63,11 @@ def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequ
     except ModuleNotFoundError:
         return [], NO_MATPLOTLIB
     except ImportError as exc:  # installed but broken (or unloaded, then imported again)
-        return [], f"matplotlib could not be imported ({exc}), so this report has no plots; " \
-                   "every figure is in the tables, so the report is complete without them"
+        return (
+            [],
+            f"matplotlib could not be imported ({exc}), so this report has no plots; "
+            "every figure is in the tables, so the report is complete without them",
+        )
     files = []
     for metric in metrics:
         figure = _figure(metric, trials, treatments, verdicts.get(metric, {}), metric in exact)
@@ -67,8 +81,13 @@ def write_plots(folder: Path, trials: Sequence[Mapping[str, Any]], metrics: Sequ
     return files, None
 
 
-def _figure(metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequence[str],
-            verdicts: Mapping[str, Any], exact: bool = False) -> Any:
+def _figure(
+    metric: str,
+    trials: Sequence[Mapping[str, Any]],
+    treatments: Sequence[str],
+    verdicts: Mapping[str, Any],
+    exact: bool = False,
+) -> Any:
     """The figure of one metric, or None when no passed trial has a value for it; an
     ``exact`` one's y axis is its distinct values as recorded (the control's first).
 
@@ -83,8 +102,11 @@ def _figure(metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequen
     recorded: dict[tuple[Any, ...], dict[str, Any]] = {}
     for trial in trials:
         value = (trial.get("metrics") or {}).get(metric)
-        if trial.get("status") == "passed" and value is not None \
-                and trial.get("treatment") in treatments:
+        if (
+            trial.get("status") == "passed"
+            and value is not None
+            and trial.get("treatment") in treatments
+        ):
             key = (trial.get("host"), trial.get("replicate"), trial.get("seed"))
             recorded.setdefault(key, {})[trial["treatment"]] = value
     if not recorded:
@@ -94,8 +116,12 @@ def _figure(metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequen
         for values in sorted(recorded.values(), key=lambda v: min(map(position.__getitem__, v))):
             for label in sorted(values, key=position.__getitem__):
                 categories.setdefault(values[label], len(categories))
-    blocks = {key: {label: float(categories[value] if exact else value)
-                    for label, value in values.items()} for key, values in recorded.items()}
+    blocks = {
+        key: {
+            label: float(categories[value] if exact else value) for label, value in values.items()
+        }
+        for key, values in recorded.items()
+    }
     ticks = [show_value(value) for value in categories]
     width, left = 2.0 + 1.4 * len(treatments), 0.2
     if exact:  # room for the values, verbatim, as the y labels (about 0.06 inch a character)
@@ -106,21 +132,31 @@ def _figure(metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequen
     axes = figure.subplots()
     offsets = [_JITTER[k % len(_JITTER)] for k in range(len(blocks))]
     order = position.__getitem__
-    segments = [[(position[t] + offset, values[t]) for t in sorted(values, key=order)]
-                for offset, values in zip(offsets, blocks.values(), strict=True)
-                if len(values) > 1]
+    segments = [
+        [(position[t] + offset, values[t]) for t in sorted(values, key=order)]
+        for offset, values in zip(offsets, blocks.values(), strict=True)
+        if len(values) > 1
+    ]
     if segments:
         axes.add_collection(LineCollection(segments, colors="0.82", linewidths=0.8, zorder=1))
     for label, i in position.items():
-        points = [(i + offset, values[label])
-                  for offset, values in zip(offsets, blocks.values(), strict=True)
-                  if label in values]
+        points = [
+            (i + offset, values[label])
+            for offset, values in zip(offsets, blocks.values(), strict=True)
+            if label in values
+        ]
         if not points:
             continue
         axes.scatter([x for x, _ in points], [y for _, y in points], s=16, zorder=2)
         if not exact:
-            axes.hlines(statistics.median(y for _, y in points), i - 0.25, i + 0.25,
-                        colors="black", linewidth=2, zorder=3)
+            axes.hlines(
+                statistics.median(y for _, y in points),
+                i - 0.25,
+                i + 0.25,
+                colors="black",
+                linewidth=2,
+                zorder=3,
+            )
     if exact:
         axes.set_yticks(range(len(ticks)), ticks, fontsize=7)
         axes.set_ylim(-0.6, len(ticks) - 0.4)

@@ -138,8 +138,9 @@ class HeartbeatWriter:
         self._write(run)
         if self._flusher is None:
             self._stop.clear()
-            self._flusher = threading.Thread(target=self._flush_pending, daemon=True,
-                                             name="heartbeat-flusher")
+            self._flusher = threading.Thread(
+                target=self._flush_pending, daemon=True, name="heartbeat-flusher"
+            )
             self._flusher.start()
 
     @pytest.hookimpl
@@ -151,8 +152,9 @@ class HeartbeatWriter:
         self._write(run, throttled=True)
 
     @pytest.hookimpl
-    def pytest_bench_stage_progress(self, run: BenchRun, stage: str, trial_id: str | None,
-                                    elapsed_s: float, peak_rss_mb: float) -> None:
+    def pytest_bench_stage_progress(
+        self, run: BenchRun, stage: str, trial_id: str | None, elapsed_s: float, peak_rss_mb: float
+    ) -> None:
         live = self._live.get(run.run_id)
         if live is None:
             return
@@ -160,8 +162,10 @@ class HeartbeatWriter:
         live.stage_t0 = time.monotonic() - elapsed_s
         live.see_peak(peak_rss_mb)
         where = f"stage {stage}" + (f" ({trial_id})" if trial_id else " (prep)")
-        line = (f"[benchmark] {run.name}: {where} running for {duration(elapsed_s)}, "
-                f"peak {peak_rss_mb:.1f} MB, trials {live.done}/{live.total}")
+        line = (
+            f"[benchmark] {run.name}: {where} running for {duration(elapsed_s)}, "
+            f"peak {peak_rss_mb:.1f} MB, trials {live.done}/{live.total}"
+        )
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             # The reporter ends a "file.yaml ..." line it started; -q's row of dots it does
@@ -221,14 +225,23 @@ class HeartbeatWriter:
         done, elapsed = live.done, now - live.t0
         remaining = max(live.total - done, 0)
         eta = elapsed / done * remaining if done and run.state == "running" else None
-        beat = Beat(run_id=run.run_id, name=run.name, pid=os.getpid(), state=run.state,
-                    trials_done=done, trials_total=live.total, stage=live.stage,
-                    trial_id=live.trial_id,
-                    stage_elapsed_s=(round(now - live.stage_t0, 3) if live.stage_t0 is not None
-                                     else None),
-                    elapsed_s=round(elapsed, 3), eta_s=round(eta, 1) if eta is not None else None,
-                    peak_rss_mb=live.peak_rss_mb, started_unix=live.started_unix,
-                    updated=utc_now(), updated_unix=time.time())
+        beat = Beat(
+            run_id=run.run_id,
+            name=run.name,
+            pid=os.getpid(),
+            state=run.state,
+            trials_done=done,
+            trials_total=live.total,
+            stage=live.stage,
+            trial_id=live.trial_id,
+            stage_elapsed_s=(round(now - live.stage_t0, 3) if live.stage_t0 is not None else None),
+            elapsed_s=round(elapsed, 3),
+            eta_s=round(eta, 1) if eta is not None else None,
+            peak_rss_mb=live.peak_rss_mb,
+            started_unix=live.started_unix,
+            updated=utc_now(),
+            updated_unix=time.time(),
+        )
         _replace(run.dir / HEARTBEAT, json.dumps(asdict(beat), indent=1))
 
 

@@ -372,8 +372,13 @@ def _compare(
     values = [*control.values(), *treated.values()]
     if min(values) == max(values):
         return _Comparison(
-            n, ci=(1.0, 1.0), p=1.0, test="identical values", design="none",
-            units=min(n), median_ratio=median_ratio,
+            n,
+            ci=(1.0, 1.0),
+            p=1.0,
+            test="identical values",
+            design="none",
+            units=min(n),
+            median_ratio=median_ratio,
         )
     log_scale = min(values) > 0
     if not log_scale and c_med == 0:
@@ -402,8 +407,12 @@ def _compare(
         d = tf(np.array([treated[k] for k in blocks])) - tf(np.array([control[k] for k in blocks]))
         return _paired(n, d, log_scale, rng, "paired blocks", median_ratio, note)
     return _unpaired(
-        n, tf(np.array(list(control.values()))), tf(np.array(list(treated.values()))),
-        log_scale, rng, median_ratio,
+        n,
+        tf(np.array(list(control.values()))),
+        tf(np.array(list(treated.values()))),
+        log_scale,
+        rng,
+        median_ratio,
         f"only {len(blocks)} complete blocks of n={list(n)}: compared unpaired with "
         "Mann-Whitney U, so drift between blocks does not cancel",
     )

@@ -91,8 +91,10 @@ def ignored_caveats(metric: str, ignored: Sequence[Any]) -> list[str]:
     non_finite = sum(1 for value in ignored if isinstance(value, float))
     caveats = [f"{metric}: {non_finite} non-finite value(s) ignored"] if non_finite else []
     if len(ignored) > non_finite:
-        caveats.append(f"{metric}: {len(ignored) - non_finite} value(s) that are not numbers "
-                       "ignored (a value compared exactly needs direction: equal)")
+        caveats.append(
+            f"{metric}: {len(ignored) - non_finite} value(s) that are not numbers "
+            "ignored (a value compared exactly needs direction: equal)"
+        )
     return caveats
 
 
@@ -107,8 +109,9 @@ def refusal(spec: MetricRule, n: tuple[int, int]) -> str | None:
     return None
 
 
-def guard_failures(metric: str, spec: MetricRule, values: Sequence[Sample],
-                   compared: Verdict | None) -> list[str]:
+def guard_failures(
+    metric: str, spec: MetricRule, values: Sequence[Sample], compared: Verdict | None
+) -> list[str]:
     """Why a treatment fails guard ``metric``: no samples, its median past the floor or ceiling,
     and, for a ``guard`` metric with its verdict against the control (``compared``; None for the
     control itself), a regression or a comparison that could not be made."""
@@ -118,11 +121,11 @@ def guard_failures(metric: str, spec: MetricRule, values: Sequence[Sample],
     if spec.floor is not None or spec.ceiling is not None:  # gate 1: never on an equal metric
         median = statistics.median(float(value) for value in values)
         if spec.floor is not None and median < spec.floor:
-            failures.append(f"guard {metric} median {median:g} is below its floor "
-                            f"{spec.floor:g}")
+            failures.append(f"guard {metric} median {median:g} is below its floor {spec.floor:g}")
         if spec.ceiling is not None and median > spec.ceiling:
-            failures.append(f"guard {metric} median {median:g} is above its ceiling "
-                            f"{spec.ceiling:g}")
+            failures.append(
+                f"guard {metric} median {median:g} is above its ceiling {spec.ceiling:g}"
+            )
     if compared is None or not spec.guard:
         return failures
     if compared.verdict == "regressed":

@@ -24,24 +24,38 @@ def describe(values: Sequence[Any]) -> dict[str, Any]:
         return describe_exact(values)
     mean = statistics.fmean(values)
     stdev = statistics.stdev(values) if n > 1 else 0.0
-    return {"n": n, "median": _round(statistics.median(values)), "mean": _round(mean),
-            "stdev": _round(stdev), "cv": _round(stdev / abs(mean)) if mean else None,
-            "min": _round(min(values)), "max": _round(max(values))}
+    return {
+        "n": n,
+        "median": _round(statistics.median(values)),
+        "mean": _round(mean),
+        "stdev": _round(stdev),
+        "cv": _round(stdev / abs(mean)) if mean else None,
+        "min": _round(min(values)),
+        "max": _round(max(values)),
+    }
 
 
 def describe_exact(values: Sequence[Any]) -> dict[str, Any]:
     """n, the number of distinct values, and each value as recorded with its count (the most
     common first, ties in the order they first occurred)."""
     counts = Counter(values)
-    return {"n": len(values), "distinct": len(counts),
-            "values": [{"value": value, "count": count} for value, count in counts.most_common()]}
+    return {
+        "n": len(values),
+        "distinct": len(counts),
+        "values": [{"value": value, "count": count} for value, count in counts.most_common()],
+    }
 
 
 def values_text(row: Mapping[str, Any], quote: str = "") -> str:
     """A :func:`describe_exact` row as text, each value verbatim: ``3f2a x4, 9c01 x1``
     (``quote`` wraps each value, e.g. a backtick for markdown)."""
-    return ", ".join(f"{quote}{show_value(item['value'])}{quote} x{item['count']}"
-                     for item in row.get("values") or []) or "-"
+    return (
+        ", ".join(
+            f"{quote}{show_value(item['value'])}{quote} x{item['count']}"
+            for item in row.get("values") or []
+        )
+        or "-"
+    )
 
 
 def median_ratio(treatment: dict[str, Any], control: dict[str, Any]) -> float | None:

@@ -102,8 +102,10 @@ def _beta_fraction(a: float, b: float, x: float) -> float:
     d = 1.0 / (d if abs(d) > _TINY else _TINY)
     h = d
     for m in range(1, _MAX_TERMS):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1.0 + numerator * d
             d = 1.0 / (d if abs(d) > _TINY else _TINY)
             c = 1.0 + numerator / c
@@ -124,8 +126,14 @@ def _lbeta(a: float, b: float) -> float:
     if big < 10:
         return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
     both = big + small
-    return (math.lgamma(small) - (big - 0.5) * math.log1p(small / big) - small * math.log(both)
-            + small + _stirling(big) - _stirling(both))
+    return (
+        math.lgamma(small)
+        - (big - 0.5) * math.log1p(small / big)
+        - small * math.log(both)
+        + small
+        + _stirling(big)
+        - _stirling(both)
+    )
 
 
 def _stirling(z: float) -> float:
