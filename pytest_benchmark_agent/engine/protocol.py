@@ -53,17 +53,20 @@ class TrialProtocol:
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         if not getattr(item, "_request", True):  # re-run (pytest-rerunfailures): a new request
             item._initrequest()  # type: ignore[attr-defined]
-        setup = self._phase(item, ihook, callers, "setup")
-        if setup.passed:
-            if self.config.getoption("setupshow", False):
-                _show_item(item)
-            if not self.config.getoption("setuponly", False):
-                self._phase(item, ihook, callers, "call")
-        if item.session.shouldfail or item.session.shouldstop:
-            nextitem = None  # tear everything down, so fixture teardown errors are reported
-        self._phase(item, ihook, callers, "teardown", nextitem=nextitem)
-        item._request = False  # type: ignore[attr-defined]
-        item.funcargs = None  # type: ignore[attr-defined]
+        try:
+            setup = self._phase(item, ihook, callers, "setup")
+            if setup.passed:
+                setup_only = self.config.getoption("setuponly", False)
+                if self.config.getoption("setupshow", False):
+                    _show_item(item, add_space=not setup_only)
+                if not setup_only:
+                    self._phase(item, ihook, callers, "call")
+            if item.session.shouldfail or item.session.shouldstop:
+                nextitem = None  # tear everything down, so fixture teardown errors are reported
+            self._phase(item, ihook, callers, "teardown", nextitem=nextitem)
+        finally:  # even when a phase re-raised (Ctrl-C, pytest.exit), as pytest 9.2 does
+            item._request = False  # type: ignore[attr-defined]
+            item.funcargs = None  # type: ignore[attr-defined]
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
 
     def _phase(
@@ -109,7 +112,7 @@ def _interactive(call: pytest.CallInfo[Any], report: pytest.TestReport) -> bool:
     return not isinstance(call.excinfo.value, (pytest.skip.Exception, bdb.BdbQuit))
 
 
-def _show_item(item: pytest.Item) -> None:
+def _show_item(item: pytest.Item, *, add_space: bool) -> None:
     """``--setup-show``'s line for the item, between its setup and teardown lines."""
     writer = item.config.get_terminal_writer()
     writer.line()
@@ -117,4 +120,6 @@ def _show_item(item: pytest.Item) -> None:
     used = sorted(getattr(item, "fixturenames", []))
     if used:
         writer.write(" (fixtures used: {})".format(", ".join(used)))
+    if add_space:  # pytest 9.2: the space before the call phase's outcome letter
+        writer.write(" ")
     writer.flush()
