@@ -209,9 +209,11 @@ def test_an_untracked_file_changes_nothing_and_latest_is_the_last_run(
     assert base["code"] == {"baseline": c, "this": c, "changed": False}
     assert base["fingerprint"]["blocking"] == [] and base["fingerprint"]["code"] == []
     assert base["gate"]["outcome"] == "passed"
-    # the same config and code again: a faithful rerun of at-c, every primary no_change
-    assert record["reproduces"]["run_id"] == "at-c" and record["reproduces"]["ok"]
-    assert record["tag"] in ("RELIABLE", "QUALIFIED")
+    # the same config and code again: at-c is the run it is checked against (whether two timed
+    # runs agree depends on the machine's load; the rule itself is test_judge's)
+    reproduces = record["reproduces"]
+    assert reproduces["run_id"] == "at-c" and reproduces["kind"] == "reproduction"
+    assert reproduces["lines"] and all("against at-c" in line for line in reproduces["lines"])
 
 
 def test_a_baseline_with_another_param_value_is_refused_naming_it(history: dict[str, Any]) -> None:
