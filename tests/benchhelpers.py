@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -72,3 +73,24 @@ def simple_bench(**overrides) -> dict:
     }
     document.update(overrides)
     return document
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS`` with a throwaway identity and no signing; its stdout, stripped."""
+    return subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from benchhelpers import git
 
 from pytest_benchmark_agent.cli import main as cli
 from pytest_benchmark_agent.engine.bisect import STATE, Bisection
@@ -53,12 +54,6 @@ BENCH = {
         }
     },
 }
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 def commit(repo: Path, message: str, files: dict[str, str]) -> str:

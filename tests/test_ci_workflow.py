@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from benchhelpers import git
 
 WORKFLOW = Path(__file__).resolve().parent.parent / "examples" / "ci" / "github-actions.yml"
 ACTIONS = {
@@ -49,13 +50,6 @@ metrics:
 
 def workflow() -> dict[str, Any]:
     return yaml.safe_load(WORKFLOW.read_text())
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
-    )
-    return done.stdout.strip()
 
 
 def test_the_workflow_has_a_main_job_and_a_pull_request_job() -> None:

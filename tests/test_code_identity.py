@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from benchhelpers import BenchProject, simple_bench
+from benchhelpers import BenchProject, git, simple_bench
 from nvml_double import FakeNvml
 
 from pytest_benchmark_agent.guards import gpu as nvml
@@ -24,26 +24,6 @@ from pytest_benchmark_agent.records.fingerprint import (
 
 #: Long enough for any machine; only a hang reaches it (no timing is asserted).
 HANG = 120
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        [
-            "git",
-            "-C",
-            str(repo),
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
 
 
 @pytest.fixture(autouse=True)

@@ -8,11 +8,11 @@ import importlib.metadata as metadata
 import os
 import platform
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from benchhelpers import git
 from nvml_double import FakeDevice, FakeNvml
 
 from pytest_benchmark_agent.guards import gpu as nvml
@@ -28,26 +28,6 @@ from pytest_benchmark_agent.records.redact import REDACTED, redact_mapping, reda
 
 FAKE_TOKEN = "tok-4f9a2c-never-in-any-file"
 DB_PASSWORD = "hunter2-db-secret"
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        [
-            "git",
-            "-C",
-            str(repo),
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchhelpers import git
 
 from pytest_benchmark_agent.cli.common import runs_in
 from pytest_benchmark_agent.cli.main import main
@@ -33,12 +34,6 @@ stages:
 metrics:
   cost: {direction: lower, primary: true}
 """
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
-    ).stdout.strip()
 
 
 def bench(repo: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
