@@ -78,13 +78,15 @@ class MetricSpec:
 class Observation:
     """One sample of one metric: which treatment, which block (replicate) and seed produced it.
 
-    ``value`` is a float, or for a ``direction: equal`` metric the int or str as recorded.
+    ``value`` is a float, or for a ``direction: equal`` metric the int or str as recorded;
+    ``position`` the 0-based index of its trial within the block as run (None when unknown).
     """
 
     treatment: str
     replicate: int
     seed: int | None
     value: Sample
+    position: int | None = None
 
 
 @dataclass
