@@ -18,6 +18,7 @@ from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import RecordView, reproduction
+from pytest_benchmark_agent.judge.observations import observations
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.tags import compute_tag
 
@@ -90,12 +91,12 @@ def split_hosts(replicate: int) -> str:
 def test_blocks_are_numbered_per_host_so_pairs_never_cross_hosts(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=4)
     record(run, twice_as_slow, host=lambda r: "host-a" if r % 2 else "host-b")
-    obs, caveats = judge.observations(run.trials, ["t"], run.treatment_labels)
+    obs, caveats = observations(run.trials, ["t"], run.treatment_labels)
     by_treatment = {t: sorted(o.replicate for o in obs["t"] if o.treatment == t) for t in "ab"}
     # host-a ran replicates 1 and 3, host-b 0 and 2; host-b's blocks are moved past host-a's
     assert by_treatment["a"] == by_treatment["b"] == [1, 3, 4, 6]
     assert caveats == []
-    first, _ = judge.observations(run.trials, ["t"], run.treatment_labels, upto=2)
+    first, _ = observations(run.trials, ["t"], run.treatment_labels, upto=2)
     assert len(first["t"]) == 4  # the first two blocks only
 
 
@@ -103,7 +104,7 @@ def test_a_trial_recorded_twice_is_analysed_once_with_a_caveat(tmp_path: Path) -
     run = make_run(tmp_path, replicates=2)
     record(run, twice_as_slow)
     run.trials.append(dict(run.trials[0]))
-    obs, caveats = judge.observations(run.trials, ["t"], run.treatment_labels)
+    obs, caveats = observations(run.trials, ["t"], run.treatment_labels)
     assert len(obs["t"]) == 4
     assert caveats == ["1 trial(s) were recorded twice; the last record of each was analysed"]
 

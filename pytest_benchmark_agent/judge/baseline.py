@@ -40,6 +40,7 @@ from pytest_benchmark_agent.config.gate1 import treatment_variable
 from pytest_benchmark_agent.config.models import BenchmarkConfig, MetricSpec
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.judge.observations import observations
 from pytest_benchmark_agent.records.fingerprint import (
     FingerprintDiff,
     code_label,
@@ -505,37 +506,23 @@ def cross_verdicts(
                         "against": where,
                     }
             continue
-        observations: dict[str, list[analysis.Observation]] = {}
+        obs_by_metric: dict[str, list[analysis.Observation]] = {}
         for metric in specs:
-            obs = _observations(reference.trials, metric, {ref_label: _REFERENCE}, 0)
-            obs += _observations(
-                subject.trials, metric, {label: label for label in labels}, _OFFSET
+            theirs, _ = observations(reference.trials, [metric], [], rename={ref_label: _REFERENCE})
+            mine, _ = observations(
+                subject.trials,
+                [metric],
+                [],
+                rename={label: label for label in labels},
+                offset=_OFFSET,
             )
-            observations[metric] = obs
-        result = analysis.analyze_run(observations, specs, [_REFERENCE, *labels], _REFERENCE)
+            obs_by_metric[metric] = theirs[metric] + mine[metric]
+        result = analysis.analyze_run(obs_by_metric, specs, [_REFERENCE, *labels], _REFERENCE)
         for metric, per in result.verdicts.items():
             for label, verdict in per.items():
                 verdicts[metric][label] = {**verdict.as_record(), "against": where}
         caveats += [c.replace(_REFERENCE, where) for c in result.caveats if _UNPAIRED_NOTE not in c]
     return verdicts, caveats
-
-
-def _observations(
-    trials: list[dict[str, Any]], metric: str, names: dict[str, str], offset: int
-) -> list[analysis.Observation]:
-    """Passed trials' values of ``metric`` for the treatments in ``names`` (renamed)."""
-    from pytest_benchmark_agent.stats import analysis  # scipy: imported only when runs are compared
-
-    seen: dict[tuple[str, int, Any], analysis.Observation] = {}
-    for trial in trials:
-        label = str(trial.get("treatment"))
-        value = (trial.get("metrics") or {}).get(metric)
-        if trial.get("status") != "passed" or label not in names or value is None:
-            continue
-        key = (label, int(trial.get("replicate") or 0), trial.get("seed"))
-        # as recorded: an exact metric's int or str unchanged (the analysis takes what it uses)
-        seen[key] = analysis.Observation(names[label], key[1] + offset, key[2], value)
-    return list(seen.values())
 
 
 # -- reproduction ---------------------------------------------------------------------------------

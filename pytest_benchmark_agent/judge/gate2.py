@@ -56,6 +56,7 @@ from pytest_benchmark_agent.judge.baseline import (
     reproduction,
     sides,
 )
+from pytest_benchmark_agent.judge.observations import measure_stages, observations, sample_table
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.tags import compute_tag
 from pytest_benchmark_agent.stats.comparability import (
@@ -126,63 +127,9 @@ def stop_text(blocks: int, max_blocks: int, reason: str) -> str:
     return f"sequential replication stopped after {blocks} of {max_blocks} blocks: {reason}"
 
 
-# -- observations ---------------------------------------------------------------------------------
-
-
-def observations(
-    trials: Sequence[Mapping[str, Any]],
-    metrics: Sequence[str],
-    labels: Sequence[str],
-    upto: int | None = None,
-) -> tuple[dict[str, list[analysis.Observation]], list[str]]:
-    """Values of the passed trials per metric, blocks numbered per host; and caveats.
-
-    ``upto`` keeps the first ``upto`` blocks only (a sequential look).
-    """
-    from pytest_benchmark_agent.stats import analysis  # only a run with a comparison needs it
-
-    table, caveats = _samples(trials, metrics, labels, upto)
-    return {
-        metric: [analysis.Observation(*key, value) for key, value in per.items()]
-        for metric, per in table.items()
-    }, caveats
-
-
-def _samples(
-    trials: Sequence[Mapping[str, Any]],
-    metrics: Sequence[str],
-    labels: Sequence[str],
-    upto: int | None,
-) -> tuple[dict[str, dict[tuple[str, int, Any], float]], list[str]]:
-    """:func:`observations` as values keyed by (treatment, block, seed)."""
-    passed = [
-        t
-        for t in trials
-        if t.get("status") == "passed"
-        and str(t.get("treatment")) in labels
-        and (upto is None or int(t.get("replicate") or 0) < upto)
-    ]
-    hosts = sorted({t.get("host") or "" for t in passed})
-    stride = 1 + max((int(t.get("replicate") or 0) for t in passed), default=0)
-    rank = {host: i for i, host in enumerate(hosts)}
-    table: dict[str, dict[tuple[str, int, Any], float]] = {m: {} for m in metrics}
-    seen: set[tuple[str, int, Any]] = set()
-    duplicates = 0
-    for trial in passed:
-        block = int(trial.get("replicate") or 0) + rank[trial.get("host") or ""] * stride
-        key = (str(trial["treatment"]), block, trial.get("seed"))
-        duplicates += key in seen
-        seen.add(key)
-        for metric in metrics:
-            value = (trial.get("metrics") or {}).get(metric)
-            if value is not None:  # as recorded: the analysis takes what it uses (usable)
-                table[metric][key] = value
-    caveats = (
-        [f"{duplicates} trial(s) were recorded twice; the last record of each was analysed"]
-        if duplicates
-        else []
-    )
-    return table, caveats
+def _stages(run: BenchRun) -> dict[str, str | None]:
+    """The measure stage of each declared metric (:func:`.observations.measure_stages`)."""
+    return measure_stages(run.plan.config, run.plan.config.metrics)
 
 
 def _hosts(trials: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -215,7 +162,9 @@ def _decide(
     from pytest_benchmark_agent.stats import analysis  # only a sequential run needs it
 
     specs = run.plan.config.metrics
-    obs, _ = observations(trials, list(specs), run.treatment_labels, upto=blocks)
+    obs, _ = observations(
+        trials, list(specs), run.treatment_labels, upto=blocks, stage_of=_stages(run)
+    )
     return analysis.sequential_decision(
         obs,
         specs,
@@ -316,7 +265,7 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
 
     specs = run.plan.config.metrics
     labels, control = run.treatment_labels, run.control
-    obs, caveats = observations(run.trials, list(specs), labels, upto)
+    obs, caveats = observations(run.trials, list(specs), labels, upto=upto, stage_of=_stages(run))
     combined = (
         sequential.decision.analysis
         if sequential and sequential.decision
@@ -329,7 +278,9 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
     per_host: dict[str, analysis.RunAnalysis] = {}
     if len(hosts) > 1:
         for host in hosts:
-            host_obs, _ = observations(trials_by_host[host], list(specs), labels, upto)
+            host_obs, _ = observations(
+                trials_by_host[host], list(specs), labels, upto=upto, stage_of=_stages(run)
+            )
             per_host[host] = analysis.analyze_run(host_obs, specs, labels, control, seed=SEED)
     elif hosts:
         per_host[hosts[0]] = combined
@@ -382,14 +333,14 @@ def _refusals(
     specs = run.plan.config.metrics
     labels, control = run.treatment_labels, run.control
     others = [label for label in labels if label != control]
-    table, caveats = _samples(trials, list(specs), labels, None)
+    table, caveats = sample_table(trials, list(specs), labels, stage_of=_stages(run))
     finite: dict[str, dict[str, list[float]]] = {}
     verdicts: dict[str, dict[str, Verdict]] = {}
     refusals: list[str] = []
     for metric, spec in specs.items():
         values: dict[str, list[float]] = {label: [] for label in labels}
-        for (label, _, _), value in table[metric].items():
-            values[label].append(value)
+        for (label, _, _), drawn in table[metric].items():
+            values[label].append(drawn.value)
         finite[metric] = {
             label: [u for v in vs if (u := usable(spec, v)) is not None]
             for label, vs in values.items()
