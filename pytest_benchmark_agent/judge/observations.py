@@ -120,13 +120,9 @@ def observations(
         trials, metrics, labels, upto=upto, stage_of=stage_of, rename=rename, offset=offset
     )
     return {
-        metric: [_observation(analysis, key, drawn) for key, drawn in per.items()]
+        metric: [
+            analysis.Observation(*key, drawn.value, position=drawn.position)
+            for key, drawn in per.items()
+        ]
         for metric, per in table.items()
     }, caveats
-
-
-def _observation(analysis: Any, key: SampleKey, drawn: Drawn) -> Observation:
-    fields = analysis.Observation.__dataclass_fields__
-    if "position" in fields:
-        return analysis.Observation(*key, drawn.value, position=drawn.position)
-    return analysis.Observation(*key, drawn.value)
