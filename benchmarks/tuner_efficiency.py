@@ -12,7 +12,7 @@ Recall is exact (a fixed query set), as in the SEISMIC example.
 
 Strategies, each from the start (h=0.6, c=20) over many seeded repetitions:
 
-- ours: ``grid``, ``refine``, ``coordinate`` of ``pytest_benchmark_agent.tune.tuner``, called
+- ours: ``grid``, ``refine``, ``coordinate`` of ``pytest_benchmark_agent.tune.strategies``, called
   in-process with a simulated round runner (the same selection code as a real tune; only
   the pytest session of each round is replaced by the simulation);
 - plain grid: every point, 5 replicates, the feasible point with the best observed median;
@@ -41,8 +41,10 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.engine.plan import point_label
+from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest
 from pytest_benchmark_agent.tune.space import TuneSettings, load_space
-from pytest_benchmark_agent.tune.tuner import STRATEGIES, RoundOutcome, RoundRequest, Tuner
+from pytest_benchmark_agent.tune.strategies import STRATEGIES
+from pytest_benchmark_agent.tune.tuner import Tuner
 
 H_VALUES = [round(0.6 + 0.2 * i, 1) for i in range(9)]
 C_VALUES = [5, 10, 15, 20, 25, 30, 35]

@@ -116,9 +116,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--bench-tune``: run the tuner instead of a session; its exit code is pytest's."""
     if not config.getoption("bench_tune"):
         return None
-    from pytest_benchmark_agent.tune.tuner import tune_from_pytest
+    from pytest_benchmark_agent.engine.session import default_home
+    from pytest_benchmark_agent.tune.entry import tune_from_pytest
 
-    return tune_from_pytest(config)
+    return tune_from_pytest(config, default_home(config), _parse_overrides(config))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -24,15 +24,11 @@ from pytest_benchmark_agent.cli.tune import STRATEGY_NAMES
 from pytest_benchmark_agent.config.models import BenchmarkConfig, TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.records.writer import load_yaml
+from pytest_benchmark_agent.tune.entry import run_tune
+from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest
 from pytest_benchmark_agent.tune.space import load_space
-from pytest_benchmark_agent.tune.tuner import (
-    STRATEGIES,
-    ResumeMismatch,
-    RoundOutcome,
-    RoundRequest,
-    Tuner,
-    run_tune,
-)
+from pytest_benchmark_agent.tune.strategies import STRATEGIES
+from pytest_benchmark_agent.tune.tuner import ResumeMismatch, Tuner
 
 Measure = Callable[[dict[str, Any], int], dict[str, Any]]
 

@@ -1,6 +1,6 @@
 """The ``tune`` verb: ``benchmark-agent tune FILE --strategy S [--resume RUN]``.
 
-Each round of the tune is its own ``pytest --bench`` session (see ``tune.py``); ``--set
+Each round of the tune is its own ``pytest --bench`` session (see ``tune/rounds.py``); ``--set
 PARAM=VALUE`` overrides a param for the whole tune and reaches every round as ``--bench-set``.
 """
 
@@ -29,7 +29,7 @@ def find_tune(home: Path, ref: str) -> str:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """Tune a benchmark file's search space; every round is a pytest session."""
-    from pytest_benchmark_agent.tune.tuner import run_tune
+    from pytest_benchmark_agent.tune.entry import run_tune
 
     home = home_of(args)
     resume = find_tune(home, args.resume) if args.resume else None
@@ -55,7 +55,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     )
 
 
-#: The strategies of ``tune.STRATEGIES``, named here so building the parser imports nothing heavy.
+#: The strategies of ``tune.strategies.STRATEGIES``, named here so that building the parser
+#: imports nothing heavy.
 STRATEGY_NAMES = ("coordinate", "grid", "refine")
 
 

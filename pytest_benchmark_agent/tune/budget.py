@@ -1,0 +1,106 @@
+"""Budgets: what a tune has spent, and whether its next round still fits.
+
+``budget.trials`` is checked before a round starts (a round that does not fit is not started),
+``budget.wall_clock_s`` between rounds (a running round gets only the time left), and
+``budget.gpu_hours`` / ``budget.cost_usd`` as spent so far plus the next round estimated from
+the GPU-hours per trial so far. GPU-hours are each trial's and built prep's wall time times its
+stage's ``gpus``; cost is that times ``resources.price_per_gpu_hour``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.guards.gpu import cost_usd, gpu_hours
+
+
+@dataclass
+class Spent:
+    """What the tune has used so far (replayed rounds included)."""
+
+    trials: int = 0
+    wall_s: float = 0.0
+    gpu_hours: float = 0.0
+    cost_usd: float = 0.0
+
+    def add(self, record: dict[str, Any], wall_s: float, config: BenchmarkConfig) -> dict:
+        """Count a round's record in; returns the round's own share (for its summary)."""
+        ran = [t for t in record.get("trials") or [] if t.get("status") != "not_run"]
+        hours = round_gpu_hours(record, config)
+        dollars = cost_usd(hours, config.resources.price_per_gpu_hour)
+        self.trials += len(ran)
+        self.wall_s += wall_s
+        self.gpu_hours += hours
+        self.cost_usd += dollars
+        return {
+            "trials": len(ran),
+            "wall_s": round(wall_s, 3),
+            "gpu_hours": round(hours, 6),
+            "cost_usd": round(dollars, 4),
+        }
+
+
+def trials_per_point(config: BenchmarkConfig) -> int:
+    """Trials one point of a round may run: replicates x seeds x measure stages."""
+    measures = sum(1 for stage in config.stages if stage.kind == "measure")
+    return config.max_replicates * len(config.seeds or [None]) * max(measures, 1)
+
+
+def time_left(config: BenchmarkConfig, spent: Spent) -> float | None:
+    """Seconds of ``budget.wall_clock_s`` left (None: no wall-clock budget)."""
+    limit = config.budget.wall_clock_s
+    return None if limit is None else max(limit - spent.wall_s, 0.0)
+
+
+def overrun(config: BenchmarkConfig, spent: Spent, needed: int) -> str | None:
+    """Why a round of ``needed`` trials would overrun a budget (what to do), or None."""
+    budget = config.budget
+    if budget.trials is not None and spent.trials + needed > budget.trials:
+        return (
+            f"budget.trials: the next round needs {needed} trials and "
+            f"{budget.trials - spent.trials} of {budget.trials} remain. Raise "
+            "budget.trials and resume, or accept the incumbent."
+        )
+    if budget.wall_clock_s is not None and spent.wall_s >= budget.wall_clock_s:
+        return (
+            f"budget.wall_clock_s spent ({spent.wall_s:.0f}s of "
+            f"{budget.wall_clock_s:g}s). Raise it and resume."
+        )
+    per_trial = spent.gpu_hours / spent.trials if spent.trials else 0.0
+    uses_gpus = bool(config.resources.gpus or any(stage.gpus for stage in config.stages))
+    for name, used, limit, unit in (
+        ("gpu_hours", spent.gpu_hours, budget.gpu_hours, "GPU-hours"),
+        ("cost_usd", spent.cost_usd, budget.cost_usd, "USD"),
+    ):
+        if limit is None:
+            continue
+        scale = 1.0 if name == "gpu_hours" else config.resources.price_per_gpu_hour
+        estimate = per_trial * needed * scale
+        if uses_gpus and limit == 0:
+            return f"budget.{name} is 0 but the stages use GPUs. Raise it to run GPU trials."
+        if used + estimate > limit:
+            return (
+                f"budget.{name}: {used:.4g} {unit} spent and the next "
+                f"round is estimated at {estimate:.4g} more (of {limit:g}). Raise "
+                f"budget.{name} and resume."
+            )
+    return None
+
+
+def round_gpu_hours(record: dict[str, Any], config: BenchmarkConfig) -> float:
+    """GPU-hours of a round: each trial's and built prep's wall time times its stage's GPUs."""
+    gpus = {
+        stage.name: stage.gpus if stage.gpus is not None else config.resources.gpus
+        for stage in config.stages
+    }
+    total = 0.0
+    events = [t for t in record.get("trials") or [] if t.get("status") != "not_run"]
+    events += [p for p in record.get("preps") or [] if p.get("action") == "built"]
+    for event in events:
+        wall = event.get("wall_s")
+        if wall is None:
+            wall = (event.get("metrics") or {}).get("wall_s", 0.0)
+        total += gpu_hours(float(wall or 0.0), int(gpus.get(event.get("stage"), 0) or 0))
+    return total

@@ -1,0 +1,172 @@
+"""``report.md`` of a tune, from its record alone: the path of incumbents, the rounds, every
+candidate and why it was or was not selected, ties within noise, the plot, What Went Wrong and
+the controls. Reading only the record keeps the report reproducible from ``results.yaml``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.engine.plan import point_label
+from pytest_benchmark_agent.tune.selection import gist
+
+
+def render_report(doc: dict[str, Any], plot_note: str | None) -> str:
+    """``report.md`` of a tune, from its record alone."""
+    objective = doc["objective"]["metric"]
+    direction = doc["objective"]["direction"]
+    lines = [
+        f"# {doc['name']}: tune {doc['run_id']}",
+        "",
+        f"- **Hypothesis:** {doc.get('hypothesis') or '(none stated)'}",
+        f"- **Strategy:** {doc['strategy']}; objective `{objective}` ({direction} is "
+        "better); constraints: " + (", ".join(f"`{c}`" for c in doc["constraints"]) or "none"),
+        f"- **State:** {doc['state']}"
+        + (f": {doc['stop_reason']}" if doc.get("stop_reason") else ""),
+        f"- **Selected:** {selected_text(doc, '`')} (start `{doc['control']}`)",
+        f"- **Objective at the selected point:** {chain_text(doc)}",
+        f"- **Spent:** {_spent_text(doc)}",
+        "- **Record:** [results.yaml](results.yaml); each round's own run is linked below",
+        "",
+        "## Path of incumbents",
+        "",
+        f"| step | round | point | ratio to previous ({objective}) | 95% CI | p (Holm) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for step, entry in enumerate(doc["incumbents"]):
+        if entry["round"] is None:
+            lines.append(f"| 0 | - | `{entry['label']}` (start) | | | |")
+            continue
+        lines.append(
+            f"| {step} | {entry['round']} | `{entry['label']}` | "
+            f"{_num(entry['ratio'])} | {_ci(entry.get('ci'))} | "
+            f"{_num(entry.get('p_holm'))} |"
+        )
+    lines += [
+        "",
+        "## Rounds",
+        "",
+        "| round | run | incumbent | points | trials | outcome |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in doc["rounds"]:
+        lines.append(
+            f"| {r['round']} | [{r['run_id']}](../{r['run_id']}/report.md) | "
+            f"`{r['incumbent']}` | {len(r['points'])} | {r['trials']} | "
+            f"{r.get('outcome', '')} |"
+        )
+    if not doc["rounds"]:
+        lines.append("| (none ran) | | | | | |")
+    lines += [
+        "",
+        "## Candidates",
+        "",
+        f"Each point against the incumbent of its round (median `{objective}`, the ratio "
+        "and CI of gate 2's paired comparison).",
+        "",
+        "| round | point | incumbent | median | ratio | 95% CI | verdict | decision | why |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in doc["candidates"]:
+        v = c.get("verdict") or {}
+        lines.append(
+            f"| {c['round']} | `{c['label']}` | `{c['incumbent']}` | "
+            f"{_num(c.get('median'))} | {_num(v.get('ratio'))} | {_ci(v.get('ci'))} | "
+            f"{v.get('verdict', '')} | {c['decision']} | {_cell(c['reason'])} |"
+        )
+    lines += ["", "## Ties within noise", ""]
+    ties = list(doc["ties"]) + [
+        f"round {c['round']}: `{c['label']}` was indistinguishable from the incumbent "
+        f"`{c['incumbent']}`; the incumbent (the earlier point) was kept."
+        for c in doc["candidates"]
+        if c["decision"] == "no_change"
+    ]
+    lines += [f"- {t}" for t in ties] or ["- none: every comparison was decided."]
+    lines += ["", "## Objective over the search space", ""]
+    lines.append(plot_note or "![objective over the search space](objective.png)")
+    lines += ["", "## What Went Wrong", ""]
+    lines += [f"- {item}" for item in what_went_wrong(doc)]
+    lines += ["", "## Controls", "", "| param | value | role |", "|---|---|---|"]
+    for name, value in doc["params"].items():
+        role = "TUNED" if name in doc["search_space"] else "CONTROL"
+        lines.append(f"| `{name}` | `{as_text(value)}` | {role} |")
+    return "\n".join(lines) + "\n"
+
+
+def what_went_wrong(doc: dict[str, Any]) -> list[str]:
+    """Halts, failures, refusals and constraint failures; never empty."""
+    items = []
+    if doc.get("halt"):
+        items.append(f"**Halted ({doc['halt']['kind']}):** {doc['halt']['message']}")
+    if doc.get("failure"):
+        items.append(f"**Failed:** {gist(doc['failure'])}")
+    if doc["state"] == "interrupted":
+        items.append(
+            "**Interrupted:** the tune was stopped; resume it with "
+            f"`benchmark-agent tune {doc['config_file']} --resume {doc['run_id']}`."
+        )
+    for c in doc["candidates"]:
+        if c["decision"] == "not_comparable":
+            items.append(
+                f"**Refused (not comparable):** round {c['round']} `{c['label']}`: {c['reason']}"
+            )
+        elif c["decision"] == "constraint_failed":
+            items.append(f"**Constraint failed:** round {c['round']} `{c['label']}`: {c['reason']}")
+        elif c["decision"] == "no_change" and c.get("observed_better"):
+            ratio = (c.get("verdict") or {}).get("ratio")
+            items.append(
+                f"**Refused (gain not supported):** round {c['round']} `{c['label']}` "
+                f"looked better (ratio {_num(ratio)}) but {c['reason']}"
+            )
+    if not items:
+        items.append(
+            "Nothing halted, was refused or broke a constraint. Not tested: values "
+            "between the lattice points, params outside the search space, and other "
+            "machines or loads than this one."
+        )
+    return items
+
+
+def selected_text(doc: dict[str, Any], code: str = "") -> str:
+    if doc.get("selected") is None:
+        return "nothing (no round finished, so no point is grounded)"
+    return f"{code}{point_label(doc['selected'])}{code}"
+
+
+def chain_text(doc: dict[str, Any]) -> str:
+    ratio = doc.get("chained_ratio")
+    if ratio is None:
+        return "the start was kept (no supported move)."
+    moves = len(doc["incumbents"]) - 1
+    better = 1 / ratio if doc["objective"]["direction"] == "lower" else ratio
+    return (
+        f"{ratio:.4g}x the start's, i.e. {better:.3g}x better (chained over {moves} "
+        f"supported move(s), each measured within its round's blocks)."
+    )
+
+
+def _spent_text(doc: dict[str, Any]) -> str:
+    spent, budget = doc["spent"], doc.get("budget") or {}
+    parts = [
+        f"{spent['trials']} trials" + (f" of {budget['trials']}" if "trials" in budget else ""),
+        f"{spent['wall_s']:.1f}s"
+        + (f" of {budget['wall_clock_s']:g}s" if "wall_clock_s" in budget else ""),
+    ]
+    if spent["gpu_hours"] or "gpu_hours" in budget:
+        parts.append(f"{spent['gpu_hours']:.4g} GPU-hours")
+    if spent["cost_usd"] or "cost_usd" in budget:
+        parts.append(f"${spent['cost_usd']:.2f}")
+    return f"{', '.join(parts)} in {len(doc['rounds'])} round(s)"
+
+
+def _num(value: Any) -> str:
+    return "" if value is None else f"{value:.4g}"
+
+
+def _ci(ci: Any) -> str:
+    return "" if not ci else f"[{ci[0]:.4g}, {ci[1]:.4g}]"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

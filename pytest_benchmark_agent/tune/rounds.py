@@ -1,0 +1,141 @@
+"""Rounds: how the tuner runs one round of points, as its own ``pytest --bench`` session.
+
+A round's points are the treatments of the synthetic variable ``point``, the incumbent first,
+so every candidate is measured in the same interleaved blocks as the incumbent, with the same
+caching, guards and records as any run. The tuner asks a :class:`RoundRunner` for each round:
+:class:`SubprocessRounds` in a real tune, a simulation in the tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_benchmark_agent.errors import BenchError
+from pytest_benchmark_agent.records.fsutil import atomic_write
+from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.tune.space import Point
+
+#: Seconds a round session gets to record its trials after SIGTERM before it is killed.
+STOP_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class RoundRequest:
+    """One round to run: its index, run id and points (the incumbent first)."""
+
+    index: int
+    run_id: str
+    points: list[Point]
+    timeout_s: float | None = None
+
+
+@dataclass
+class RoundOutcome:
+    """What a round left: its run id and record (``results.yaml`` as ``load_results`` reads
+    it), how long it took, and whether the tune's wall-clock budget cut it short."""
+
+    run_id: str
+    record: dict[str, Any]
+    wall_s: float
+    timed_out: bool = False
+
+
+class RoundRunner(Protocol):
+    def __call__(self, request: RoundRequest) -> RoundOutcome: ...
+
+
+class RoundError(BenchError):
+    """A round session could not run the file at all (a collection or usage error)."""
+
+
+class SubprocessRounds:
+    """Runs each round as its own ``python -m pytest --bench`` session and reads its record."""
+
+    def __init__(self, path: Path, home: Path, log_dir: Path, extra_args: Sequence[str] = ()):
+        self.path = path.resolve()
+        self.home = home
+        self.log_dir = log_dir
+        self.extra_args = list(extra_args)
+
+    def command(self, run_id: str, round_file: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--bench",
+            str(self.path),
+            "--bench-round",
+            str(round_file),
+            "--bench-home",
+            str(self.home),
+            "--bench-run-id",
+            run_id,
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-q",
+            *self.extra_args,
+        ]
+
+    def _fresh(self, run_id: str) -> str:
+        """``run_id``, or ``run_id-2``... when an earlier attempt of the round left its folder."""
+        candidate, attempt = run_id, 1
+        while (self.home / "runs" / candidate).exists():
+            attempt += 1
+            candidate = f"{run_id}-{attempt}"
+        return candidate
+
+    def __call__(self, request: RoundRequest) -> RoundOutcome:
+        run_id = self._fresh(request.run_id)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        round_file = self.log_dir / f"{run_id}.json"
+        atomic_write(round_file, json.dumps({"points": request.points}, indent=1))
+        log_path = self.log_dir / f"{run_id}.log"
+        t0 = time.monotonic()
+        timed_out = False
+        with log_path.open("w") as log:
+            proc = subprocess.Popen(
+                self.command(run_id, round_file),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+            try:
+                proc.wait(timeout=request.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _stop(proc)
+            except BaseException:
+                _stop(proc)
+                raise
+        wall_s = time.monotonic() - t0
+        run_dir = self.home / "runs" / run_id
+        if not (run_dir / "results.yaml").is_file():
+            tail = "\n".join(log_path.read_text(errors="replace").rstrip().splitlines()[-25:])
+            raise RoundError(
+                f"round {request.index} ({run_id}) did not run: pytest exited "
+                f"{proc.returncode} without a run record. Its output "
+                f"({log_path}) ends:\n{tail}"
+            )
+        return RoundOutcome(run_id, load_results(run_dir), wall_s, timed_out)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the session records what it ran), then SIGKILL after the grace period."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,276 @@
+"""Selection: what gate 2 says about a round's candidates, and which one the round supports.
+
+A candidate is *eligible* only when gate 2 (:func:`.analysis.analyze_run`, the objective as
+the primary metric plus the file's guard metrics) calls it ``improved`` on the objective, none
+of its trials was non-comparable, and every constraint holds on every one of its passed
+samples. Among several eligible candidates the best ratio wins unless another is *tied* with
+it (gate 2 between the two says no change and the estimated difference is inside the noise
+threshold): then the simplest move (fewest params changed, then fewest lattice steps, then
+earliest). Pure functions of a round's record; the tuner keeps the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.stats import analysis
+from pytest_benchmark_agent.stats.comparability import Verdict
+from pytest_benchmark_agent.stats.describe import describe
+from pytest_benchmark_agent.tune.space import Point, SearchSpace
+
+#: Verdicts of the objective per candidate label, of ``labels[1:]`` against ``labels[0]``.
+Compare = Callable[[Sequence[str], dict[str, Any]], dict[str, Verdict]]
+
+
+@dataclass
+class Candidate:
+    """One point judged against the incumbent of its round."""
+
+    round: int
+    label: str
+    point: Point
+    incumbent: str
+    decision: str  # selected | tied | no_change | worse | constraint_failed | not_comparable
+    reason: str
+    verdict: dict[str, Any] | None = None
+    median: float | None = None
+    observed_better: bool = False
+    constraints: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def metric_specs(config: BenchmarkConfig, space: SearchSpace) -> dict[str, Any]:
+    """The objective as the primary metric, plus every declared guard (gate 2 applies them)."""
+    base = config.metrics.get(space.objective)
+    defaults = analysis.MetricSpec()
+    specs: dict[str, Any] = {
+        space.objective: analysis.MetricSpec(
+            direction=space.direction,
+            primary=True,
+            guard=False,
+            floor=base.floor if base else None,
+            ceiling=base.ceiling if base else None,
+            noise_threshold=base.noise_threshold if base else defaults.noise_threshold,
+            min_replicates=base.min_replicates if base else defaults.min_replicates,
+        )
+    }
+    for name, spec in config.metrics.items():
+        if name != space.objective and (
+            spec.guard or spec.floor is not None or spec.ceiling is not None
+        ):
+            specs[name] = spec
+    return specs
+
+
+def stage_of(config: BenchmarkConfig, metric: str) -> str | None:
+    """The measure stage reporting ``metric`` (None: every measure stage, e.g. built-ins)."""
+    for stage in config.stages:
+        if stage.kind == "measure" and stage.metrics_from and metric in stage.metrics_from.fields:
+            return stage.name
+    measures = [s.name for s in config.stages if s.kind == "measure"]
+    return measures[0] if len(measures) == 1 else None
+
+
+def observations(
+    record: dict[str, Any], specs: dict[str, Any], config: BenchmarkConfig
+) -> dict[str, list[analysis.Observation]]:
+    out: dict[str, list[analysis.Observation]] = {}
+    for metric in specs:
+        stage = stage_of(config, metric)
+        out[metric] = [
+            analysis.Observation(
+                t["treatment"], t["replicate"], t.get("seed"), float(t["metrics"][metric])
+            )
+            for t in record.get("trials") or []
+            if t["status"] == "passed"
+            and metric in t.get("metrics", {})
+            and (stage is None or t.get("stage") == stage)
+        ]
+    return out
+
+
+def comparer(record: dict[str, Any], config: BenchmarkConfig, objective: str) -> Compare:
+    """Gate 2 on ``record``: the objective's verdicts of some labels against the first, with
+    ``specs`` (the objective and the metrics whose comparisons join Holm's family)."""
+
+    def compare(labels: Sequence[str], specs: dict[str, Any]) -> dict[str, Verdict]:
+        drawn = observations(record, specs, config)
+        chosen = {m: [o for o in obs if o.treatment in labels] for m, obs in drawn.items()}
+        return analysis.analyze_run(chosen, specs, list(labels), labels[0]).verdicts[objective]
+
+    return compare
+
+
+def trials_by_label(record: dict[str, Any], labels: list[str]) -> dict[str, list[dict]]:
+    """The trials of each label that ran (``not_run`` left out)."""
+    table: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    for trial in record.get("trials") or []:
+        if trial.get("treatment") in table and trial.get("status") != "not_run":
+            table[trial["treatment"]].append(trial)
+    return table
+
+
+def constraint_checks(space: SearchSpace, trials: list[dict[str, Any]]) -> list[dict]:
+    """Each constraint against every passed sample: ok only when all of them meet it."""
+    checks = []
+    for constraint in space.constraints:
+        values = [
+            float(t["metrics"][constraint.metric])
+            for t in trials
+            if t["status"] == "passed" and constraint.metric in t.get("metrics", {})
+        ]
+        if not values:
+            checks.append(
+                {
+                    "constraint": constraint.text,
+                    "ok": False,
+                    "worst": None,
+                    "detail": "no passed sample reports it",
+                }
+            )
+            continue
+        worst = constraint.worst(values)
+        bad = sum(1 for v in values if not constraint.holds(v))
+        detail = (
+            f"all {len(values)} samples meet it (worst {worst:g})"
+            if not bad
+            else f"{bad} of {len(values)} samples break it (worst {worst:g})"
+        )
+        checks.append(
+            {"constraint": constraint.text, "ok": not bad, "worst": worst, "detail": detail}
+        )
+    return checks
+
+
+def classify(
+    space: SearchSpace,
+    index: int,
+    label: str,
+    point: Point,
+    incumbent: str,
+    trials: list[dict[str, Any]],
+    verdict: Verdict,
+) -> Candidate:
+    """The candidate ``label`` of round ``index``: eligible, or why it is not."""
+    values = [
+        t["metrics"][space.objective]
+        for t in trials
+        if t["status"] == "passed" and space.objective in t.get("metrics", {})
+    ]
+    better = verdict.ratio is not None and (
+        verdict.ratio < 1 if space.direction == "lower" else verdict.ratio > 1
+    )
+    candidate = Candidate(
+        index,
+        label,
+        dict(point),
+        incumbent,
+        "",
+        "",
+        verdict.as_record(),
+        describe(values).get("median"),
+        better,
+        constraint_checks(space, trials),
+    )
+    broken = [t for t in trials if t["status"] == "not_comparable"]
+    failed = [t for t in trials if t["status"] not in ("passed", "not_comparable")]
+    if broken:
+        candidate.decision = "not_comparable"
+        candidate.reason = gist(broken[0].get("reason"))
+    elif verdict.verdict == "not_comparable":
+        candidate.decision = "not_comparable"
+        candidate.reason = verdict.reason or "gate 2 refused the comparison"
+        if failed:
+            candidate.reason = (
+                f"{len(failed)} of {len(trials)} trials did not pass "
+                f"({gist(failed[0].get('reason'))}); "
+                f"{candidate.reason}"
+            )
+    elif any(not c["ok"] for c in candidate.constraints):
+        candidate.decision = "constraint_failed"
+        candidate.reason = "; ".join(
+            f"{c['constraint']}: {c['detail']}" for c in candidate.constraints if not c["ok"]
+        )
+    elif verdict.verdict == "improved":
+        candidate.decision = "eligible"
+        candidate.reason = "supported improvement"
+    elif verdict.verdict == "regressed":
+        candidate.decision = "worse"
+        candidate.reason = "significantly worse than the incumbent"
+    else:
+        candidate.decision = "no_change"
+        candidate.reason = (
+            f"indistinguishable from {incumbent}: {verdict.reason or 'no supported difference'}"
+        )
+    return candidate
+
+
+def choose(
+    space: SearchSpace,
+    index: int,
+    incumbent: Point,
+    incumbent_label: str,
+    judged: list[Candidate],
+    compare: Compare,
+    spec: Any,
+) -> tuple[Candidate | None, list[str]]:
+    """The round's supported move among ``judged`` (decisions updated) and the ties it broke.
+
+    Tied means gate 2 finds no change between the two and the estimated difference is
+    inside the noise threshold; an underpowered comparison alone is not a tie.
+    """
+    eligible = [c for c in judged if c.decision == "eligible"]
+    if not eligible:
+        return None, []
+    sign = 1 if space.direction == "lower" else -1
+    best = min(eligible, key=lambda c: sign * c.verdict["ratio"])
+    tied = [best]
+    others = [c for c in eligible if c is not best]
+    if others:
+        versus = compare([best.label, *(c.label for c in others)], {space.objective: spec})
+        tied += [
+            c
+            for c in others
+            if versus[c.label].verdict == "no_change"
+            and abs(versus[c.label].ratio - 1) <= spec.noise_threshold
+        ]
+    order = {c.label: i for i, c in enumerate(judged)}
+    chosen = min(tied, key=lambda c: (space.distance(incumbent, c.point), order[c.label]))
+    ties: list[str] = []
+    for candidate in eligible:
+        if candidate is chosen:
+            candidate.decision, candidate.reason = "selected", "supported improvement"
+        elif candidate in tied:
+            candidate.decision = "tied"
+            candidate.reason = (
+                f"improved on {incumbent_label} but indistinguishable from "
+                f"{chosen.label}; kept the simpler {chosen.label}"
+            )
+            ties.append(
+                f"round {index}: {candidate.label} and {chosen.label} both "
+                f"improved on {incumbent_label} and were indistinguishable from each "
+                f"other; selected the simpler {chosen.label}."
+            )
+        else:
+            candidate.decision = "worse"
+            candidate.reason = f"improved on {incumbent_label}, but less than {best.label}"
+    return chosen, ties
+
+
+def gist(text: Any) -> str:
+    """One line of a trial's reason: its first line, what differed, and the last stderr line."""
+    lines = [line.strip() for line in str(text or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return "no reason recorded"
+    parts = [lines[0]]
+    parts += [line for line in lines[1:] if line.startswith("effective params differ")]
+    if any(line.startswith("stderr (last lines)") for line in lines) and not lines[-1].startswith(
+        "stderr (last lines)"
+    ):
+        parts.append(f"stderr: {lines[-1]}")
+    return "; ".join(parts)
