@@ -19,7 +19,7 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BUILTIN_METRICS, Stage
 from pytest_benchmark_agent.config.placeholders import names_in, render
 from pytest_benchmark_agent.engine.cache import PrepCache
-from pytest_benchmark_agent.engine.isolation import HostIsolation, host_id
+from pytest_benchmark_agent.engine.isolation import Containment, HostIsolation, host_id
 from pytest_benchmark_agent.engine.metrics import (
     Value,
     effective_mismatches,
@@ -45,7 +45,8 @@ from pytest_benchmark_agent.records.run import BenchRun
 
 @dataclass
 class StageContext:
-    """What every stage of a session runs with: the cache, the memory cgroup, the host lock."""
+    """What every stage of a session runs with: the cache, the memory cgroup, the host lock,
+    the containment of its processes."""
 
     cache: PrepCache
     cgroup: CgroupMemory | None
@@ -57,6 +58,7 @@ class StageContext:
     #: The environment every stage starts from: this process's, as the session began (copying
     #: ``os.environ`` decodes every variable, a cost per stage worth avoiding).
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    containment: Containment = field(default_factory=Containment)
 
     def announce(
         self, run: BenchRun, stage: str, trial_id: str | None
@@ -187,6 +189,7 @@ def _reuse_or_build(
                 progress_every_s=ctx.progress_every_s,
                 gpus=devices,
                 vram_ceiling_mb=vram_mb,
+                containment=ctx.containment,
             )
         event.update(_gpu_spend(run, result))
         _check_exit(result)
@@ -264,6 +267,7 @@ def run_trial(
                 progress_every_s=ctx.progress_every_s,
                 gpus=devices,
                 vram_ceiling_mb=vram_mb,
+                containment=ctx.containment,
             )
     except KeyboardInterrupt:
         record.update(

@@ -41,6 +41,7 @@ from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
 from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
 from pytest_benchmark_agent.records.run import BenchRun, new_run_id, new_session_token
@@ -78,6 +79,7 @@ class BenchSession:
             config.hook,
             config.getoption("bench_progress_every"),
         )
+        config.add_cleanup(self.stage_context.containment.close)
         self.runs: list[BenchRun] = []
         self.protocol = TrialProtocol(config)
         self._t0 = time.monotonic()
@@ -372,7 +374,9 @@ def hand_over(run: BenchRun, worker_id: str) -> None:
         "caveats": run.caveats,
         "fingerprint": run.fingerprint,
     }
-    atomic_write(run.dir / "workers" / f"{worker_id}.json", json.dumps(part, default=str))
+    atomic_write(
+        run.dir / "workers" / f"{worker_id}.json", json.dumps(redact.scrub(part), default=str)
+    )
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.engine.isolation import Containment, StageScope
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import VramGuard, process_tree
 from pytest_benchmark_agent.guards.memory import MemoryGuard
@@ -42,6 +43,8 @@ from pytest_benchmark_agent.records.fsutil import open_creating, utc_now
 
 #: Run before every stage command: the stage, not a co-tenant, is the OOM-killer's first choice.
 _OOM_FIRST = "echo 1000 > /proc/self/oom_score_adj 2>/dev/null; "
+#: Run first by a stage's shell given a cgroup to join (``$2``): itself, before any child.
+_JOIN = 'if [ -n "$2" ]; then echo $$ > "$2" || exit 125; fi; '
 #: Seconds a stopped stage gets between SIGTERM and SIGKILL.
 STOP_GRACE_S = 2.0
 STDERR_TAIL_LINES = 20
@@ -115,6 +118,8 @@ class StageRun:
     guard_samples: int = 0
     gpus: list[int] = field(default_factory=list)
     peak_vram_mb: float | None = None
+    #: What held the stage's processes (:data:`.isolation.CONTAINMENTS`).
+    containment: str = "process-group"
 
     def stdout(self) -> str:
         return self.stdout_log.text()
@@ -138,6 +143,7 @@ class StageRun:
             "peak_rss_mb": round(self.peak_rss_mb, 3),
             "started": self.started,
             "ended": self.ended,
+            "containment": self.containment,
             **logs,
             **({"guard_events": self.guard_events} if self.guard_events else {}),
             **({"gpus": self.gpus, "peak_vram_mb": self.peak_vram_mb} if self.gpus else {}),
@@ -158,6 +164,7 @@ def run_stage(
     progress_every_s: float = DEFAULT_PROGRESS_S,
     gpus: Sequence[int] = (),
     vram_ceiling_mb: float = 0,
+    containment: Containment | None = None,
 ) -> StageRun:
     """Run ``command`` to completion (or its timeout, or a guard kill) and report how it went.
 
@@ -166,14 +173,22 @@ def run_stage(
     on ``gpus`` (NVML indices, already pinned in ``env``), the VRAM guard watches the tree's
     VRAM against ``vram_ceiling_mb`` (0: record only). ``progress(elapsed_s, peak_rss_mb)`` is
     called every ``progress_every_s`` while the stage runs. Any exception while waiting
-    (KeyboardInterrupt included) stops the whole process group before it propagates, so no
-    stage outlives its session.
+    (KeyboardInterrupt included) stops the whole process group before it propagates, and
+    ``containment`` (the session's) kills every other process the stage started when it ends,
+    so no stage outlives its trial.
     """
     out, err = StageOutput(log_dir / "stdout.txt"), StageOutput(log_dir / "stderr.txt")
+    scope = containment.stage() if containment is not None else StageScope("process-group", "")
+    if scope.env:
+        env = {**env, **scope.env}
     started, t0 = utc_now(), time.perf_counter()
-    pid, stdout_fd, stderr_fd = _spawn(command, cwd, env)
+    try:
+        pid, stdout_fd, stderr_fd = _spawn(command, cwd, env, scope.join)
+    except BaseException:
+        scope.end()
+        raise
     pipes = {stdout_fd: out, stderr_fd: err}
-    guard = MemoryGuard(pid, mem_ceiling_mb, stage, cgroup)
+    guard = MemoryGuard(pid, mem_ceiling_mb, stage, scope.cgroup or cgroup)
     vram = None
     try:
         guard.begin()
@@ -198,6 +213,7 @@ def run_stage(
         raise
     finally:
         _kill_leftovers(pid)
+        scope.end()
         _drain_and_close(pipes)
         report = guard.finish()
         vram_report = vram.stop() if vram else None
@@ -221,21 +237,24 @@ def run_stage(
         guard_samples=report.n_samples,
         gpus=list(gpus),
         peak_vram_mb=vram_report.peak_vram_mb if vram_report else None,
+        containment=scope.kind,
     )
 
 
-def _spawn(command: str, cwd: Path, env: Mapping[str, str]) -> tuple[int, int, int]:
+def _spawn(command: str, cwd: Path, env: Mapping[str, str], join: str) -> tuple[int, int, int]:
     """Start ``sh -c`` for a stage, leading its own session; returns its pid and the read ends
-    of its stdout and stderr pipes.
+    of its stdout and stderr pipes. Where ``join`` names a ``cgroup.procs`` file, the shell
+    writes itself there first, before it starts anything, so every process of the stage is
+    born in that cgroup (a shell that cannot join exits 125 with the shell's message).
 
     ``os.posix_spawn`` does what ``subprocess.Popen`` would (stdin from /dev/null, a new session,
     SIGPIPE and SIGXFSZ back to their defaults, no descriptor of this process left open in the
     stage) at about half its cost in this process, most of a short trial's spawning. It has no
     working-folder action, so the shell changes folder first (with ``cd -P``: the physical
-    path, as ``chdir`` gives), taking the folder as ``$1`` and shifting it away; a folder that is
-    gone fails the stage with the shell's message on stderr.
+    path, as ``chdir`` gives), taking the folder as ``$1`` (and ``join`` as ``$2``) and
+    shifting them away; a folder that is gone fails the stage with the shell's message on stderr.
     """
-    script = f'cd -P -- "$1" || exit 126; shift; {_OOM_FIRST}{command}'
+    script = f'cd -P -- "$1" || exit 126; {_JOIN}shift 2; {_OOM_FIRST}{command}'
     stdout_read, stdout_write = _pipe()
     stderr_read, stderr_write = _pipe()
     stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -248,7 +267,7 @@ def _spawn(command: str, cwd: Path, env: Mapping[str, str]) -> tuple[int, int, i
         actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()]
         pid = os.posix_spawn(
             "/bin/sh",
-            ["/bin/sh", "-c", script, "/bin/sh", os.fspath(cwd)],
+            ["/bin/sh", "-c", script, "/bin/sh", os.fspath(cwd), join],
             env,
             file_actions=actions,
             setsid=True,
