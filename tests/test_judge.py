@@ -132,7 +132,8 @@ def test_a_direction_that_differs_between_hosts_is_refused_not_averaged(tmp_path
     assert any("direction differs between hosts" in r for r in gate2.refusals)
     judge.judge_run(run, None)
     assert not any("direction" in f for f in judge.gate_failures(run)[0])  # a finding, not a
-    assert any("direction differs" in c for c in judge.qualifying_caveats(run))  # broken gate
+    gate2 = judge.evaluate(run, None)
+    assert any("direction differs" in c for c in judge.qualifying_caveats(run, gate2))  # broken
 
 
 def test_hosts_that_agree_are_combined_with_rows_for_each(tmp_path: Path) -> None:
@@ -396,10 +397,40 @@ def test_overlapping_measurements_fail_host_isolation_only(tmp_path: Path) -> No
 
 
 def test_failed_trials_qualify_and_a_guard_finding_does_not(tmp_path: Path) -> None:
-    run = make_run(tmp_path)
-    record(run, twice_as_slow, status=lambda t, r: "failed" if (t, r) == ("a", 9) else "passed")
-    run.caveats.append("b: guard recall median 0.9 is below its floor 0.95")
-    assert judge.qualifying_caveats(run) == ["1 of 20 trials did not pass (failed: 1)"]
+    metrics = {
+        "t": {"direction": "lower", "primary": True},
+        "recall": {"direction": "higher", "floor": 0.95},
+    }
+    run = make_run(tmp_path, metrics=metrics)
+
+    def recall_breaks_for_b(treatment: str, replicate: int) -> float:
+        return 0.9 if treatment == "b" else 0.99
+
+    record(
+        run,
+        recall_breaks_for_b,
+        status=lambda t, r: "failed" if (t, r) == ("a", 9) else "passed",
+    )
+    judge.judge_run(run, None)
+    finding = "b: guard recall median 0.9 is below its floor 0.95"
+    assert finding in run.caveats  # reported
+    gate2 = judge.evaluate(run, None)
+    assert gate2.findings == [finding]
+    qualifying = judge.qualifying_caveats(run, gate2)
+    assert "1 of 20 trials did not pass (failed: 1)" in qualifying
+    assert finding not in qualifying  # a finding about b, not a caveat of the run
+
+
+def test_the_tag_reads_the_kind_of_a_refusal_never_its_words(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates=1)
+    record(run, twice_as_slow)
+    judge.judge_run(run, None)
+    verdict = run.verdicts["t"]["b"]
+    assert verdict["refused"] == "too_small"
+    limits = judge.gate_failures(run)[1]
+    verdict["reason"] = "reworded: the words of a refusal may change"
+    assert judge.gate_failures(run)[1] != [] and len(judge.gate_failures(run)[1]) == len(limits)
+    assert judge.gate_failures(run)[0] == []
 
 
 def test_regressions_name_the_metric_and_the_treatment(tmp_path: Path) -> None:

@@ -60,6 +60,7 @@ from pytest_benchmark_agent.judge.observations import measure_stages, observatio
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.tags import compute_tag
 from pytest_benchmark_agent.stats.comparability import (
+    Refusal,
     Verdict,
     guard_failures,
     ignored_caveats,
@@ -71,9 +72,6 @@ if TYPE_CHECKING:
     from pytest_benchmark_agent.stats import analysis
 
 SEED = 0
-_FINDINGS = ("guard ", "direction differs between hosts")
-#: Refusals for want of data: the run is too small for a verdict, not broken.
-_TOO_SMALL = ("too few replicates", "fewer than 2 seeds", "a paired test needs at least 2")
 _UNPAIRED_ACROSS = (
     "the sessions were not interleaved: each comparison with the baseline is "
     "unpaired (Mann-Whitney U; paired by seed where seeds are used), so drift "
@@ -119,6 +117,11 @@ class Gate2:
     by_host: dict[str, dict[str, dict[str, dict[str, Any]]]]
     caveats: list[str]
     refusals: list[str]
+    #: Caveats that are findings about a treatment (it failed a guard): reported, but they
+    #: keep no run from RELIABLE.
+    findings: list[str] = field(default_factory=list)
+    #: Refusals because hosts disagree on an effect's direction: they qualify the run.
+    host_splits: list[str] = field(default_factory=list)
     #: Trials that passed after the sequential stop (xdist workers still busy): not analysed.
     late: int = 0
 
@@ -300,6 +303,8 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
         },
         caveats=caveats + combined.caveats + host_caveats,
         refusals=combined.refusals + more_refusals,
+        findings=combined.findings,
+        host_splits=more_refusals,
         late=late,
     )
 
@@ -310,7 +315,7 @@ def _nothing_to_compare(run: BenchRun) -> Gate2 | None:
     combined = _refusals(run.trials, run)
     if combined is None:
         return None
-    verdicts, caveats, refusals = combined
+    verdicts, caveats, refusals, findings = combined
     if run.one_configuration:
         return Gate2(verdicts={}, by_host={}, caveats=caveats, refusals=[])
     by_host: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
@@ -318,14 +323,16 @@ def _nothing_to_compare(run: BenchRun) -> Gate2 | None:
         alone = _refusals([t for t in run.trials if (t.get("host") or "") == host], run)
         assert alone is not None  # a host's samples are a subset of the run's
         by_host[host] = alone[0]
-    return Gate2(verdicts=verdicts, by_host=by_host, caveats=caveats, refusals=refusals)
+    return Gate2(
+        verdicts=verdicts, by_host=by_host, caveats=caveats, refusals=refusals, findings=findings
+    )
 
 
 def _refusals(
     trials: Sequence[Mapping[str, Any]],
     run: BenchRun,
-) -> tuple[dict[str, dict[str, dict[str, Any]]], list[str], list[str]] | None:
-    """Verdict records, caveats and refusals of :func:`.analysis.analyze_run` when each
+) -> tuple[dict[str, dict[str, dict[str, Any]]], list[str], list[str], list[str]] | None:
+    """Verdict records, caveats, refusals and findings of :func:`.analysis.analyze_run` when each
     comparison lacks samples on a side or has fewer than ``min_replicates`` (``equal`` metrics
     compare from one sample); None when one would run. The rules are :mod:`.comparability`'s,
     the ones the analysis applies. One configuration has no comparison: only its guards and
@@ -351,11 +358,13 @@ def _refusals(
         verdicts[metric] = {}
         for label in others:
             n = (len(finite[metric][control]), len(finite[metric][label]))
-            reason = refusal(spec, n)
-            if reason is None:
+            refused = refusal(spec, n)
+            if refused is None:
                 return None
-            verdicts[metric][label] = Verdict("not_comparable", reason=reason, n=n)
-            refusals.append(f"{metric} [{label}]: not comparable: {reason}")
+            verdicts[metric][label] = Verdict(
+                "not_comparable", reason=refused.text, n=n, refused=refused.kind
+            )
+            refusals.append(f"{metric} [{label}]: not comparable: {refused.text}")
         if spec.direction == "equal" and len(set(finite[metric][control])) > 1:
             whose = "the control's own values" if others else "its values"
             caveats.append(f"{metric}: {whose} are not all identical")
@@ -364,15 +373,19 @@ def _refusals(
         for metric, spec in specs.items()
         if spec.guard or spec.floor is not None or spec.ceiling is not None
     ]
+    findings: list[str] = []
     for label in [control, *others]:
         who = f"control {label}" if label == control and others else label
         for metric in guards:
-            caveats += [
+            failed = [
                 f"{who}: {failure}"
                 for failure in guard_failures(
                     metric, specs[metric], finite[metric][label], verdicts[metric].get(label)
                 )
             ]
+            caveats += failed
+            if label != control:
+                findings += failed
     return (
         {
             metric: {label: verdict.as_record() for label, verdict in per.items()}
@@ -380,6 +393,7 @@ def _refusals(
         },
         caveats,
         refusals,
+        findings,
     )
 
 
@@ -413,7 +427,7 @@ def host_conflicts(
             if len(set(decided.values())) > 1:
                 reason = f"direction differs between hosts: {listing}; read the per-host rows"
                 out[metric][treatment] = dataclasses.replace(
-                    verdict, verdict="not_comparable", reason=reason
+                    verdict, verdict="not_comparable", reason=reason, refused=Refusal.FINDING
                 )
                 refusals.append(f"{metric} [{treatment}]: not comparable: {reason}")
                 if spec.guard or spec.floor is not None or spec.ceiling is not None:
@@ -432,7 +446,7 @@ def host_conflicts(
             if specs[metric].primary and verdict.verdict == "improved":
                 reason = f"guard {', '.join(guards)}: direction differs between hosts"
                 out[metric][treatment] = dataclasses.replace(
-                    verdict, verdict="not_comparable", reason=reason
+                    verdict, verdict="not_comparable", reason=reason, refused=Refusal.FINDING
                 )
                 refusals.append(f"{metric} [{treatment}]: not comparable: {reason}")
     return out, refusals, caveats
@@ -476,7 +490,7 @@ def judge_run(
         else ({"run_id": None, "skipped": skipped} if skipped else None)
     )
     run.tag, run.tag_reasons = compute_tag(
-        failures, limits, qualifying_caveats(run), reference, skipped
+        failures, limits, qualifying_caveats(run, gate2), reference, skipped
     )
     if run.one_configuration and run.tag == "EXPLORATORY":
         run.tag_reasons.insert(0, alone_reason(run))
@@ -668,11 +682,11 @@ def gate_failures(run: BenchRun) -> tuple[list[str], list[str]]:
         )
     for metric in primary_metrics(run.plan.config.metrics):
         for treatment, verdict in run.verdicts.get(metric, {}).items():
-            reason = verdict.get("reason") or ""
-            if verdict["verdict"] != "not_comparable" or reason.startswith(_FINDINGS):
+            kind = verdict.get("refused")
+            if verdict["verdict"] != "not_comparable" or kind == Refusal.FINDING:
                 continue
-            (limits if reason.startswith(_TOO_SMALL) else failures).append(
-                f"gate 2 refused `{metric}` [{treatment}]: {reason}"
+            (limits if kind == Refusal.TOO_SMALL else failures).append(
+                f"gate 2 refused `{metric}` [{treatment}]: {verdict.get('reason')}"
             )
     overlaps = run.overlapping_measurements()
     if overlaps and CAVEAT_NONE not in run.caveats:
@@ -682,11 +696,11 @@ def gate_failures(run: BenchRun) -> tuple[list[str], list[str]]:
     return failures, limits
 
 
-def qualifying_caveats(run: BenchRun) -> list[str]:
+def qualifying_caveats(run: BenchRun, gate2: Gate2) -> list[str]:
     """Caveats that keep a reproduced run from RELIABLE (a treatment failing its guard is a
     finding about that treatment, not a caveat of the run)."""
-    others = [t for t in run.treatment_labels if t != run.control]
-    caveats = [c for c in run.caveats if not any(c.startswith(f"{t}: guard ") for t in others)]
+    findings = set(gate2.findings)
+    caveats = [c for c in run.caveats if c not in findings]
     counts = run.counts()
     bad = {s: n for s, n in counts.items() if s not in ("passed", "not_run")}
     if bad:
@@ -697,7 +711,7 @@ def qualifying_caveats(run: BenchRun) -> list[str]:
         )
     if run.state == "halted":
         caveats.append(f"stopped early: {run.stop_reason}")
-    caveats += [r for r in run.refusals if "direction differs between hosts" in r]
+    caveats += gate2.host_splits
     return caveats
 
 

@@ -42,6 +42,8 @@ from pytest_benchmark_agent.engine.metrics import show_value
 from pytest_benchmark_agent.stats.comparability import (
     DIRECTIONS,
     MetricRule,
+    Refusal,
+    Refused,
     Sample,
     Verdict,
     guard_failures,
@@ -96,6 +98,8 @@ class RunAnalysis:
     verdicts: dict[str, dict[str, Verdict]]
     caveats: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
+    #: The caveats that are findings about a treatment (it failed a guard), not about the run.
+    findings: list[str] = field(default_factory=list)
 
     def as_record(self) -> dict:
         """Plain-Python mapping: verdict records per metric and treatment, caveats, refusals."""
@@ -125,7 +129,7 @@ class _Comparison:
     """Test outcome of one metric x treatment, before Holm and guards turn it into a verdict."""
 
     n: tuple[int, int]
-    refusal: str | None = None
+    refusal: Refused | None = None
     effect: float = 0.0  # relative change (treatment - control) / |control|
     ci: tuple[float, float] | None = None
     p: float | None = None
@@ -292,14 +296,15 @@ def _analyze(
             t: _verdict(spec, c, holm.get((metric, t), (1.0, False, alpha)), mde_level)
             for t, c in per.items()
         }
-    _apply_guards(specs, verdicts, observations, control, others, caveats)
+    findings: list[str] = []
+    _apply_guards(specs, verdicts, observations, control, others, caveats, findings)
     refusals = [
         f"{metric} [{t}]: not comparable: {v.reason}"
         for metric, per in verdicts.items()
         for t, v in per.items()
         if v.verdict == "not_comparable"
     ]
-    return RunAnalysis(verdicts=verdicts, caveats=caveats, refusals=refusals)
+    return RunAnalysis(verdicts=verdicts, caveats=caveats, refusals=refusals, findings=findings)
 
 
 def _check_spec(metric: str, spec: MetricRule) -> None:
@@ -384,7 +389,9 @@ def _compare(
         )
     log_scale = min(values) > 0
     if not log_scale and c_med == 0:
-        return _Comparison(n, refusal="relative effect undefined: the control median is 0")
+        return _Comparison(
+            n, refusal=Refused(Refusal.FAILED, "relative effect undefined: the control median is 0")
+        )
     scale = 1.0 if log_scale else abs(c_med)
 
     def tf(x: np.ndarray) -> np.ndarray:
@@ -395,7 +402,12 @@ def _compare(
         c_seed, t_seed = _per_seed(control), _per_seed(treated)
         shared = sorted(set(c_seed) & set(t_seed), key=str)
         if len(shared) < 2:
-            return _Comparison(n, refusal=f"fewer than 2 seeds on both sides ({len(shared)})")
+            return _Comparison(
+                n,
+                refusal=Refused(
+                    Refusal.TOO_SMALL, f"fewer than 2 seeds on both sides ({len(shared)})"
+                ),
+            )
         note = None
         if len(shared) < max(len(c_seed), len(t_seed)):
             note = f"seeds without both sides dropped; compared {len(shared)} seeds"
@@ -468,7 +480,12 @@ def _paired(
     """Yuen's trimmed-mean t-test and a percentile bootstrap CI over the units of ``d``."""
     size = len(d)
     if size < 2:
-        return _Comparison(n, refusal=f"a paired test needs at least 2 {design.split()[1]}")
+        return _Comparison(
+            n,
+            refusal=Refused(
+                Refusal.TOO_SMALL, f"a paired test needs at least 2 {design.split()[1]}"
+            ),
+        )
     mean, se, df = _yuen(d)
     if se > 0:
         p = 2 * stdtr(df, -abs(mean) / se)
@@ -566,7 +583,13 @@ def _verdict(
 ) -> Verdict:
     """Combine test, CI and noise threshold into the verdict (before guards)."""
     if c.refusal is not None:
-        return Verdict("not_comparable", reason=c.refusal, n=c.n, median_ratio=c.median_ratio)
+        return Verdict(
+            "not_comparable",
+            reason=c.refusal.text,
+            n=c.n,
+            median_ratio=c.median_ratio,
+            refused=c.refusal.kind,
+        )
     common = dict(n=c.n, test=c.test, design=c.design, units=c.units, median_ratio=c.median_ratio)
     if spec.direction == "equal":
         if c.mismatch:
@@ -609,8 +632,10 @@ def _apply_guards(
     control: str,
     others: list[str],
     caveats: list[str],
+    findings: list[str],
 ) -> None:
-    """A treatment failing a guard cannot be called improved on a primary metric."""
+    """A treatment failing a guard cannot be called improved on a primary metric; each failure
+    is a caveat of the run and, for a treatment other than the control, a finding about it."""
     guards = [
         m for m, s in specs.items() if s.guard or s.floor is not None or s.ceiling is not None
     ]
@@ -625,6 +650,7 @@ def _apply_guards(
             continue
         for f in failures:
             caveats.append(f"{treatment}: {f}")
+            findings.append(f"{treatment}: {f}")
         if not failures:
             continue
         for metric, spec in specs.items():
@@ -644,6 +670,7 @@ def _apply_guards(
                     units=verdict.units,
                     level=verdict.level,
                     median_ratio=verdict.median_ratio,
+                    refused=Refusal.FINDING,
                 )
 
 

@@ -12,12 +12,37 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
 DIRECTIONS = ("lower", "higher", "equal")
 
 #: A value a comparison uses: a finite float, or for ``direction: equal`` an int or a str too.
 Sample = float | int | str
+
+
+class Refusal(StrEnum):
+    """Why a comparison was refused, as the tag and the CI gate read it (never from its words).
+
+    * ``too_small``: too little data for a verdict (too few replicates, seeds or units): the
+      run is small, not broken; it stays EXPLORATORY.
+    * ``finding``: a finding about the treatment (it failed a guard, hosts disagree on its
+      direction): reported, and no failure of the run.
+    * ``failed``: the comparison itself failed (a side without samples, an effect that cannot
+      be defined): a failed gate, UNRELIABLE.
+    """
+
+    TOO_SMALL = "too_small"
+    FINDING = "finding"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A refusal before any test: its words (the report's) and its kind (the tag's)."""
+
+    kind: Refusal
+    text: str
 
 
 class MetricRule(Protocol):
@@ -49,6 +74,8 @@ class Verdict:
     units: int = 0
     level: float | None = None
     median_ratio: float | None = None
+    #: The kind of refusal of a ``not_comparable`` verdict (None otherwise).
+    refused: Refusal | None = None
 
     def as_record(self) -> dict:
         """Plain-Python mapping for results.yaml (lists, floats, no numpy scalars)."""
@@ -66,6 +93,7 @@ class Verdict:
             "units": self.units,
             "level": self.level,
             "median_ratio": self.median_ratio,
+            "refused": None if self.refused is None else self.refused.value,
         }
 
 
@@ -98,14 +126,18 @@ def ignored_caveats(metric: str, ignored: Sequence[Any]) -> list[str]:
     return caveats
 
 
-def refusal(spec: MetricRule, n: tuple[int, int]) -> str | None:
+def refusal(spec: MetricRule, n: tuple[int, int]) -> Refused | None:
     """Why a comparison of ``n`` = (control, treatment) finite samples is refused before any
     test, or None: a side without samples, or (except for ``equal`` metrics, compared from one
     sample) fewer than ``min_replicates``."""
     if not min(n):
-        return f"no samples for the {'control' if not n[0] else 'treatment'}"
+        return Refused(
+            Refusal.FAILED, f"no samples for the {'control' if not n[0] else 'treatment'}"
+        )
     if spec.direction != "equal" and min(n) < spec.min_replicates:
-        return f"too few replicates (n={min(n)}, needed {spec.min_replicates})"
+        return Refused(
+            Refusal.TOO_SMALL, f"too few replicates (n={min(n)}, needed {spec.min_replicates})"
+        )
     return None
 
 
