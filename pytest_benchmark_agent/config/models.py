@@ -244,11 +244,13 @@ class ManifestEntry(FileModel):
     Gate 1 requires it declared, even at its ``default``; ``why`` is shown when it is missing.
     ``must_match``: runs whose values differ are never compared (e.g. ``eval_suite``), so it
     cannot be the treatment variable either. The key ``seeds`` stands for the ``seeds:`` field.
+    ``secret``: its value is written as ``<redacted>`` in every record (the stage gets it).
     """
 
     why: str
     default: Any = None
     must_match: bool = False
+    secret: bool = False
 
 
 class BenchmarkConfig(FileModel):

@@ -5,6 +5,8 @@ content hash of every artifact. An entry is reused only when its manifest verifi
 artifact present with the recorded hash); otherwise it is rebuilt: a corrupted cache is never
 used. Building happens under a per-signature lock (an flock, so a crashed builder releases it),
 so concurrent sessions and xdist workers build each signature once and the others reuse it.
+A signature never holds a secret param in clear: the plan keys it with an HMAC under the data
+home's own random key (``records/redact.py``), and the manifest is written redacted.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.engine.plan import PrepNode, content_hash
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, utc_now
 
 MANIFEST = "manifest.json"
@@ -39,6 +42,7 @@ class PrepCache:
 
     def __init__(self, root: Path):
         self.root = root
+        redact.use_home_key(root.parent)  # signatures key their secrets with the home's key
 
     def folder(self, signature: str) -> Path:
         return self.root / signature
@@ -115,6 +119,7 @@ class PrepCache:
             "artifacts": artifacts,
             "effective": effective,
         }
+        manifest = redact.scrub(manifest)  # the command and params hold the stage's secrets
         atomic_write(self.folder(node.signature) / MANIFEST, json.dumps(manifest, indent=2))
         return CacheEntry(node.signature, self.folder(node.signature), paths, effective)
 

@@ -25,6 +25,7 @@ from pytest_benchmark_agent.engine.execute import (
 )
 from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, build_plan
 from pytest_benchmark_agent.errors import BenchError
+from pytest_benchmark_agent.records import redact
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.engine.session import BenchSession
@@ -87,7 +88,7 @@ class BenchFile(pytest.File):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
         if isinstance(excinfo.value, BenchError):
-            return str(excinfo.value)
+            return redact.scrub_text(str(excinfo.value))  # the command and stderr may hold one
         return super().repr_failure(excinfo)
 
 
@@ -120,7 +121,7 @@ class BenchItem(pytest.Function):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]):  # type: ignore[override]
         if isinstance(excinfo.value, BenchError):
-            return str(excinfo.value)
+            return redact.scrub_text(str(excinfo.value))  # the command and stderr may hold one
         return super().repr_failure(excinfo)
 
 

@@ -30,6 +30,7 @@ from pytest_benchmark_agent.config.gate1 import (
 from pytest_benchmark_agent.config.models import BenchmarkConfig, Stage
 from pytest_benchmark_agent.config.placeholders import as_text, names_in, render
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records import redact
 
 #: Bumped when the meaning of a signature changes, so old cache entries are never reused.
 SIGNATURE_VERSION = 1
@@ -93,6 +94,8 @@ class BenchPlan:
     treatments: list[Any]
     trials: list[TrialSpec]
     preps: dict[str, PrepNode] = field(default_factory=dict)  # signature -> node
+    #: Params a signature holds only keyed (:func:`redact.keyed_params`), never in clear.
+    keyed: frozenset[str] = frozenset()
 
     @property
     def control(self) -> Any:
@@ -136,6 +139,8 @@ def build_plan(
     by_name = {stage.name: stage for stage in config.stages}
     hasher = _InputHasher()
     plan = BenchPlan(config, path, variable, treatments, trials=[])
+    plan.keyed = redact.keyed_params(config)
+    redact.register(config)  # every record of this process hides the file's secrets
     seeds: list[int | None] = list(config.seeds) if config.seeds is not None else [None]
     measures = [stage for stage in config.stages if stage.kind == "measure"]
     for replicate in range(config.max_replicates):
@@ -183,8 +188,10 @@ def _bind(
         for dep in closure_nodes(needs)
         for a in dep.stage.produces
     }
+    hidden = {k: redact.keyed(as_text(params[k])) for k in plan.keyed if k in params}
     symbolic = {
         **params,
+        **hidden,
         "seed": seed,
         "out": "<out>",
         **upstream,
@@ -195,8 +202,11 @@ def _bind(
         "stage": stage.name,
         "produces": stage.produces,
         "cmd": render(stage.cmd or "", symbolic, quote=False),
-        "env": {k: render(v, symbolic, quote=False) for k, v in sorted(stage.env.items())},
-        "params": {k: as_text(v) for k, v in params_used.items()},
+        "env": {
+            k: redact.keyed_env(k, render(v, symbolic, quote=False))
+            for k, v in sorted(stage.env.items())
+        },
+        "params": {k: hidden.get(k, as_text(v)) for k, v in params_used.items()},
         "seed": seed if "seed" in used else None,
         "needs": [dep.signature for dep in needs],
         "inputs": {str(p): hasher.digest(p, plan.path, stage.name) for p in inputs},

@@ -10,18 +10,42 @@ keeps its scheme, host and path but loses its credentials (``user:pass@``) and t
 secret-named query parameters, so two runs against different hosts still differ visibly.
 Redaction errs towards hiding: a false positive costs a readable value, a false negative a
 leaked key. Values are never hashed: a hash of a short password is a leak too.
+
+Beyond the fingerprint, a benchmark's own secrets (:func:`secret_values`: params and stage
+``env:`` entries named like secrets, params declared ``secret: true`` in ``manifest:``, the
+userinfo of URL values) are registered once its plan is built (:func:`register`), and every
+record writer passes what it writes through :func:`scrub` (structured data) or
+:func:`scrub_text` (rendered text): one seam, so a new writer cannot forget a field. Where a
+secret must still tell two values apart (a cache signature), :func:`keyed` gives an HMAC under a
+random key kept 0600 in the data home (:func:`use_home_key`), never the value or a plain hash.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
+import os
 import re
+import secrets
+import shlex
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from pytest_benchmark_agent.config.placeholders import as_text, names_in
+
+if TYPE_CHECKING:
+    from pytest_benchmark_agent.config.models import BenchmarkConfig
+
 REDACTED = "<redacted>"
+#: A registered secret shorter than this is redacted where it is a value of its own (its param,
+#: its env entry) but not searched inside longer text, where it would erase ordinary words.
+MIN_SCRUBBED = 6
+#: The file in the data home holding the key of :func:`keyed` (mode 0600).
+KEY_FILE = ".signing_key"
 
 _SECRET_WORDS = frozenset(
     {
@@ -154,3 +178,139 @@ def _redact_any(name: str, value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_redact_any(name, item) for item in value]
     return redact_value(name, value)
+
+
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://)([^\s/?#@\"'<>]+)@")
+
+
+def secret_params(config: BenchmarkConfig) -> list[str]:
+    """The params whose values are secrets: named like one (:func:`is_secret_name`: a word
+    part such as ``api_key``, ``DB_PASSWORD``, ``authToken``; not ``keyword`` or ``author``),
+    declared ``secret: true`` in ``manifest:``, or placed into a secret-named ``env:`` entry.
+    A true/false value is never a secret."""
+    declared = {name for name, entry in config.manifest.items() if entry.secret}
+    declared |= {
+        name
+        for stage in config.stages
+        for key, text in stage.env.items()
+        if is_secret_name(key)
+        for name in names_in(text)
+    }
+    return [
+        name
+        for name, value in config.params.items()
+        if not isinstance(value, bool) and (name in declared or is_secret_name(name))
+    ]
+
+
+def keyed_params(config: BenchmarkConfig) -> frozenset[str]:
+    """The params a cache signature holds only as :func:`keyed`: the secret ones and those
+    whose value holds a URL with userinfo."""
+    with_userinfo = {n for n, v in config.params.items() if _USERINFO.search(as_text(v))}
+    return frozenset(secret_params(config)) | with_userinfo
+
+
+def keyed_env(name: str, text: str) -> str:
+    """A stage's ``env:`` entry as a cache signature holds it: :func:`keyed` when secret."""
+    return keyed(text) if text and (is_secret_name(name) or _USERINFO.search(text)) else text
+
+
+def secret_values(config: BenchmarkConfig) -> dict[str, str]:
+    """Each secret of ``config`` by its name: secret params and secret-named stage ``env:``
+    entries (their text), and the userinfo of every URL in any param or env value."""
+    found: dict[str, str] = {name: as_text(config.params[name]) for name in secret_params(config)}
+    for stage in config.stages:
+        found.update({k: v for k, v in stage.env.items() if is_secret_name(k) and not names_in(v)})
+    texts = [as_text(v) for v in config.params.values()]
+    texts += [v for stage in config.stages for v in stage.env.values()]
+    for text in texts:
+        for match in _USERINFO.finditer(text):
+            found.setdefault(f"userinfo of {match.group(1)}", match.group(2))
+    return {name: text for name, text in found.items() if text}
+
+
+#: The secrets registered in this process: name -> its values, and every value's searched forms.
+_BY_NAME: dict[str, set[str]] = {}
+_FORMS: set[str] = set()
+
+
+def register(config: BenchmarkConfig) -> None:
+    """Make every writer of this process redact ``config``'s secrets (kept for the process:
+    a value once known to be secret stays hidden)."""
+    for name, text in secret_values(config).items():
+        _BY_NAME.setdefault(name, set()).add(text)
+        if len(text) >= MIN_SCRUBBED:
+            _FORMS.update({text, shlex.quote(text)})
+
+
+def scrub_text(text: str) -> str:
+    """``text`` with every registered secret (raw or shell-quoted) and every URL's userinfo
+    replaced by ``<redacted>``."""
+    if "://" in text and "@" in text:
+        text = _USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    for form in sorted((f for f in _FORMS if f in text), key=len, reverse=True):
+        text = text.replace(form, REDACTED)
+    return text
+
+
+def scrub(data: Any) -> Any:
+    """``data`` (a record: mappings, lists, scalars) with every registered secret redacted:
+    an entry whose key is a secret's name and whose value is that secret, and every secret
+    inside a string. Unchanged parts are returned as they are (no copy); numbers and keys are
+    never searched, so a record stays readable."""
+    if isinstance(data, str):
+        return scrub_text(data)
+    if isinstance(data, Mapping):
+        out = {}
+        changed = False
+        for key, value in data.items():
+            new = REDACTED if key in _BY_NAME and _text_of(value) in _BY_NAME[key] else scrub(value)
+            changed = changed or new is not value
+            out[key] = new
+        return out if changed else data
+    if isinstance(data, (list, tuple)):
+        items = [scrub(item) for item in data]
+        return items if any(a is not b for a, b in zip(items, data, strict=True)) else data
+    return data
+
+
+def _text_of(value: Any) -> str | None:
+    return None if isinstance(value, bool) or value is None else as_text(value)
+
+
+#: The data home whose key :func:`keyed` uses ("home"), and that key once read ("key").
+_KEY: dict[str, Any] = {}
+
+
+def use_home_key(home: Path) -> None:
+    """Make :func:`keyed` use the key of data home ``home`` (read, or made, on first use)."""
+    _KEY.clear()
+    _KEY["home"] = home
+
+
+def keyed(text: str) -> str:
+    """An HMAC-SHA256 of a secret under the data home's key (:func:`use_home_key`; without a
+    home, a key of this process only), so nothing guessable is derived from the secret."""
+    if "key" not in _KEY:
+        home = _KEY.get("home")
+        _KEY["key"] = _home_key(home) if home is not None else secrets.token_bytes(32)
+    return "hmac:" + hmac.new(_KEY["key"], text.encode(), hashlib.sha256).hexdigest()
+
+
+def _home_key(home: Path) -> bytes:
+    """The random key in ``home``'s :data:`KEY_FILE` (mode 0600), made when missing; a key
+    another session made first is never replaced."""
+    path = home / KEY_FILE
+    if not path.is_file():
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = home / f".{KEY_FILE}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_bytes(32))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    return path.read_bytes()

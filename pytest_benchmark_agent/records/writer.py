@@ -25,6 +25,7 @@ import yaml
 
 from pytest_benchmark_agent.config.gate1 import treatment_variable
 from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_yaml
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.fsutil import (
     atomic_write,
@@ -33,6 +34,7 @@ from pytest_benchmark_agent.records.fsutil import (
     write_line,
 )
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION, BenchRun
+from pytest_benchmark_agent.records.safetext import md
 from pytest_benchmark_agent.records.yamlwrite import to_yaml
 
 JOURNAL = "trials.jsonl"
@@ -49,7 +51,9 @@ _journal_line = json.JSONEncoder(default=str).encode
 
 
 def dump_yaml(data: Any) -> str:
-    """A record as YAML: the fast writer for JSON-like data, PyYAML for anything else."""
+    """A record as YAML, its secrets redacted (:func:`redact.scrub`): the fast writer for
+    JSON-like data, PyYAML for anything else."""
+    data = redact.scrub(data)
     text = to_yaml(data)
     if text is None:
         text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
@@ -82,7 +86,7 @@ class RecordWriter:
         fd = self._journals.get(run.run_id)
         if fd is None:
             fd = self._journals[run.run_id] = open_appending(run.dir / JOURNAL)
-        write_line(fd, _journal_line(trial))  # in the file before the next trial
+        write_line(fd, _journal_line(redact.scrub(trial)))  # on disk before the next trial
         if not self.journal_only and time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
             self._snapshot(run)
 
@@ -292,7 +296,8 @@ def index_entry(run_dir: Path) -> dict[str, Any] | None:
 
 
 def regenerate_index(home: Path) -> None:
-    """Rewrite ``results_index.md`` from every run's ``index.json``, grouped by tag."""
+    """Rewrite ``results_index.md`` from every run's ``index.json``, grouped by tag (what a
+    record holds is escaped: a name cannot forge a line or a section)."""
     entries = [entry for _, entry in index_entries(home)]
     lines = [
         "# Benchmark results",
@@ -315,9 +320,9 @@ def regenerate_index(home: Path) -> None:
             passed, total = counts.get("passed", 0), sum(counts.values())
             verdicts = entry.get("verdicts") or {}
             primary = "; ".join(
-                f"{metric}: "
+                f"{md(metric)}: "
                 + ", ".join(
-                    f"{t}={r}"
+                    f"{md(t)}={r}"
                     + (f" {verdicts[metric][t]}" if t in verdicts.get(metric, {}) else "")
                     for t, r in ratios.items()
                 )
@@ -328,10 +333,13 @@ def regenerate_index(home: Path) -> None:
                 if "treatment_variable" in entry and entry["treatment_variable"] is None
                 else "-"
             )
-            state = entry["state"] + (f", flagged x{entry['flags']}" if entry.get("flags") else "")
+            state = md(entry["state"]) + (
+                f", flagged x{entry['flags']}" if entry.get("flags") else ""
+            )
+            run_id = md(entry["run_id"])
             lines.append(
-                f"| [{entry['run_id']}](runs/{entry['run_id']}/report.md) | "
-                f"{entry['name']} | {state} | {passed}/{total} | {primary} |"
+                f"| [{run_id}](runs/{run_id}/report.md) | "
+                f"{md(entry['name'])} | {state} | {passed}/{total} | {primary} |"
             )
         lines.append("")
     with file_lock(home / ".index.lock"):

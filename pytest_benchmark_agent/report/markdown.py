@@ -7,6 +7,10 @@ beside the report, when matplotlib is installed). It always has a non-empty **Wh
 section: every refusal and why, failed and non-comparable trials, caveats, high variance, a
 failed gate, or, when nothing went wrong, what the run did not test (so a clean run is never
 read as proof of more than it is).
+
+User text (names, labels, values, reasons) goes through ``records/safetext.py`` (one line,
+Markdown-escaped) and the finished report through ``redact.scrub_text``: a hostile name cannot
+forge a section, and no secret reaches the file.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.metrics import exact_metrics
 from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.judge.gate2 import regressions
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.safetext import md, md_code, one_line
 from pytest_benchmark_agent.report.plots import plot_file, write_plots
 from pytest_benchmark_agent.stats.describe import values_text
 
@@ -44,7 +50,7 @@ class ReportWriter:
             run.verdicts,
             exact=exact_metrics(metrics),
         )
-        atomic_write(run.dir / "report.md", render_report(run, files, note))
+        atomic_write(run.dir / "report.md", redact.scrub_text(render_report(run, files, note)))
 
 
 def render_report(
@@ -57,9 +63,9 @@ def render_report(
         + (f" ({run.decided})" if run.decided else "")
     )
     lines = [
-        f"# {run.name}: {run.run_id}",
+        f"# {md(run.name)}: {run.run_id}",
         "",
-        f"- **Hypothesis:** {config.hypothesis or '(none stated)'}",
+        f"- **Hypothesis:** {md(config.hypothesis or '(none stated)')}",
         _treatment_line(run),
         f"- **State:** {state}",
         f"- **Tag:** {run.tag}",
@@ -83,7 +89,7 @@ def render_report(
     ]
     for name, value in config.params.items():
         role = "TREATMENT" if name == run.variable else "CONTROL"
-        lines.append(f"| `{name}` | `{as_text(value)}` | {role} |")
+        lines.append(f"| {md_code(name)} | {md_code(as_text(value))} | {role} |")
     lines += ["", "## Results", ""]
     lines += _design(run)
     lines += _metric_tables(run, set(plots or []))
@@ -92,13 +98,13 @@ def render_report(
     lines += _baseline(run)
     lines += _reproduction(run)
     lines += ["## What Went Wrong", ""]
-    lines += [f"- {item}" for item in (run.what_went_wrong or what_went_wrong(run))]
+    lines += [f"- {one_line(item)}" for item in (run.what_went_wrong or what_went_wrong(run))]
     lines += ["", "## Hosts and isolation", ""]
     lines += _hosts(run)
     lines += ["", "## Preps", "", "| stage | binding | action | signature |", "|---|---|---|---|"]
     for prep in run.preps:
         lines.append(
-            f"| {prep['stage']} | `{prep['binding']}` | {prep['action']} | "
+            f"| {md(prep['stage'])} | {md_code(prep['binding'])} | {prep['action']} | "
             f"`{prep['signature'][:12]}` |"
         )
     if not run.preps:
@@ -111,11 +117,11 @@ def render_report(
 def _treatment_line(run: BenchRun) -> str:
     if run.one_configuration:
         return (
-            f"- **Configuration:** one, `{run.control}` (no treatment_variable): nothing is "
+            f"- **Configuration:** one, {md_code(run.control)} (no treatment_variable): nothing is "
             "compared within this run"
         )
-    return f"- **Treatment:** `{run.variable}` = " + ", ".join(
-        f"`{t}`" + (" (control)" if t == run.control else "") for t in run.treatment_labels
+    return f"- **Treatment:** {md_code(run.variable)} = " + ", ".join(
+        md_code(t) + (" (control)" if t == run.control else "") for t in run.treatment_labels
     )
 
 
@@ -178,9 +184,9 @@ def _metric_tables(run: BenchRun, plots: set[str]) -> list[str]:
         direction = spec.direction if spec else "lower"
         alone = run.one_configuration
         lines += [
-            f"### `{metric}` ({role}, {direction} is better)"
+            f"### {md_code(metric)} ({role}, {direction} is better)"
             if direction != "equal"
-            else f"### `{metric}` ({role}, must equal "
+            else f"### {md_code(metric)} ({role}, must equal "
             + ("across runs)" if alone else "the control)"),
             "",
         ]
@@ -422,7 +428,9 @@ def what_went_wrong(run: BenchRun) -> list[str]:
     for trial in run.trials:
         if trial["status"] not in ("passed", "not_run"):
             reason = (trial.get("reason") or "").splitlines()
-            items.append(f"`{trial['id']}` {trial['status']}: {reason[0] if reason else ''}")
+            items.append(
+                f"{md_code(trial['id'])} {trial['status']}: {md(reason[0]) if reason else ''}"
+            )
     for reason, count in not_run.items():
         items.append(f"{count} trial(s) not run: {reason or 'no reason recorded'}")
     if run.stop_reason:
@@ -543,7 +551,9 @@ def _environment(run: BenchRun) -> list[str]:
 def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[str]:
     """A compact per-metric table for the end of the pytest run; with ``gate`` (a CI
     invocation: a baseline or ``--bench-fail-on``), the baseline's verdicts and the gate."""
-    lines = [f"{run.name} [{run.run_id}] {run.state}, {run.tag}: {_counts_text(run)}"]
+    lines = [
+        f"{one_line(run.name, 100)} [{run.run_id}] {run.state}, {run.tag}: {_counts_text(run)}"
+    ]
     if run.tag_reasons:
         lines.append(f"  {run.tag}: {run.tag_reasons[0]}")
     if run.one_configuration:
@@ -593,9 +603,13 @@ def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[st
         )
         + 2
     )
-    lines.append(f"  {'metric':<16}" + "".join(f"{label[:30]:>{width}}" for label in labels))
+    lines.append(
+        f"  {'metric':<16}" + "".join(f"{one_line(label[:30]):>{width}}" for label in labels)
+    )
     for metric, cells in rows:
-        lines.append(f"  {metric[:16]:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
+        lines.append(
+            f"  {one_line(metric[:16]):<16}" + "".join(f"{cell:>{width}}" for cell in cells)
+        )
     lines += exact
     for refusal in run.refusals:
         lines.append(f"  refused: {refusal}")

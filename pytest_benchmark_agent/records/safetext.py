@@ -1,0 +1,82 @@
+"""User text made inert where the engine writes it: run ids safe as folder names, names kept
+to one bounded line, and text escaped for Markdown, so a hostile name can neither leave the data
+home, nor overflow a file name, nor forge a line or a section of a report or index.
+
+Light on purpose (``re`` only): the plugin checks ``--bench-run-id`` with it before anything
+heavy is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+#: The longest benchmark name, stage name, artifact name or run id accepted: a run id adds a
+#: 27-character stamp and suffix to the name, and a file name may have 255 bytes.
+NAME_MAX = 100
+#: A run id names a folder of ``runs/``: letters, digits and ``_ . = @ + -``, starting with a
+#: letter or digit (so never ``.``, ``..`` or a path).
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=@+-]*")
+#: Stage and artifact names become folder and file names and placeholders: ``{name}``.
+_SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.@-]*")
+#: Control characters (newlines, tabs, terminal escapes): never in a one-line output.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def run_id_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a run id, or None when it can."""
+    if len(text) > NAME_MAX:
+        return f"is {len(text)} characters long; at most {NAME_MAX} are accepted"
+    if not _RUN_ID.fullmatch(text):
+        return (
+            "must be a folder name inside the data home: letters, digits and _ . = @ + -, "
+            "starting with a letter or digit (no / and no ..)"
+        )
+    return None
+
+
+def run_id_option(text: str) -> str:
+    """``--bench-run-id``'s type: the id, or a usage error saying what is accepted."""
+    problem = run_id_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text[:NAME_MAX]!r} {problem}, e.g. nightly-2026-01-02")
+    return text
+
+
+def simple_name_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a stage or artifact name (a folder name and a placeholder)."""
+    if len(text) > NAME_MAX:
+        return f"is {len(text)} characters long; at most {NAME_MAX} are accepted"
+    if not _SIMPLE_NAME.fullmatch(text):
+        return (
+            "must be letters, digits and _ . @ -, starting with a letter or _ "
+            "(it names a folder inside the data home and a {placeholder})"
+        )
+    return None
+
+
+def one_line(text: object, limit: int | None = None) -> str:
+    """``text`` as one line: control characters (newlines, terminal escapes) become a space,
+    and at most ``limit`` characters are kept (the cut marked with ``...``)."""
+    line = _CONTROL.sub(" ", str(text))
+    if limit is not None and len(line) > limit:
+        line = line[: max(limit - 3, 0)] + "..."
+    return line
+
+
+def md(text: object) -> str:
+    """User text for Markdown prose or a table cell: one line, and ``\\ | < >`` escaped, so it
+    can neither start a heading nor split a cell nor open an HTML tag."""
+    line = one_line(text).replace("\\", "\\\\").replace("|", "\\|")
+    return line.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def md_code(text: object) -> str:
+    """User text as a Markdown code span (backticks included): one line, ``|`` escaped for a
+    table, fenced by more backticks than it holds."""
+    line = one_line(text).replace("|", "\\|")
+    runs = [len(run) for run in re.findall(r"`+", line)]
+    if not runs:
+        return f"`{line}`"
+    fence = "`" * (max(runs) + 1)
+    return f"{fence} {line} {fence}"
