@@ -1,20 +1,22 @@
 """Gate 2 statistics: turn raw samples into calibrated per-metric verdicts.
 
 A pure module (no I/O, no pytest). The design it relies on: replicate k of every treatment ran
-adjacent (a block), so comparisons are made within blocks and slow drift of the machine cancels.
+adjacent (a block), in an order the plan balances across blocks (:mod:`.engine.plan`), so
+comparisons are made within blocks and slow drift and position effects cancel.
 
 Rule (see docs/benchmark/STATISTICS.md for the measurements behind it): a treatment is
 ``improved``/``regressed`` on a metric only when (1) the two-sided test passes Holm's step-down
-correction across every metric x treatment comparison of the run, (2) the 95% bootstrap CI of the
-ratio excludes 1, and (3) the effect exceeds the metric's ``noise_threshold``.
+correction across every metric x treatment comparison of the run and (2) the whole 95% interval
+of the ratio lies beyond the metric's noise band ``1 +/- noise_threshold``.
 
-* Paired blocks (the normal case): Yuen's 20%-trimmed one-sample t-test on the per-block log
-  ratios ``log(treatment / control)``; the effect is the trimmed mean, its CI a bootstrap over
-  blocks. Trimming makes it robust to the heavy right tail of timings under load, and unlike
-  the exact signed-rank test (whose smallest two-sided p at 5 pairs is 0.0625) it can decide
-  at n=5.
+* Paired blocks (the normal case): the block-swap rank test. All 2n values, less a local level
+  (a running median over nearby blocks, the same for both labels of a block), are ranked
+  together as Mann-Whitney would; the reference distribution swaps labels only inside blocks
+  (every swap up to :data:`EXACT_BLOCKS` blocks, else random ones), so the p is exact, never 0,
+  and its floor is 2 / 2^n: :func:`min_blocks_to_decide`. The interval inverts the test where
+  it can reach 95%, else it is Student's t interval on the paired log ratios.
 * Seeds: each (treatment, seed) is first reduced to its median; the same paired test then runs
-  over seeds, so a single lucky seed is trimmed away or swamped by the spread, never a win.
+  over seeds, so a single lucky seed is one unit among several, never a win.
 * Incomplete blocks (a failed trial): the complete blocks when enough remain, otherwise an
   unpaired Mann-Whitney U test with an independent bootstrap of the ratio of medians.
 * Sequential replication (:func:`sequential_decision`): group-sequential boundaries from the
@@ -51,12 +53,17 @@ from pytest_benchmark_agent.stats.comparability import (
     refusal,
     usable,
 )
-from pytest_benchmark_agent.stats.distributions import ndtr, ndtri, stdtr, stdtrit
+from pytest_benchmark_agent.stats.distributions import ndtr, ndtri, stdtrit
 
-BOOTSTRAP_RESAMPLES = 4000
-TRIM = 0.2
+BOOTSTRAP_RESAMPLES = 4000  # the unpaired fallback's bootstrap of the ratio of medians
 CI_LEVEL = 0.95
 MDE_POWER = 0.8
+#: Blocks on each side of a block whose values set its local level (drift removal).
+WINDOW = 2
+#: Up to this many units every label swap is enumerated (an exact p); beyond, random swaps.
+EXACT_BLOCKS = 12
+RANDOM_SWAPS = 4000
+_BISECTIONS = 26
 _BOUNDARY_PATHS = 100_000
 _BOUNDARY_SEED = 20240917
 
@@ -133,8 +140,8 @@ class _Comparison:
     effect: float = 0.0  # relative change (treatment - control) / |control|
     ci: tuple[float, float] | None = None
     p: float | None = None
-    se: float = 0.0  # standard error of the effect on the test's scale
-    df: float = math.inf
+    half_width: float = 0.0  # half the interval's width on the test's scale
+    smallest_p: float = 0.0  # the smallest p the test can give with these units
     log_scale: bool = True
     test: str | None = None
     design: str | None = None
@@ -411,15 +418,17 @@ def _compare(
         note = None
         if len(shared) < max(len(c_seed), len(t_seed)):
             note = f"seeds without both sides dropped; compared {len(shared)} seeds"
-        d = tf(np.array([t_seed[s] for s in shared])) - tf(np.array([c_seed[s] for s in shared]))
-        return _paired(n, d, log_scale, rng, "paired seeds", median_ratio, note)
+        c_units = tf(np.array([c_seed[s] for s in shared]))
+        t_units = tf(np.array([t_seed[s] for s in shared]))
+        return _paired(n, c_units, t_units, log_scale, rng, "paired seeds", median_ratio, note)
     blocks = sorted(set(control) & set(treated))
     if len(blocks) >= spec.min_replicates:
         note = None
         if not len(blocks) == len(control) == len(treated):
             note = f"incomplete blocks: compared the {len(blocks)} complete blocks of n={list(n)}"
-        d = tf(np.array([treated[k] for k in blocks])) - tf(np.array([control[k] for k in blocks]))
-        return _paired(n, d, log_scale, rng, "paired blocks", median_ratio, note)
+        c_units = tf(np.array([control[k] for k in blocks]))
+        t_units = tf(np.array([treated[k] for k in blocks]))
+        return _paired(n, c_units, t_units, log_scale, rng, "paired blocks", median_ratio, note)
     return _unpaired(
         n,
         tf(np.array(list(control.values()))),
@@ -457,28 +466,79 @@ def _identity(
     return _Comparison(n, test="identity", design="identity", units=len(treated), mismatch=mismatch)
 
 
-def _yuen(d: np.ndarray) -> tuple[float, float, int]:
-    """Yuen's one-sample trimmed-mean t pieces: (trimmed mean, standard error, df)."""
-    size = len(d)
-    g = int(TRIM * size)
-    h = size - 2 * g
-    s = np.sort(d)
-    winsorized = np.clip(d, s[g], s[size - g - 1])
-    se = math.sqrt(float(winsorized.var(ddof=1)) * (size - 1) / (h * (h - 1)))
-    return float(s[g : size - g].mean()), se, h - 1
+def min_blocks_to_decide(level: float) -> int:
+    """The fewest blocks at which an exact test that respects the blocks can reach ``level``:
+    with n blocks it has at most 2^n equally likely label patterns, so its smallest two-sided p
+    is 2 / 2^n, and it needs 2 / 2^n <= level."""
+    if not 0 < level < 1:
+        raise ValueError(f"level={level} must lie strictly between 0 and 1")
+    return max(1, math.ceil(math.log2(2 / level) - 1e-12))
+
+
+def _levels(c: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Each block's local level: the median of both sides' values in the ``2 WINDOW + 1``
+    blocks around it (moved inward at the ends). Symmetric in the two labels, so swapping labels
+    inside a block leaves it unchanged, and slow drift is removed before ranking."""
+    size = len(c)
+    width = min(size, 2 * WINDOW + 1)
+    starts = np.clip(np.arange(size) - WINDOW, 0, size - width)
+    both = np.stack([c, t], axis=1)
+    windows = both[starts[:, None] + np.arange(width)]
+    return np.median(windows.reshape(size, -1), axis=1)
+
+
+def _rank_diffs(c: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per block, the treatment's rank minus the control's among all 2n drift-removed values
+    (midranks for ties): the block's share of the rank-sum statistic."""
+    level = _levels(c, t)
+    pooled = np.concatenate([c - level, t - level])
+    values, inverse, counts = np.unique(pooled, return_inverse=True, return_counts=True)
+    midranks = np.cumsum(counts) - (counts - 1) / 2
+    ranks = midranks[inverse]
+    return ranks[len(c) :] - ranks[: len(c)]
+
+
+def _swap_signs(size: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
+    """Label swaps over ``size`` blocks as signs (-1: swapped): all 2^size when few (exact),
+    else :data:`RANDOM_SWAPS` random ones; and whether the set is exhaustive."""
+    if size <= EXACT_BLOCKS:
+        codes = np.arange(2**size)[:, None]
+        bits = (codes >> np.arange(size)) & 1
+        return 1.0 - 2.0 * bits, True
+    return np.where(rng.random((RANDOM_SWAPS, size)) < 0.5, -1.0, 1.0), False
+
+
+def _swap_p(diffs: np.ndarray, signs: np.ndarray, exhaustive: bool) -> float:
+    """Two-sided p of the rank-sum statistic over the label swaps (never 0: the observed
+    labelling is one of the exhaustive patterns, and a random set counts it once more)."""
+    observed = abs(float(diffs.sum()))
+    sims = np.abs(signs @ diffs)
+    extreme = int(np.count_nonzero(sims >= observed - 1e-9 * max(1.0, observed)))
+    if exhaustive:
+        return extreme / len(signs)
+    return (1 + extreme) / (1 + len(signs))
 
 
 def _paired(
     n: tuple[int, int],
-    d: np.ndarray,
+    c: np.ndarray,
+    t: np.ndarray,
     log_scale: bool,
     rng: np.random.Generator,
     design: str,
     median_ratio: float | None,
     note: str | None,
 ) -> _Comparison:
-    """Yuen's trimmed-mean t-test and a percentile bootstrap CI over the units of ``d``."""
-    size = len(d)
+    """The block-swap rank test on paired units (blocks or seeds) and its interval.
+
+    ``c`` and ``t`` are the two sides on the test's scale, one value per unit. The test ranks
+    all 2n drift-removed values together (as Mann-Whitney would) but draws its reference
+    distribution only from swaps of the labels inside units, so it is exact at any n and drift
+    or a position effect balanced by the plan cannot become a treatment effect. The effect is
+    the shift at which the statistic is zero; the interval inverts the test where it can reach
+    95% (2 / 2^n <= 0.05), else it is Student's t interval on the mean paired difference.
+    """
+    size = len(c)
     if size < 2:
         return _Comparison(
             n,
@@ -486,29 +546,77 @@ def _paired(
                 Refusal.TOO_SMALL, f"a paired test needs at least 2 {design.split()[1]}"
             ),
         )
-    mean, se, df = _yuen(d)
-    if se > 0:
-        p = 2 * stdtr(df, -abs(mean) / se)
+    swaps, exhaustive = _swap_signs(size, rng)
+    d = t - c
+    p = _swap_p(_rank_diffs(c, t), swaps, exhaustive)
+    smallest = 2.0 / 2**size if exhaustive else 1.0 / (1 + len(swaps))
+
+    def stat(shift: float) -> float:
+        return float(_rank_diffs(c, t - shift).sum())
+
+    span = float(d.max() - d.min()) or max(abs(float(d.max())), 1e-12)
+    lo_edge, hi_edge = float(d.min()) - span, float(d.max()) + span
+    effect = _root(stat, lo_edge, hi_edge)
+    alpha_ci = 1 - CI_LEVEL
+    interval = "inverted test"
+    if smallest <= alpha_ci:
+
+        def accepted(shift: float) -> bool:
+            return _swap_p(_rank_diffs(c, t - shift), swaps, exhaustive) > alpha_ci
+
+        lo = _edge_of(accepted, effect, lo_edge)
+        hi = _edge_of(accepted, effect, hi_edge)
     else:
-        p = 1.0 if mean == 0 else 0.0
-    draws = np.sort(d[rng.integers(0, size, (BOOTSTRAP_RESAMPLES, size))], axis=1)
-    g = int(TRIM * size)
-    boot = draws[:, g : size - g].mean(axis=1)
-    lo, hi = np.quantile(boot, [(1 - CI_LEVEL) / 2, (1 + CI_LEVEL) / 2])
+        interval = "t interval"
+        mean = float(d.mean())
+        half = stdtrit(size - 1, 1 - alpha_ci / 2) * float(d.std(ddof=1)) / math.sqrt(size)
+        lo, hi = min(mean - half, effect), max(mean + half, effect)
     return _Comparison(
         n,
-        effect=_relative(mean, log_scale),
-        ci=(1 + _relative(float(lo), log_scale), 1 + _relative(float(hi), log_scale)),
+        effect=_relative(effect, log_scale),
+        ci=(1 + _relative(lo, log_scale), 1 + _relative(hi, log_scale)),
         p=p,
-        se=se,
-        df=df,
+        half_width=(hi - lo) / 2,
+        smallest_p=smallest,
         log_scale=log_scale,
-        test=f"Yuen trimmed-mean t ({int(TRIM * 100)}%)",
+        test=f"block-swap rank test ({'exact' if exhaustive else f'{RANDOM_SWAPS} swaps'}; "
+        f"{interval})",
         design=design,
         note=note,
         units=size,
         median_ratio=median_ratio,
     )
+
+
+def _root(stat: Callable[[float], float], lo: float, hi: float) -> float:
+    """The middle of the shifts where the (non-increasing) ``stat`` crosses zero."""
+
+    def crossing(strict: bool) -> float:
+        a, b = lo, hi
+        for _ in range(_BISECTIONS):
+            mid = (a + b) / 2
+            value = stat(mid)
+            if value > 0 or (not strict and value == 0):
+                a = mid
+            else:
+                b = mid
+        return (a + b) / 2
+
+    return (crossing(True) + crossing(False)) / 2
+
+
+def _edge_of(accepted: Callable[[float], bool], inside: float, outside: float) -> float:
+    """The boundary between the accepted shift ``inside`` and the rejected ``outside``."""
+    if accepted(outside):
+        return outside
+    a, b = inside, outside
+    for _ in range(_BISECTIONS):
+        mid = (a + b) / 2
+        if accepted(mid):
+            a = mid
+        else:
+            b = mid
+    return (a + b) / 2
 
 
 def _unpaired(
@@ -534,7 +642,8 @@ def _unpaired(
         effect=_relative(effect, log_scale),
         ci=(1 + _relative(float(lo), log_scale), 1 + _relative(float(hi), log_scale)),
         p=p,
-        se=float(boot.std(ddof=1)),
+        half_width=float(hi - lo) / 2,
+        smallest_p=2 / math.comb(len(c) + len(t), len(c)),
         log_scale=log_scale,
         test="Mann-Whitney U",
         design="unpaired",
@@ -581,7 +690,12 @@ def _verdict(
     holm: tuple[float, bool, float],
     mde_level: float,
 ) -> Verdict:
-    """Combine test, CI and noise threshold into the verdict (before guards)."""
+    """Combine test, interval and noise threshold into the verdict (before guards).
+
+    A change is called only when the test passes its Holm level and the whole interval of the
+    ratio lies beyond the noise band ``1 +/- noise_threshold``; a run whose units could never
+    reach its level says so in its reason, and its MDE is infinite.
+    """
     if c.refusal is not None:
         return Verdict(
             "not_comparable",
@@ -599,30 +713,53 @@ def _verdict(
     p_holm, rejected, level = holm
     threshold = spec.noise_threshold
     ratio = 1 + c.effect
-    excludes_one = c.ci[0] > 1 or c.ci[1] < 1
+    beyond = c.ci[0] > 1 + threshold or c.ci[1] < 1 - threshold
     mde = _mde(c, mde_level, threshold)
     common.update(ratio=ratio, ci=c.ci, p=c.p, p_holm=p_holm, mde=mde, level=level)
-    if rejected and excludes_one and abs(c.effect) > threshold:
+    if rejected and beyond:
         better = (c.effect < 0) == (spec.direction == "lower")
         return Verdict("improved" if better else "regressed", **common)
-    if abs(c.effect) <= threshold:
-        why = f"effect {c.effect:+.2%} is inside the noise threshold {threshold:.2%}"
-    elif not rejected:
-        why = f"p={c.p:.3g} does not pass Holm's step-down (adjusted p {p_holm:.3g})"
+    interval = f"ratio {ratio:.4g}, interval [{c.ci[0]:.4g}, {c.ci[1]:.4g}]"
+    if c.smallest_p > level and c.test != "identical values":
+        why = undecidable_text(c.units, c.smallest_p, level, c.design)
+    elif rejected or abs(c.effect) <= threshold:
+        why = f"within the noise threshold {threshold:.2%}: {interval}"
     else:
-        why = "the confidence interval includes no change"
+        why = f"p={c.p:.3g} does not pass Holm's step-down (adjusted p {p_holm:.3g}); {interval}"
     return Verdict("no_change", reason=why, **common)
 
 
+def undecidable_text(units: int, smallest: float, level: float, design: str | None) -> str:
+    """Why a comparison could never have been decided, with the arithmetic."""
+    what = "seeds" if design == "paired seeds" else "blocks"
+    need = min_blocks_to_decide(level)
+    return (
+        f"could never decide: with {units} {what} the smallest two-sided p is "
+        f"{smallest:.3g} (2/2^{units}), above the level {level:.3g}; "
+        f"deciding needs at least {need} {what}"
+    )
+
+
 def _mde(c: _Comparison, level: float, threshold: float) -> float:
-    """Smallest relative effect detectable with 80% power at this n, noise and level."""
-    if c.se == 0:
+    """The smallest relative effect the rule detects with 80% power at this n, noise and level
+    (inf when the units can never reach the level).
+
+    The interval's half-width ``w`` gives the test's resolution, ``w / z_0.975`` per standard
+    error; the rule needs the test to pass at ``level`` and the interval to clear the noise
+    band, so the MDE is the larger of ``(z_{1-level/2} + z_0.8) * se`` and
+    ``log(1 + threshold) + (z_0.975 + z_0.8) * se`` (t quantiles at n - 1 df for few units).
+    """
+    if c.smallest_p > level:
+        return math.inf
+    if c.half_width == 0:
         return threshold
-    if math.isinf(c.df):
-        k = ndtri(1 - level / 2) + ndtri(MDE_POWER)
-    else:
-        k = stdtrit(c.df, 1 - level / 2) + stdtrit(c.df, MDE_POWER)
-    return max(threshold, _relative(k * c.se, c.log_scale))
+    df = max(c.units - 1, 1)
+    z_ci = stdtrit(df, (1 + CI_LEVEL) / 2)
+    se = c.half_width / z_ci
+    power = stdtrit(df, MDE_POWER)
+    band = math.log1p(threshold) if c.log_scale else threshold
+    k = max((stdtrit(df, 1 - level / 2) + power) * se, band + (z_ci + power) * se)
+    return max(threshold, _relative(k, c.log_scale))
 
 
 def _apply_guards(
