@@ -31,6 +31,7 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig, Stage
 from pytest_benchmark_agent.config.placeholders import as_text, names_in, render
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
+from pytest_benchmark_agent.records.fsutil import NotRegularFile, file_kind, regular_chunks
 
 #: Bumped when the meaning of a signature changes, so old cache entries are never reused.
 SIGNATURE_VERSION = 1
@@ -268,26 +269,50 @@ class _InputHasher:
                         )
                     ],
                 )
-            self._memo[path] = content_hash(path)
+            try:
+                self._memo[path] = content_hash(path)
+            except OSError as error:
+                raise ConfigError(
+                    config_path,
+                    [
+                        (
+                            f"stages ({stage}).inputs",
+                            f"'{error.filename or path}' cannot be read ({error.strerror}).",
+                            "make it readable or fix the path.",
+                        )
+                    ],
+                ) from None
         return self._memo[path]
 
 
 def content_hash(path: Path) -> str:
-    """sha256 of a file, or of a folder's relative paths and file contents (sorted)."""
-    if path.is_file():
+    """sha256 of a file, or of a folder's relative paths and file contents (sorted).
+
+    Regular files only are read, never blocking (:func:`regular_chunks`): a FIFO, socket or
+    device (or a link to one, such as ``/dev/zero``) counts by its name and type, so an input
+    folder holding one neither hangs the plan nor hashes endless bytes.
+    """
+    if not path.is_dir():
         return _file_hash(path)
     digest = hashlib.sha256()
-    for child in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(str(child.relative_to(path)).encode() + b"\0")
-        digest.update(_file_hash(child).encode())
+    for child in sorted(p for p in path.rglob("*") if not p.is_dir()):
+        if child.is_file():
+            digest.update(str(child.relative_to(path)).encode() + b"\0")
+            digest.update(_file_hash(child).encode())
+        elif child.exists():  # a special file (a dangling link counts as absent, as before)
+            kind = file_kind(child.stat().st_mode, child.is_symlink())
+            digest.update(str(child.relative_to(path)).encode() + f"\0<{kind}>".encode())
     return digest.hexdigest()
 
 
 def _file_hash(path: Path) -> str:
+    """sha256 of a regular file's content, or of ``<fifo>`` (its type) for a special file."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
+    try:
+        for chunk in regular_chunks(path):
             digest.update(chunk)
+    except NotRegularFile as error:
+        digest.update(f"<{error.kind}>".encode())
     return digest.hexdigest()
 
 

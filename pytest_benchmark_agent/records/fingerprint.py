@@ -42,7 +42,6 @@ import os
 import platform
 import re
 import socket
-import stat
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from typing import Any
 
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.guards import gpu as nvml
+from pytest_benchmark_agent.records.fsutil import NotRegularFile, regular_chunks
 
 SCHEMA = 1
 _TOOL = "pytest-benchmark-agent"
@@ -384,49 +384,19 @@ def _hash_files(base: Path, files: Iterator[Path]) -> str:
     return digest.hexdigest()
 
 
-_KINDS = {
-    stat.S_IFIFO: "fifo",
-    stat.S_IFSOCK: "socket",
-    stat.S_IFCHR: "character device",
-    stat.S_IFBLK: "block device",
-    stat.S_IFDIR: "folder",
-}
-
-
 def _hash_file(digest: Any, file: Path) -> None:
     """Add a regular file's content to ``digest``; anything else counts by its type.
 
     Never blocks: a FIFO, socket or device (or a link to one, such as ``/dev/zero``) is never
-    read, the file is opened with ``O_NONBLOCK`` (and ``O_NOFOLLOW`` unless it is a link) and
-    checked again on the open descriptor, and at most the size ``fstat`` gave is read.
+    read (:func:`~pytest_benchmark_agent.records.fsutil.regular_chunks`).
     """
     try:
-        linked = stat.S_ISLNK(os.lstat(file).st_mode)
-        mode = os.stat(file).st_mode
-        if not stat.S_ISREG(mode):
-            digest.update(f"<{_kind(mode, linked)}>".encode())
-            return
-        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-        if not linked:
-            flags |= getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(file, flags)
+        for chunk in regular_chunks(file):
+            digest.update(chunk)
+    except NotRegularFile as error:
+        digest.update(f"<{error.kind}>".encode())
     except OSError as error:  # a dangling link or unreadable file still counts, by name
         digest.update(f"<unreadable: {error.strerror}>".encode())
-        return
-    with os.fdopen(fd, "rb", buffering=0) as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):  # replaced between the stat and the open
-            digest.update(f"<{_kind(info.st_mode, linked)}>".encode())
-            return
-        left = info.st_size
-        while left > 0 and (chunk := handle.read(min(left, 1 << 20))):
-            digest.update(chunk)
-            left -= len(chunk)
-
-
-def _kind(mode: int, linked: bool) -> str:
-    kind = _KINDS.get(stat.S_IFMT(mode), "special file")
-    return f"link to {kind}" if linked else kind
 
 
 # -- accelerator -------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
-"""Crash-safe file writes and inter-process locks (used by records, cache and workers)."""
+"""Crash-safe file writes, inter-process locks, and reads of user files that never block
+(used by records, cache, the plan, config loading and workers)."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -136,3 +139,67 @@ def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
 def utc_now() -> str:
     """An ISO-8601 UTC timestamp with milliseconds, as the records use (``...T14:05:11.120Z``)."""
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+#: What a path that is not a regular file is, as messages and fingerprints name it.
+_KINDS = {
+    stat.S_IFIFO: "fifo",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+    stat.S_IFDIR: "folder",
+}
+
+
+class NotRegularFile(OSError):
+    """A path that is not a regular file (a FIFO, a device, a folder, or a link to one): it is
+    never read, since reading one can block forever (a FIFO) or never end (``/dev/zero``)."""
+
+    def __init__(self, path: Path | str, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"is a {kind}, not a regular file", str(path))
+        self.kind = kind
+
+
+def file_kind(mode: int, linked: bool = False) -> str:
+    """``fifo``, ``character device``...; ``link to fifo`` when reached through a link."""
+    kind = _KINDS.get(stat.S_IFMT(mode), "special file")
+    return f"link to {kind}" if linked else kind
+
+
+def regular_chunks(path: Path | str, limit: int | None = None) -> Iterator[bytes]:
+    """The bytes of a regular file (a link to one followed), in chunks, read without blocking.
+
+    Anything else raises :class:`NotRegularFile` before a byte is read: the path is stat'ed,
+    opened with ``O_NONBLOCK`` (and ``O_NOFOLLOW`` unless it is a link) and checked again on
+    the open descriptor, and at most the size ``fstat`` gave is read, so a file that keeps
+    growing ends too. A file over ``limit`` bytes raises ``EFBIG`` before it is read.
+    """
+    linked = stat.S_ISLNK(os.lstat(path).st_mode)
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotRegularFile(path, file_kind(mode, linked))
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not linked:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # replaced between the stat and the open
+            raise NotRegularFile(path, file_kind(info.st_mode, linked))
+        if limit is not None and info.st_size > limit:
+            raise OSError(
+                errno.EFBIG,
+                f"is {info.st_size} bytes, over the {limit} this file may be",
+                str(path),
+            )
+        left = info.st_size
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            left -= len(chunk)
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def read_regular(path: Path | str, limit: int | None = None) -> bytes:
+    """The whole content of a regular file, read as :func:`regular_chunks` does."""
+    return b"".join(regular_chunks(path, limit))
