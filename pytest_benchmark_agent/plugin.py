@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_benchmark_agent import hookspecs
+from pytest_benchmark_agent.records.safetext import run_id_option
 
 BENCH_FILE_PATTERNS = ("bench*.yaml", "*.bench.yaml", "bench*.yml", "*.bench.yml")
 
@@ -47,6 +48,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--bench-run-id",
         default=None,
+        type=run_id_option,  # a folder name inside the data home, else a usage error
         metavar="ID",
         help="use ID as the run id (one benchmark file per session): lets a caller "
         "know the run folder before the session starts (detached runs)",
@@ -237,7 +239,7 @@ def _fail_on(text: str) -> tuple[str, ...]:
 
 
 def _parse_overrides(config: pytest.Config) -> dict[str, Any]:
-    import yaml
+    from pytest_benchmark_agent.config.models import parse_value
 
     overrides: dict[str, Any] = {}
     for item in config.getoption("bench_set"):
@@ -246,5 +248,8 @@ def _parse_overrides(config: pytest.Config) -> dict[str, Any]:
             raise pytest.UsageError(
                 f"--bench-set {item!r}: expected PARAM=VALUE, e.g. --bench-set corpus.n_docs=2000"
             )
-        overrides[name.strip()] = yaml.safe_load(value)
+        try:
+            overrides[name.strip()] = parse_value(value)
+        except ValueError as error:
+            raise pytest.UsageError(f"--bench-set {name.strip()}: {error}") from None
     return overrides

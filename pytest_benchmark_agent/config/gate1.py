@@ -8,7 +8,10 @@ resolves; artifacts are produced by a stage the user needs; every measure stage 
 metric and every metric is declared with its direction; declared inputs exist; every param of
 the recipe's or domain's provenance manifest is declared (with why it is required, its default,
 and the value of the latest RELIABLE run when there is one), and a ``must_match`` manifest param
-(``eval_suite``) is never what varies.
+(``eval_suite``) is never what varies; every name that becomes a path stays inside the data home
+(the benchmark's name bounded to one line, stage and artifact names plain folder names,
+``metrics_from.file`` relative without ``..``), and a secret param (``records/redact.py``) never
+varies, since its values would label every trial.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BUILTIN_METRICS, BenchmarkConfig, Stage
 from pytest_benchmark_agent.config.placeholders import as_text, names_in
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records.redact import secret_params
+from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line, simple_name_problem
 
 Problem = tuple[str, str, str]
 
@@ -35,6 +40,8 @@ def check(
     problems: list[Problem] = []
     problems += _check_treatments(config, tuning)
     problems += _check_manifest(config, home)
+    problems += _check_secrets(config)
+    problems += _check_names(config)
     stage_problems = _check_stages(config)
     problems += stage_problems
     if not stage_problems:  # placeholders need a sound DAG to know which artifacts are reachable
@@ -190,6 +197,80 @@ def _check_one_configuration(config: BenchmarkConfig) -> list[Problem]:
             )
         )
     return problems
+
+
+def _check_secrets(config: BenchmarkConfig) -> list[Problem]:
+    """A secret param is written ``<redacted>`` everywhere, so it can be no treatment's label."""
+    varying = {treatment_variable(config), *(config.search_space or {})}
+    return [
+        (
+            f"params.{name}",
+            "is a secret (its name, or secret: true in manifest:), so it cannot be what varies: "
+            "its values would label every trial, and are written <redacted>.",
+            "vary a param that is not secret (or rename it if it is no secret).",
+        )
+        for name in secret_params(config)
+        if name in varying
+    ]
+
+
+def _check_names(config: BenchmarkConfig) -> list[Problem]:
+    """Names that become folder and file names inside the data home: nothing outside it."""
+    problems: list[Problem] = []
+    if len(config.name) > NAME_MAX or one_line(config.name) != config.name or not config.name:
+        problems.append(
+            (
+                "name",
+                f"{one_line(config.name, 60)!r} must be one line of 1 to {NAME_MAX} characters "
+                f"(it is {len(config.name)}; it names the runs' folders).",
+                "give a short name, e.g. name: fts5-merge.",
+            )
+        )
+    for index, stage in enumerate(config.stages):
+        field = f"stages[{index}] ({one_line(stage.name, 60)})"
+        problem = simple_name_problem(stage.name)
+        if problem:
+            problems.append((f"{field}.name", f"{problem}.", "rename the stage, e.g. build_index."))
+        for artifact in stage.produces:
+            problem = simple_name_problem(artifact)
+            if problem:
+                problems.append(
+                    (
+                        f"{field}.produces",
+                        f"{one_line(artifact, 60)!r} {problem}.",
+                        "name the artifact, e.g. index_db; the engine gives it a path in the "
+                        "prep's cache folder ({index_db} in commands).",
+                    )
+                )
+        source = stage.metrics_from.file if stage.metrics_from else None
+        if source is not None:
+            problems += _check_metrics_file(config, stage, field, source)
+    return problems
+
+
+def _check_metrics_file(
+    config: BenchmarkConfig, stage: Stage, field: str, source: str
+) -> list[Problem]:
+    """``metrics_from.file`` is read from the stage's folders: its working folder (a relative
+    path), its scratch folder ``{out}`` or an artifact it needs, and never through ``..``."""
+    parts = source.replace("\\", "/").split("/")
+    first = names_in(parts[0])
+    artifacts = {a for s in config.stages for a in s.produces}
+    if source.startswith(("/", "~")) or ".." in parts:
+        why = "is absolute" if source.startswith(("/", "~")) else "climbs out through .."
+    elif first and not (parts[0] == f"{{{first[0]}}}" and first[0] in artifacts | {"out"}):
+        why = "starts with a placeholder that is not {out} or an artifact"
+    else:
+        return []
+    return [
+        (
+            f"{field}.metrics_from.file",
+            f"{one_line(source, 80)!r} {why}: a stage's metrics are read from its own "
+            "folders only.",
+            "give a path relative to the stage's folder (metrics.json), or one under its "
+            "scratch folder ({out}/metrics.json).",
+        )
+    ]
 
 
 def _check_seeds(config: BenchmarkConfig) -> list[Problem]:

@@ -21,6 +21,7 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BUILTIN_METRICS
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import BenchPlan, TrialSpec
+from pytest_benchmark_agent.records.safetext import NAME_MAX
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
 
 #: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
@@ -45,9 +46,11 @@ def new_run_id(name: str, token: tuple[str, str] | None = None) -> str:
     """``2026-12-02T14-05-09-fts5-merge-3f2a``: sortable by time, readable, unique.
 
     Workers of one xdist session share ``token``, so they all record into the same run folder.
+    The name's part is bounded (gate 1 refuses a longer name; a verb may ask before it).
     """
     stamp, suffix = token or new_session_token()
-    return f"{stamp}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', name).strip('-')}-{suffix}"
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:NAME_MAX].strip("-")
+    return f"{stamp}-{slug}-{suffix}"
 
 
 @dataclass
