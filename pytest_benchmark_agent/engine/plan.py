@@ -6,8 +6,13 @@ signatures, so the home folder's location does not matter), the values of the pa
 the signatures of what it needs, the content of its ``inputs:``, its folder and environment.
 Two treatments that bind a prep identically share one node, so it is built once.
 
-Trials are ordered in blocks: replicate k of every treatment runs adjacent (A B A B ...), so
-slow drift of the machine hits every treatment alike and the analysis can pair within blocks.
+Trials are ordered in blocks: replicate k of every treatment runs adjacent, so slow drift of
+the machine hits every treatment alike and the analysis can pair within blocks. The order inside
+a block is balanced (:func:`block_orders`): two treatments alternate (A B, then B A), more follow
+the rows of a Williams Latin square, shuffled per cycle with a seed from the benchmark's name, so
+over each cycle every treatment runs at every position equally often and a position effect (the
+first run of a block slower) cancels instead of becoming a treatment effect. Each trial's
+``position`` (0-based index within its block as run) is in its record.
 A file of one configuration (no ``treatment_variable``) has one treatment, labelled
 :data:`ONE_CONFIGURATION` (``default``): a block is one trial, there is nothing to interleave,
 and its trial ids read ``search[default-rep2]``.
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +76,7 @@ class TrialSpec:
     params: dict[str, Any]
     needs: tuple[PrepNode, ...]
     cwd: Path
+    position: int = 0  # index of the trial within its block (replicate) as run
 
     @property
     def treatment_label(self) -> str:
@@ -144,9 +152,12 @@ def build_plan(
     redact.register(config)  # every record of this process hides the file's secrets
     seeds: list[int | None] = list(config.seeds) if config.seeds is not None else [None]
     measures = [stage for stage in config.stages if stage.kind == "measure"]
-    for replicate in range(config.max_replicates):
+    orders = block_orders(len(treatments), config.max_replicates, order_seed(config))
+    for replicate, order in enumerate(orders):
+        position = 0
         for seed in seeds:
-            for treatment, params in zip(treatments, bindings, strict=True):
+            for index in order:
+                treatment, params = treatments[index], bindings[index]
                 for stage in measures:
                     nodes = tuple(
                         _bind(by_name[need], params, seed, by_name, folder, hasher, plan)
@@ -161,9 +172,47 @@ def build_plan(
                             params,
                             nodes,
                             _stage_dir(stage, params, seed, folder),
+                            position,
                         )
                     )
+                    position += 1
     return plan
+
+
+def order_seed(config: BenchmarkConfig) -> int:
+    """The seed of the within-block order: the benchmark's name, so a rerun runs the same order."""
+    return zlib.crc32(config.name.encode())
+
+
+def block_orders(treatments: int, blocks: int, seed: int) -> list[list[int]]:
+    """The order of the treatments (indexes, 0 the control) inside each of ``blocks`` blocks.
+
+    Two alternate: [0, 1], [1, 0], [0, 1], ... More cycle through the rows of a Williams square
+    (each treatment once per position, and each ordered pair adjacent equally often; an odd
+    count adds the mirrored rows), the rows of each cycle shuffled by ``seed`` and the cycle.
+    """
+    if treatments <= 1:
+        return [[0] * treatments for _ in range(blocks)]
+    first = [0]
+    low, high = 1, treatments - 1
+    while len(first) < treatments:
+        first.append(low)
+        low += 1
+        if len(first) < treatments:
+            first.append(high)
+            high -= 1
+    rows = [[(value + shift) % treatments for value in first] for shift in range(treatments)]
+    if treatments % 2:
+        rows += [row[::-1] for row in rows]
+    orders: list[list[int]] = []
+    cycle = 0
+    while len(orders) < blocks:
+        batch = [list(row) for row in rows]
+        if treatments > 2:
+            random.Random(f"{seed}:{cycle}").shuffle(batch)
+        orders.extend(batch)
+        cycle += 1
+    return orders[:blocks]
 
 
 def _bind(
@@ -327,6 +376,7 @@ __all__ = [
     "BenchPlan",
     "PrepNode",
     "TrialSpec",
+    "block_orders",
     "build_plan",
     "closure_nodes",
     "content_hash",

@@ -152,6 +152,7 @@ class BenchRun:
             "treatment": spec.treatment_label,
             "replicate": spec.replicate,
             "seed": spec.seed,
+            "position": spec.position,
             "status": status,
             "metrics": {},
             "started": None,
