@@ -479,33 +479,52 @@ SPECS = {"t": MetricSpec(direction="lower", primary=True)}
             {"verdict": "regressed", "ratio": 8.3, "ci": [6.9, 9.8]},
             {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]},
             "RELIABLE",
-            "reproduced (95% intervals [6.9, 9.8] and [5.1, 7.4] overlap)",
+            "reproduced (the same direction, intervals overlap)",
         ),
         (
             {"verdict": "regressed", "ratio": 2.05, "ci": [2.0, 2.1]},
             {"verdict": "regressed", "ratio": 2.0, "ci": [1.9, 1.95]},
             "RELIABLE",
-            "reproduced (tolerance 10%)",
+            "reproduced (the same direction, ratios within 10%)",
         ),
-        # the same verdict, an effect of another size: reproduced with a caveat
+        # evidence, not verdict equality (issue 23): intervals that exclude each other contradict
         (
             {"verdict": "regressed", "ratio": 8.3, "ci": [8.0, 8.6]},
             {"verdict": "regressed", "ratio": 2.0, "ci": [1.9, 2.1]},
-            "QUALIFIED",
-            "the verdict reproduced, the size did not (intervals apart, beyond 10%)",
+            "UNRELIABLE",
+            "NOT reproduced (the intervals exclude each other)",
         ),
-        # a flipped or a vanished effect contradicts the earlier run
         (
             {"verdict": "improved", "ratio": 0.5, "ci": [0.4, 0.6]},
             {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]},
             "UNRELIABLE",
-            "NOT reproduced",
+            "NOT reproduced (opposite directions)",
         ),
         (
             {"verdict": "no_change", "ratio": 1.0, "ci": [0.9, 1.1]},
             {"verdict": "regressed", "ratio": 6.2, "ci": [5.1, 7.4]},
             "UNRELIABLE",
-            "NOT reproduced",
+            "NOT reproduced (the intervals exclude each other)",
+        ),
+        # underpowered is not contradictory: one decided, one not, intervals overlapping
+        (
+            {"verdict": "no_change", "ratio": 1.03, "ci": [0.97, 1.09], "mde": 0.12},
+            {"verdict": "regressed", "ratio": 1.05, "ci": [1.02, 1.08], "mde": 0.04},
+            "QUALIFIED",
+            "inconclusive (one decided, one not; MDE 12.0% here, 4.0% there)",
+        ),
+        # a shared miss is not a reproduction: two no_change reproduce when both could see 1%
+        (
+            {"verdict": "no_change", "ratio": 1.0, "ci": [0.996, 1.004], "mde": 0.008},
+            {"verdict": "no_change", "ratio": 1.001, "ci": [0.997, 1.005], "mde": 0.009},
+            "RELIABLE",
+            "reproduced (no change; MDE 0.8% here, 0.9% there, below 1%)",
+        ),
+        (
+            {"verdict": "no_change", "ratio": 1.02, "ci": [0.9, 1.15], "mde": 0.25},
+            {"verdict": "no_change", "ratio": 0.99, "ci": [0.88, 1.12], "mde": 0.3},
+            "QUALIFIED",
+            "not shown (no change, but MDE 25.0% here, 30.0% there)",
         ),
     ],
 )
@@ -536,7 +555,7 @@ def alone(values: list[float]) -> list[dict]:
     [
         ([10.0, 10.2, 9.9, 10.1, 10.0], "RELIABLE", "reproduced (no change, within 10%)"),
         # no change, but too noisy to show agreement: a shared miss is not a reproduction
-        ([6.0, 16.0, 9.0, 14.0, 10.0], "EXPLORATORY", "not shown (the interval is wider than 10%)"),
+        ([6.0, 16.0, 9.0, 14.0, 10.0], "QUALIFIED", "not shown (MDE 94.8%)"),
         ([20.0, 20.4, 19.8, 20.2, 20.0], "UNRELIABLE", "NOT reproduced"),
         ([10.0, 10.2, 9.9], "EXPLORATORY", "not compared (too few replicates (n=3, needed 5))"),
     ],

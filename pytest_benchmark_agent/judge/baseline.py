@@ -565,76 +565,112 @@ class Reproduction:
 def reproduction(
     this: RecordView, prior: RecordView, specs: Mapping[str, Any], benign: list[str]
 ) -> Reproduction:
-    """A faithful rerun (same frozen config and code): every primary verdict must be the same
-    (a different one contradicts the prior run), and a decided effect must agree in size, its
-    95% interval overlapping the prior one's or its ratio within ``reproduce_tolerance`` (else
-    it reproduced the verdict but not its size: a caveat). A run of one configuration is
-    compared with the prior run instead (:func:`_rerun`)."""
+    """A faithful rerun (same frozen config and code), judged by evidence, not verdict equality.
+
+    It *contradicts* the prior run (UNRELIABLE) only when both are decided in opposite
+    directions, or their 95% intervals exclude each other with ratios beyond
+    ``reproduce_tolerance``. One decided and one undecided is *inconclusive* (QUALIFIED, both
+    MDEs shown): underpowered is not contradictory. Two ``no_change`` reproduce only when both
+    MDEs are below the noise threshold (else QUALIFIED: they could not have seen the effect). A
+    refusal on either side keeps the old rule: the same verdict, or a contradiction. A run of
+    one configuration is compared with the prior run instead (:func:`_rerun`)."""
     if not [label for label in this.treatments if label != this.control]:
         return _rerun(this, prior, specs, benign)
     lines, problems, caveats = [], [], _carried(prior)
+    decided = ("improved", "regressed")
     for metric in primary_metrics(specs):
         tolerance = specs[metric].reproduce_tolerance
+        threshold = specs[metric].noise_threshold
         for label in this.treatments:
             if label == this.control:
                 continue
             mine = this.verdicts.get(metric, {}).get(label) or {}
             theirs = prior.verdicts.get(metric, {}).get(label) or {}
+            ours, prior_verdict = mine.get("verdict"), theirs.get("verdict")
             line = (
-                f"`{metric}` [{label}]: {mine.get('verdict')} x{_num(mine.get('ratio'))} "
-                f"here, {theirs.get('verdict')} x{_num(theirs.get('ratio'))} in "
-                f"{prior.run_id}"
+                f"`{metric}` [{label}]: {ours} x{_num(mine.get('ratio'))} "
+                f"{_interval(mine.get('ci'))} here, {prior_verdict} "
+                f"x{_num(theirs.get('ratio'))} {_interval(theirs.get('ci'))} in {prior.run_id}"
             )
-            if mine.get("verdict") != theirs.get("verdict"):
-                problems.append(line)
-                lines.append(f"{line}: NOT reproduced")
-            elif mine.get("verdict") not in ("improved", "regressed"):
-                lines.append(f"{line}: reproduced (the same verdict)")
-            elif _within(mine.get("ratio"), theirs.get("ratio"), tolerance):
-                lines.append(f"{line}: reproduced (tolerance {tolerance:.0%})")
-            elif _overlap(mine.get("ci"), theirs.get("ci")):
-                lines.append(
-                    f"{line}: reproduced (95% intervals {_interval(mine.get('ci'))} and "
-                    f"{_interval(theirs.get('ci'))} overlap)"
+            mdes = f"MDE {_pct(mine.get('mde'))} here, {_pct(theirs.get('mde'))} there"
+            apart = (
+                mine.get("ci")
+                and theirs.get("ci")
+                and not _overlap(mine.get("ci"), theirs.get("ci"))
+                and not _within(mine.get("ratio"), theirs.get("ratio"), tolerance)
+            )
+            if "not_comparable" in (ours, prior_verdict) or None in (ours, prior_verdict):
+                if ours == prior_verdict:
+                    lines.append(f"{line}: reproduced (the same verdict)")
+                else:
+                    problems.append(line)
+                    lines.append(f"{line}: NOT reproduced")
+            elif ours in decided and prior_verdict in decided and ours != prior_verdict:
+                problems.append(f"{line}: decided in opposite directions")
+                lines.append(f"{line}: NOT reproduced (opposite directions)")
+            elif apart:
+                problems.append(f"{line}: the 95% intervals exclude each other")
+                lines.append(f"{line}: NOT reproduced (the intervals exclude each other)")
+            elif (ours in decided) != (prior_verdict in decided):
+                caveats.append(
+                    f"inconclusive against {prior.run_id}: {line}; one run decided and the "
+                    f"other did not ({mdes})"
                 )
+                lines.append(f"{line}: inconclusive (one decided, one not; {mdes})")
+            elif ours in decided:
+                agree = (
+                    "intervals overlap"
+                    if _overlap(mine.get("ci"), theirs.get("ci"))
+                    else f"ratios within {tolerance:.0%}"
+                )
+                lines.append(f"{line}: reproduced (the same direction, {agree})")
+            elif _below(mine.get("mde"), threshold) and _below(theirs.get("mde"), threshold):
+                lines.append(f"{line}: reproduced (no change; {mdes}, below {threshold:.0%})")
             else:
                 caveats.append(
-                    f"reproduced the verdict of {prior.run_id}, not its size: {line} "
-                    f"(95% intervals {_interval(mine.get('ci'))} and "
-                    f"{_interval(theirs.get('ci'))} apart, beyond "
-                    f"reproduce_tolerance {tolerance:.0%})"
+                    f"could not have seen the effect: {line}; {mdes}, not both below the "
+                    f"noise threshold {threshold:.0%}"
                 )
-                lines.append(
-                    f"{line}: the verdict reproduced, the size did not (intervals "
-                    f"apart, beyond {tolerance:.0%})"
-                )
+                lines.append(f"{line}: not shown (no change, but {mdes})")
     return Reproduction(prior.run_id, "reproduction", lines, problems, prior.tag, caveats, benign)
+
+
+def _below(mde: Any, threshold: float) -> bool:
+    """Whether a recorded MDE is at most the noise threshold (an exact comparison has none)."""
+    return mde is not None and mde <= threshold + 1e-12
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 def _rerun(
     this: RecordView, prior: RecordView, specs: Mapping[str, Any], benign: list[str]
 ) -> Reproduction:
     """One configuration, no verdict of its own: it reproduces the prior run when every primary
-    metric is ``no_change`` against it with its 95% interval inside ``reproduce_tolerance``
-    (evidence of agreement, not a shared miss: a ``no_change`` whose interval reaches beyond
-    the tolerance is too noisy to show it, which limits the run). A change contradicts it; a
-    comparison refused for want of data limits it."""
+    metric is ``no_change`` against it with its 95% interval inside ``reproduce_tolerance`` or
+    its MDE below the noise threshold (evidence of agreement, not a shared miss: otherwise the
+    run could not have seen a difference, QUALIFIED). A change contradicts it; a comparison
+    refused for want of data limits it."""
     verdicts, _ = cross_verdicts(this, prior, specs)
-    lines, problems, limits = [], [], []
+    lines, problems, limits, caveats = [], [], [], _carried(prior)
     for metric in primary_metrics(specs):
         tolerance = specs[metric].reproduce_tolerance
+        threshold = specs[metric].noise_threshold
         for label, v in verdicts.get(metric, {}).items():
             line = (
                 f"`{metric}` [{label}] against {v['against']}: {v['verdict']} "
                 f"x{_num(v.get('ratio'))} {_interval(v.get('ci'))}"
             )
-            if v["verdict"] == "no_change" and not _inside(v.get("ci"), tolerance):
-                limits.append(
-                    f"too noisy to show that it reproduces {prior.run_id}: {line} "
-                    f"reaches beyond reproduce_tolerance {tolerance:.0%} (add "
-                    "replicates)"
+            shown = _inside(v.get("ci"), tolerance) or _below(v.get("mde"), threshold)
+            if v["verdict"] == "no_change" and not shown:
+                caveats.append(
+                    f"could not have seen a difference from {prior.run_id}: {line} reaches "
+                    f"beyond reproduce_tolerance {tolerance:.0%} and its MDE "
+                    f"{_pct(v.get('mde'))} is above the noise threshold {threshold:.0%} "
+                    "(add replicates)"
                 )
-                lines.append(f"{line}: not shown (the interval is wider than {tolerance:.0%})")
+                lines.append(f"{line}: not shown (MDE {_pct(v.get('mde'))})")
             elif v["verdict"] == "no_change":
                 lines.append(f"{line}: reproduced (no change, within {tolerance:.0%})")
             elif v["verdict"] == "not_comparable":
@@ -644,7 +680,7 @@ def _rerun(
                 problems.append(f"{line}: the same config and code measured differently")
                 lines.append(f"{line}: NOT reproduced")
     return Reproduction(
-        prior.run_id, "reproduction", lines, problems, prior.tag, _carried(prior), benign, limits
+        prior.run_id, "reproduction", lines, problems, prior.tag, caveats, benign, limits
     )
 
 
