@@ -239,7 +239,7 @@ def _fail_on(text: str) -> tuple[str, ...]:
 
 
 def _parse_overrides(config: pytest.Config) -> dict[str, Any]:
-    import yaml
+    from pytest_benchmark_agent.config.models import parse_value
 
     overrides: dict[str, Any] = {}
     for item in config.getoption("bench_set"):
@@ -248,5 +248,8 @@ def _parse_overrides(config: pytest.Config) -> dict[str, Any]:
             raise pytest.UsageError(
                 f"--bench-set {item!r}: expected PARAM=VALUE, e.g. --bench-set corpus.n_docs=2000"
             )
-        overrides[name.strip()] = yaml.safe_load(value)
+        try:
+            overrides[name.strip()] = parse_value(value)
+        except ValueError as error:
+            raise pytest.UsageError(f"--bench-set {name.strip()}: {error}") from None
     return overrides

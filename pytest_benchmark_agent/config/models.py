@@ -12,7 +12,10 @@ file is loaded. The file's format: docs/benchmark/FORMAT.md; its JSON Schema: :f
 from __future__ import annotations
 
 import difflib
+import errno
+import math
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -25,11 +28,13 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records.fsutil import read_regular
 
 #: Metrics every stage reports without being asked: they can be used as fields and as primaries.
 BUILTIN_METRICS = ("wall_s", "cpu_s", "peak_rss_mb")
@@ -49,6 +54,8 @@ def _number(tp: type, noun: str, **bounds: float) -> Any:
     mode takes for 1 and 0. (The bounds come first: after the check they would be lost to the
     JSON Schema of an optional field.)"""
     kind, message = f"{tp.__name__}_type", f"Input should be a valid {noun}, not a boolean"
+    if tp is float:  # .inf and .nan are no size, time or threshold (mem_mb: .inf)
+        bounds = {"allow_inf_nan": False, **bounds}
 
     def refuse_bool(value: Any) -> Any:
         if isinstance(value, bool):
@@ -58,15 +65,23 @@ def _number(tp: type, noun: str, **bounds: float) -> Any:
     return Annotated[tp, Field(**bounds), BeforeValidator(refuse_bool)]
 
 
-#: Numbers as the file's fields take them: never a bool.
+#: The most replicates (or search steps) a file may ask for: a plan is refused, before
+#: anything is allocated, past this (``replicates: 100000000000`` would build 10^11 trials).
+MAX_REPLICATES = 10_000
+#: The most trials one plan may hold (treatments x replicates x measure stages).
+MAX_TRIALS = 1_000_000
+
+#: Numbers as the file's fields take them: never a bool; floats finite.
 Int = _number(int, "integer")
 Count = _number(int, "integer", ge=1)
+#: A count of replicates: at least 1, at most :data:`MAX_REPLICATES`.
+ReplicateCount = _number(int, "integer", ge=1, le=MAX_REPLICATES)
 NonNegativeInt = _number(int, "integer", ge=0)
 Float = _number(float, "number")
 Positive = _number(float, "number", gt=0)
 NonNegative = _number(float, "number", ge=0)
 #: How many values a numeric search range spans.
-Steps = _number(int, "integer", ge=2)
+Steps = _number(int, "integer", ge=2, le=MAX_REPLICATES)
 
 
 def _percent(value: Any) -> Any:
@@ -148,6 +163,16 @@ class Stage(FileModel):
     vram_mb: Positive | None = None
     timeout_s: Positive | None = None
 
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        bad = [name for name in env if not name or "=" in name]
+        if bad:
+            raise ValueError(
+                f"environment variable names must be non-empty and hold no '=' (got {bad})"
+            )
+        return env
+
 
 class MetricSpec(FileModel):
     """How a metric is judged: its better direction, its role, and its noise and floor bounds."""
@@ -162,7 +187,7 @@ class MetricSpec(FileModel):
     #: How far a primary metric may regress against a baseline before the CI gate fails (a
     #: fraction, 0.05 or "5%"); None: any regressed verdict (one beyond noise_threshold) fails.
     fail_threshold: Fraction | None = None
-    min_replicates: Count = 5
+    min_replicates: ReplicateCount = 5
 
 
 class Resources(FileModel):
@@ -188,8 +213,8 @@ class Budget(FileModel):
 class ReplicateRange(FileModel):
     """Sequential replication: add blocks from ``min`` until every primary verdict is decided."""
 
-    min: Count
-    max: Count
+    min: ReplicateCount
+    max: ReplicateCount
 
     @model_validator(mode="after")
     def _check(self) -> ReplicateRange:
@@ -210,7 +235,7 @@ class Range(FileModel):
 #: ``replicates``: a fixed count, or a range for sequential replication.
 Replicates = _by_shape(
     f"a valid integer or a mapping of {', '.join(ReplicateRange.model_fields)}",
-    count=(Count, (int, float, str)),
+    count=(ReplicateCount, (int, float, str)),
     range=(ReplicateRange, (dict, ReplicateRange)),
 )
 #: ``treatment_variable``: one param, or several varied together.
@@ -277,6 +302,17 @@ class BenchmarkConfig(FileModel):
     tune: TuneSettings = Field(default_factory=TuneSettings)
     manifest: dict[str, ManifestEntry] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _plan_size(self) -> BenchmarkConfig:
+        measures = sum(stage.kind == "measure" for stage in self.stages)
+        trials = len(self.treatments or [None]) * self.max_replicates * max(measures, 1)
+        if trials > MAX_TRIALS:
+            raise ValueError(
+                f"the plan would hold {trials} trials (treatments x replicates x measure "
+                f"stages), over the {MAX_TRIALS} one run may hold; ask for fewer replicates"
+            )
+        return self
+
     @property
     def min_replicates(self) -> int:
         """Replicates every treatment gets before any sequential stopping is considered."""
@@ -307,11 +343,262 @@ def json_schema() -> dict[str, Any]:
 
 #: libyaml's safe loader where PyYAML was built with it (several times faster), else PyYAML's.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: How deep a record may nest; libyaml's composer recurses on the C stack, and a document
+#: nested ~25,000 deep (25 kB of ``[``) crashed the process, so deeper ones are refused first.
+MAX_DEPTH = 2000
+#: How deep a file a user writes may nest (a benchmark file nests about 6 deep): the records
+#: of a run nest a few levels deeper than its config, and must stay writable and readable.
+MAX_INPUT_DEPTH = 100
+#: How many nodes aliases may add to a document: 30 lines of aliases (an alias bomb) expand
+#: to billions of values once the config is validated or written.
+MAX_ALIAS_NODES = 100_000
+#: The largest benchmark, recipe or tuning file read; a bigger one is refused unread.
+MAX_INPUT_BYTES = 16 << 20
 
 
-def parse_yaml(text: str) -> Any:
-    """Parse YAML as ``yaml.safe_load`` does, with libyaml when available."""
-    return yaml.load(text, Loader=_SAFE_LOADER)
+class YamlLimitError(yaml.MarkedYAMLError):
+    """A document refused before it is built: too deep, an alias bomb, a duplicate key..."""
+
+
+class _Loader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
+    """The safe loader, refusing what a reader must never build: a duplicate key (the second
+    silently won), a recursive alias, aliases expanding past :data:`MAX_ALIAS_NODES` or
+    nesting past ``max_depth``; and a scalar its constructor cannot read (``2026-13-45``, a
+    5,000-digit int) as a YAML error at its place instead of a ValueError."""
+
+    max_depth = MAX_DEPTH
+    aliases = True
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        if self.aliases:
+            _check_graph(node, self.max_depth)
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            return super().construct_mapping(node, deep=deep)  # PyYAML's own error
+        explicit = node.value
+        self.flatten_mapping(node)  # ``<<: *base`` pairs first; the file's own keys after
+        first = len(node.value) - len(explicit)
+        mapping: dict[Any, Any] = {}
+        for index, (key_node, value_node) in enumerate(node.value):
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                seen = key in mapping
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    "found unhashable key",
+                    key_node.start_mark,
+                ) from None
+            if seen and index > first:
+                _refuse_duplicate(self, node.value[first:index], key, key_node)
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+
+def _refuse_duplicate(loader: Any, earlier: list[Any], key: Any, key_node: yaml.Node) -> None:
+    """Raise for ``key`` at ``key_node`` if the file wrote it before among ``earlier`` pairs
+    (a key from a ``<<`` merge may be overridden: that is what merging is for)."""
+    for other, _ in earlier:
+        if loader.construct_object(other) == key:
+            raise YamlLimitError(
+                None,
+                None,
+                f"duplicate key {key!r}: first at line {other.start_mark.line + 1}, "
+                f"again at line {key_node.start_mark.line + 1}",
+                key_node.start_mark,
+            )
+
+
+def _marked(construct: Any) -> Any:
+    """A scalar constructor whose ValueError (a date that does not exist, an int too long to
+    convert) is a YAML error naming the scalar's place."""
+
+    def checked(loader: Any, node: yaml.Node) -> Any:
+        try:
+            return construct(loader, node)
+        except (ValueError, OverflowError) as error:
+            raise YamlLimitError(
+                None,
+                None,
+                f"cannot read {str(node.value)[:40]!r} ({str(error).split(';')[0]})",
+                node.start_mark,
+            ) from None
+
+    return checked
+
+
+for _tag in ("int", "float", "timestamp", "binary"):
+    _Loader.add_constructor(
+        f"tag:yaml.org,2002:{_tag}",
+        _marked(yaml.constructor.SafeConstructor.yaml_constructors[f"tag:yaml.org,2002:{_tag}"]),
+    )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    return []
+
+
+def _check_graph(root: yaml.Node, max_depth: int) -> None:
+    """Refuse a node graph that aliases make recursive, too big or too deep once expanded.
+
+    Each node's expanded size and depth is computed once (iteratively: the graph may be
+    deep), so a bomb is measured without being built.
+    """
+    sizes: dict[int, tuple[int, int]] = {}  # id -> (expanded nodes, expanded depth)
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            parts = [sizes[id(child)] for child in _children(node)]
+            size = 1 + sum(p[0] for p in parts)
+            depth = 1 + max((p[1] for p in parts), default=0)
+            sizes[key] = size, depth
+            if size > len(sizes) + MAX_ALIAS_NODES:
+                raise YamlLimitError(
+                    None,
+                    None,
+                    f"aliases expand this value to over {MAX_ALIAS_NODES} values (an alias bomb)",
+                    node.start_mark,
+                )
+            if depth > max_depth:
+                raise YamlLimitError(
+                    None, None, f"nests deeper than {max_depth} levels", node.start_mark
+                )
+            continue
+        if key in sizes:
+            continue
+        on_path.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in on_path:
+                raise YamlLimitError(
+                    None, None, "an alias refers to a value that contains it", child.start_mark
+                )
+            if id(child) not in sizes:
+                stack.append((child, False))
+
+
+def _check_depth(text: str, max_depth: int) -> None:
+    """Refuse ``text`` nesting deeper than ``max_depth``, from the parser's events alone.
+
+    Each level of nesting takes a ``[``, ``{``, ``-`` or ``?``, or more indentation (a level
+    of which costs a line as long as its depth): where those cannot add up to ``max_depth``,
+    nothing is parsed twice.
+    """
+    bound = sum(text.count(c) for c in "[{-?") + math.isqrt(2 * len(text)) + 1
+    if bound <= max_depth:
+        return
+    parser = _SAFE_LOADER(text)
+    try:
+        depth = 0
+        while not parser.check_event(yaml.StreamEndEvent):
+            event = parser.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > max_depth:
+                    raise YamlLimitError(
+                        None, None, f"nests deeper than {max_depth} levels", event.start_mark
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    finally:
+        parser.dispose()
+
+
+def parse_yaml(text: str, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse YAML as ``yaml.safe_load`` does (with libyaml when available), refusing with a
+    ``yaml.YAMLError`` what :class:`_Loader` refuses and nesting past ``max_depth``."""
+    _check_depth(text, max_depth)
+    loader = _Loader(text)
+    loader.max_depth = max_depth
+    loader.aliases = "&" in text and "*" in text  # no anchor or no alias: no graph to check
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def yaml_problem(error: yaml.YAMLError, text: str = "") -> tuple[str, str]:
+    """(where, what) of a YAML error: ``line 3, column 5`` and the problem, for messages."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    if mark is not None:
+        where = f"line {mark.line + 1}, column {mark.column + 1}"
+    elif isinstance(error, yaml.reader.ReaderError):  # a character YAML does not allow
+        line = text.count("\n", 0, error.position) + 1
+        column = error.position - (text.rfind("\n", 0, error.position) + 1) + 1
+        where = f"line {line}, column {column}"
+        code = ord(error.character) if isinstance(error.character, str) else error.character
+        return where, f"the character U+{code:04X} is not allowed in YAML"
+    else:
+        where = ""
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    context = getattr(error, "context", None)
+    return where, f"{context}: {problem}" if context else problem
+
+
+def read_input(path: Path, limit: int = MAX_INPUT_BYTES) -> str:
+    """A file a user wrote, as text: a regular file (a FIFO or device is refused, never
+    read), at most ``limit`` bytes, UTF-8. Raises ConfigError naming the path, or the line
+    and byte offset of the first byte that is not UTF-8."""
+    try:
+        data = read_regular(path, limit)
+    except OSError as error:
+        fix = (
+            "give a benchmark file of a sensible size."
+            if error.errno == errno.EFBIG
+            else "check the path."
+        )
+        raise ConfigError(path, [("", f"cannot be read: {error.strerror}.", fix)]) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            path,
+            [
+                (
+                    f"line {line}, byte offset {error.start}",
+                    f"is not UTF-8 text (byte 0x{data[error.start]:02x}).",
+                    "save the file as UTF-8.",
+                )
+            ],
+        ) from None
+
+
+def read_yaml_input(path: Path, limit: int = MAX_INPUT_BYTES) -> Any:
+    """A YAML file a user wrote (:func:`read_input`), parsed at :data:`MAX_INPUT_DEPTH`;
+    raises ConfigError naming the path, line and problem."""
+    text = read_input(path, limit)
+    try:
+        return parse_yaml(text, MAX_INPUT_DEPTH)
+    except yaml.YAMLError as error:
+        where, problem = yaml_problem(error, text)
+        raise ConfigError(
+            path, [(where, f"not valid YAML ({problem}).", "correct the YAML at that place.")]
+        ) from None
+
+
+def parse_value(text: str) -> Any:
+    """A value given on the command line (``--bench-set PARAM=VALUE``), read as YAML; raises
+    ValueError saying why it is not."""
+    try:
+        return parse_yaml(text, MAX_INPUT_DEPTH)
+    except yaml.YAMLError as error:
+        where, problem = yaml_problem(error, text)
+        raise ValueError(
+            f"{text[:80]!r} is not a valid YAML value ({problem}{', ' + where if where else ''})"
+            "; quote a plain string, e.g. name='a: b'"
+        ) from None
 
 
 def load_config(path: Path | str, overrides: dict[str, Any] | None = None) -> BenchmarkConfig:
@@ -320,25 +607,7 @@ def load_config(path: Path | str, overrides: dict[str, Any] | None = None) -> Be
     Raises ConfigError naming the file, each bad field and what is accepted.
     """
     path = Path(path)
-    try:
-        raw = parse_yaml(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(
-            path,
-            [
-                (
-                    where,
-                    f"not valid YAML ({getattr(exc, 'problem', exc)}).",
-                    "correct the YAML syntax at that place.",
-                )
-            ],
-        ) from None
-    except OSError as exc:
-        raise ConfigError(
-            path, [("", f"cannot be read ({exc.strerror}).", "check the path.")]
-        ) from None
+    raw = read_yaml_input(path)
     if not isinstance(raw, dict):
         raise ConfigError(
             path,
@@ -367,10 +636,42 @@ def load_config(path: Path | str, overrides: dict[str, Any] | None = None) -> Be
                 ],
             )
         params.update(overrides)
+    nul = list(_nul_fields(raw))
+    if nul:
+        raise ConfigError(
+            path,
+            [
+                (
+                    field,
+                    "holds a NUL byte (\\0), which no command, path or environment can carry.",
+                    "remove it.",
+                )
+                for field in nul
+            ],
+        )
     try:
         return BenchmarkConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(path, _explain(exc, raw)) from None
+
+
+def _nul_fields(node: Any, field: str = "") -> Iterator[str]:
+    """The fields (``params.name``, ``stages[0].env.X``) whose key or text holds a NUL byte."""
+    stack = [(node, field)]
+    while stack:
+        node, field = stack.pop()
+        if isinstance(node, str):
+            if "\0" in node:
+                yield field
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                name = f"{field}.{key}" if field else str(key)
+                if isinstance(key, str) and "\0" in key:
+                    yield name.replace("\0", "\\0")
+                else:
+                    stack.append((value, name))
+        elif isinstance(node, list):
+            stack.extend((value, f"{field}[{index}]") for index, value in enumerate(node))
 
 
 def _explain(

@@ -24,8 +24,9 @@ from typing import Any
 import yaml
 
 from pytest_benchmark_agent.cli.common import DEVIATIONS, runs_in
-from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_value
 from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
 from pytest_benchmark_agent.records.lessons import Note, notes_for
 from pytest_benchmark_agent.records.writer import dump_yaml, load_yaml
@@ -345,7 +346,10 @@ def bench_set_overrides(pytest_args: list[str]) -> dict[str, Any]:
             continue
         name, sep, value = item.partition("=")
         if sep and name:
-            overrides[name.strip()] = yaml.safe_load(value)
+            try:
+                overrides[name.strip()] = parse_value(value)
+            except ValueError as error:  # the session refuses it, as a usage error
+                raise ConfigError("--bench-set", [(name.strip(), str(error), "")]) from None
     return overrides
 
 
