@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,18 +26,22 @@ import pytest
 import yaml
 
 from pytest_benchmark_agent.config.gate1 import treatment_variable
-from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_yaml
+from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_yaml, yaml_problem
+from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.fsutil import (
+    NotRegularFile,
     atomic_write,
+    file_kind,
     file_lock,
     open_appending,
+    read_regular,
     write_line,
 )
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION, BenchRun
 from pytest_benchmark_agent.records.safetext import md
-from pytest_benchmark_agent.records.yamlwrite import to_yaml
+from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
 
 JOURNAL = "trials.jsonl"
 #: Mid-run snapshots of results.yaml are for a reader that opens the file without the journal;
@@ -56,12 +62,60 @@ def dump_yaml(data: Any) -> str:
     data = redact.scrub(data)
     text = to_yaml(data)
     if text is None:
-        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+        try:
+            text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+        except UnicodeEncodeError:  # a lone surrogate: to_yaml's U+FFFD, for PyYAML too
+            text = dump_yaml(_without_surrogates(data))
     return text
 
 
+def _without_surrogates(data: Any) -> Any:
+    if isinstance(data, str):
+        return writable(data)
+    if isinstance(data, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_without_surrogates(v) for v in data]
+    return data
+
+
+class UnreadableRecord(BenchError):
+    """A record file of a run that cannot be read (torn, edited, not YAML or JSON, not a
+    regular file): the message names the file and what is wrong with it."""
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        self.path = Path(path)
+        self.problem = problem
+        super().__init__(
+            f"{path}: unreadable record ({problem}); fix: restore the file, or remove its "
+            "run folder (docs/benchmark/FORMAT.md describes the record files)"
+        )
+
+
+class UnreadableRecordWarning(UserWarning):
+    """An earlier record skipped by a reader of many (a later run, a list verb), named."""
+
+
+def skip_unreadable(error: UnreadableRecord | str) -> None:
+    """Warn that a reader of many records skipped one (``error`` names its file)."""
+    warnings.warn(f"skipped: {error}", UnreadableRecordWarning, stacklevel=2)
+
+
 def load_yaml(path: Path) -> Any:
-    return parse_yaml(path.read_text())
+    """A record file's YAML (never blocking on a FIFO); UnreadableRecord names the file."""
+    try:
+        text = read_regular(path).decode("utf-8")
+    except NotRegularFile as error:
+        raise UnreadableRecord(path, f"a {error.kind}, not a file") from None
+    except OSError as error:
+        raise UnreadableRecord(path, error.strerror or str(error)) from None
+    except UnicodeDecodeError as error:
+        raise UnreadableRecord(path, f"not UTF-8 at byte offset {error.start}") from None
+    try:
+        return parse_yaml(text)
+    except yaml.YAMLError as error:
+        where, problem = yaml_problem(error, text)
+        raise UnreadableRecord(path, f"not valid YAML at {where or 'its end'}: {problem}") from None
 
 
 class RecordWriter:
@@ -210,23 +264,49 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def read_journal(run_dir: Path) -> list[dict[str, Any]]:
-    """Every trial in a run's journal, in the order they were appended."""
+    """Every trial in a run's journal, in the order they were appended.
+
+    A torn last line (a crash mid-write) is left out silently; any other line that is no
+    trial (an object with a text ``id``) is left out with a warning naming the file and line,
+    and every other trial is kept.
+    """
     journal = run_dir / JOURNAL
+    try:
+        data = read_regular(journal)
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        skip_unreadable(UnreadableRecord(journal, error.strerror or str(error)))
+        return []
+    lines = data.decode("utf-8", "replace").splitlines()
     trials = []
-    if journal.is_file():
-        for line in journal.read_text().splitlines():
-            try:
-                trials.append(json.loads(line))
-            except ValueError:
-                continue  # a line torn by a crash mid-write
+    for number, line in enumerate(lines, 1):
+        try:
+            trial = json.loads(line)
+        except ValueError:
+            trial = None
+        if isinstance(trial, dict) and isinstance(trial.get("id"), str):
+            trials.append(trial)
+        elif number < len(lines) or data.endswith(b"\n"):  # not a torn last line
+            skip_unreadable(f"{journal}: line {number} is not a trial record; left out")
     return trials
 
 
 def load_results(run_dir: Path) -> dict[str, Any]:
-    """A run's record, with trials from the journal that the last snapshot had not yet taken."""
+    """A run's record, with trials from the journal that the last snapshot had not yet taken.
+
+    Raises UnreadableRecord naming ``results.yaml`` when it is no record (not YAML, not a
+    mapping, trials that are no list of mappings); a reader of many runs skips that run with
+    :func:`skip_unreadable`.
+    """
     path = run_dir / "results.yaml"
-    results = (load_yaml(path) if path.is_file() else None) or {}
-    known = {(t["id"], t.get("started")) for t in results.get("trials") or []}
+    results = (load_yaml(path) if os.path.lexists(path) else None) or {}
+    if not isinstance(results, dict):
+        raise UnreadableRecord(path, f"a YAML {type(results).__name__}, not a mapping of fields")
+    trials = results.get("trials") or []
+    if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials):
+        raise UnreadableRecord(path, "its trials are not a list of trial mappings")
+    known = {(t.get("id"), t.get("started")) for t in trials}
     for trial in read_journal(run_dir):
         if (trial["id"], trial.get("started")) not in known:
             results.setdefault("trials", []).append(trial)
@@ -265,7 +345,10 @@ def index_entries(home: Path) -> list[tuple[Path, dict[str, Any]]]:
                     seen[name] = cached
                     continue
             seen[name] = _read_entry(path)
-        except (OSError, ValueError):
+        except FileNotFoundError:  # a run not finished yet
+            continue
+        except (OSError, ValueError) as error:
+            skip_unreadable(UnreadableRecord(path, _entry_problem(error)))
             continue
     _index_cache[home] = seen
     return [(runs / name, entry) for name, (_, entry) in seen.items()]
@@ -275,23 +358,73 @@ def _read_entry(path: str) -> tuple[tuple[int, int, int], dict[str, Any]]:
     """An index file's identity (inode, mtime, size) and entry from one open descriptor:
     ``os.open``, ``fstat`` and ``read`` cost about two thirds of ``open()`` with its buffered
     reader, which is most of resolving a baseline among 1,000 runs."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the scan
     try:
         info = os.fstat(fd)
-        chunks = [os.read(fd, info.st_size + 1)]
-        while chunks[-1]:
-            chunks.append(os.read(fd, 1 << 16))
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(path, file_kind(info.st_mode))
+        data = os.read(fd, info.st_size)
     finally:
         os.close(fd)
-    return (info.st_ino, info.st_mtime_ns, info.st_size), json.loads(b"".join(chunks))
+    return (info.st_ino, info.st_mtime_ns, info.st_size), _checked_entry(json.loads(data))
+
+
+#: The fields of an index entry its readers index into, and the types they take.
+_ENTRY_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "name": (str, type(None)),
+    "state": (str, type(None)),
+    "tag": (str, type(None)),
+    "started": (str, type(None)),
+    "ended": (str, type(None)),
+    "counts": (dict,),
+    "primary": (dict, type(None)),
+    "verdicts": (dict, type(None)),
+    "code": (dict, type(None)),
+    "config_hash": (str, type(None)),
+    "comparison_key": (str, type(None)),
+}
+
+
+def _checked_entry(entry: Any) -> dict[str, Any]:
+    """``entry`` if it has the shape of an index entry (its readers index into it), else a
+    ValueError saying what is wrong."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"a JSON {type(entry).__name__}, not an object")
+    for key, types in _ENTRY_TYPES.items():
+        if key in entry and not isinstance(entry[key], types):
+            raise ValueError(f"its {key!r} is a JSON {type(entry[key]).__name__}")
+    if "run_id" not in entry:
+        raise ValueError("it has no run_id")
+    nested = [entry.get("counts") or {}, *(entry.get("primary") or {}).values()]
+    nested += (entry.get("verdicts") or {}).values()
+    if not all(isinstance(part, dict) for part in nested[1:]) or not all(
+        isinstance(n, int) for n in nested[0].values()
+    ):
+        raise ValueError("its counts, primary or verdicts are not objects of the expected kind")
+    return entry
+
+
+def _entry_problem(error: Exception) -> str:
+    if isinstance(error, NotRegularFile):
+        return f"a {error.kind}, not a file"
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    if isinstance(error, json.JSONDecodeError):
+        return f"not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+    return str(error)  # a JSON value of the wrong shape, or not UTF-8
 
 
 def index_entry(run_dir: Path) -> dict[str, Any] | None:
-    """One run's ``index.json`` entry (written when it finished), or None."""
+    """One run's ``index.json`` entry (written when it finished), or None; an unreadable one
+    is None with a warning naming it."""
+    path = run_dir / "index.json"
     try:
-        with open(run_dir / "index.json", "rb") as handle:
-            return json.loads(handle.read())
-    except (OSError, ValueError):
+        return _read_entry(str(path))[1]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        skip_unreadable(UnreadableRecord(path, _entry_problem(error)))
         return None
 
 
@@ -316,7 +449,7 @@ def regenerate_index(home: Path) -> None:
             "|---|---|---|---|---|",
         ]
         for entry in sorted(group, key=lambda e: e["run_id"], reverse=True):
-            counts = entry.get("counts", {})
+            counts = entry.get("counts") or {}
             passed, total = counts.get("passed", 0), sum(counts.values())
             verdicts = entry.get("verdicts") or {}
             primary = "; ".join(
@@ -333,13 +466,13 @@ def regenerate_index(home: Path) -> None:
                 if "treatment_variable" in entry and entry["treatment_variable"] is None
                 else "-"
             )
-            state = md(entry["state"]) + (
+            state = md(str(entry.get("state"))) + (
                 f", flagged x{entry['flags']}" if entry.get("flags") else ""
             )
             run_id = md(entry["run_id"])
             lines.append(
                 f"| [{run_id}](runs/{run_id}/report.md) | "
-                f"{md(entry['name'])} | {state} | {passed}/{total} | {primary} |"
+                f"{md(str(entry.get('name')))} | {state} | {passed}/{total} | {primary} |"
             )
         lines.append("")
     with file_lock(home / ".index.lock"):

@@ -10,9 +10,12 @@ What comes back loads (``yaml.safe_load``, YAML 1.1) to data equal to the input:
 written plain only when PyYAML would read it back as that string (letters first, no ``:`` or
 ``#``, not a YAML 1.1 boolean or null word); every other string is double-quoted with the
 escapes YAML shares with JSON, plus escapes for the characters a YAML reader refuses or folds.
-Floats
-follow PyYAML's own spelling (``1.0e-05``, ``.inf``, ``.nan``): YAML 1.1 reads ``1e-05`` as a
-string.
+A key longer than YAML's 1,024-character limit on a plain ``key:`` is written as an explicit
+``? key`` / ``: value`` pair (a 1,100-character treatment value once made every record of its
+benchmark unreadable). Floats follow PyYAML's own spelling (``1.0e-05``, ``.inf``, ``.nan``):
+YAML 1.1 reads ``1e-05`` as a string. The one value no YAML can hold, a lone surrogate (text
+decoded with ``surrogateescape``: a file name or environment value that is not UTF-8), is
+written as U+FFFD, the replacement character.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ _PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./+\-\[\]=@()]*(?: [A-Za-z0-9_./+\-\[
 _UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
 #: A lone surrogate (a string decoded with ``surrogateescape``) has no YAML spelling at all.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: The longest key written as a plain ``key:`` (YAML allows an implicit key 1,024 characters).
+_IMPLICIT_KEY_MAX = 1000
 
 
 class _Unsupported(Exception):
@@ -64,7 +69,8 @@ def _mapping(data: dict[Any, Any], indent: str, lines: list[str]) -> None:
             _mapping(value, indent + "  ", lines)
         elif isinstance(value, list) and value:
             lines.append(head)
-            _sequence(value, indent, lines)  # PyYAML's style: "- " under the key
+            # PyYAML's style: "- " under the key; indented under an explicit key's ":"
+            _sequence(value, indent + "  " if head[len(indent)] == "?" else indent, lines)
         else:
             lines.append(f"{head} {_scalar(value)}")
 
@@ -79,7 +85,11 @@ def _head(indent: str, key: Any) -> str:
     if head is None:
         if type(key) is not str:
             raise _Unsupported
-        head = f"{indent}{_string(key)}:"
+        spelled = _string(key)
+        if len(spelled) > _IMPLICIT_KEY_MAX:
+            head = f"{indent}? {spelled}\n{indent}:"
+        else:
+            head = f"{indent}{spelled}:"
         if len(_HEADS) < _HEADS_MAX:
             _HEADS[indent, key] = head
     return head
@@ -131,10 +141,13 @@ def _float(value: float) -> str:
     return text
 
 
+def writable(text: str) -> str:
+    """``text`` with each lone surrogate (no YAML can hold one) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def _string(text: str) -> str:
     if _PLAIN.fullmatch(text) and text not in _WORDS:
         return text
-    if _SURROGATE.search(text):
-        raise _Unsupported
-    quoted = encode_basestring(text)
+    quoted = encode_basestring(writable(text))
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
