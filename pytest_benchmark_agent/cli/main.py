@@ -18,7 +18,8 @@ from pytest_benchmark_agent.cli import records as cli_records
 from pytest_benchmark_agent.cli import schema as cli_schema
 from pytest_benchmark_agent.cli import session as cli_session
 from pytest_benchmark_agent.cli import tune as cli_tune
-from pytest_benchmark_agent.records import lessons
+from pytest_benchmark_agent.cli.common import home_of
+from pytest_benchmark_agent.records import lessons, recover
 
 VERB_MODULES = (
     cli_session,
@@ -47,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "pytest_args", None) and args.pytest_args[0] == "--":
         args.pytest_args = args.pytest_args[1:]
+    # A run left "running" by a killed session is finalized before any verb reads the records.
+    recover.recover_orphans(home_of(args), by=f"benchmark-agent {args.verb}")
     return args.func(args)
 
 

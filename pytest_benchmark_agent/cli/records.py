@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_benchmark_agent.cli.common import find_run, home_of, runs_in
 from pytest_benchmark_agent.judge.baseline import (
+    FINISHED,
     RecordView,
     blocking_reason,
     code_changed,
@@ -272,6 +273,12 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
         return lines + [f"not_comparable: a frozen config no longer validates ({exc})"], False
     if a.name != b.name:
         refusals.append(f"name: {a.name!r} (A) vs {b.name!r} (B)")
+    refusals += [
+        f"state: {view.run_id} ({side}) is {view.state or 'unfinished'}, not finished; "
+        "compare complete or halted runs (run it again to finish it)"
+        for side, view in (("A", a), ("B", b))
+        if view.state not in FINISHED
+    ]
     refusals += [
         f"{field}: {mine} (A) vs {theirs} (B)"
         for field, mine, theirs in config_differences(model_a, model_b)

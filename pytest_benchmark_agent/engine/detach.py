@@ -8,7 +8,8 @@ exists. The supervisor runs the pytest session as its child with all output in
 ``session.log``, forwards SIGTERM/SIGINT to it (the engine then stops the running stage and
 records the rest as ``not_run``), and when pytest exits leaves a marker: ``.complete`` (exit
 code 0), or ``.failed`` with the reason (a failed trial, a gate error, an interruption, or
-pytest killed by a signal, with the tail of the log). The samples already taken stay in
+pytest killed by a signal, with the tail of the log; a killed session's run is then finalized
+``interrupted`` at once, :mod:`.records.recover`). The samples already taken stay in
 ``trials.jsonl`` whatever happens.
 
 ``run_status`` is what ``benchmark-agent status`` prints: a marker when there is one; else
@@ -31,6 +32,7 @@ from typing import Any
 
 import psutil
 
+from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.writer import load_results
 from pytest_benchmark_agent.report.progress import duration, read_heartbeat
@@ -143,9 +145,11 @@ def conclude(run_dir: Path, returncode: int) -> None:
         )
         return
     if returncode < 0:
+        finalized = recover.recover_run(run_dir, by="the detached supervisor")
         reason = (
             f"pytest was killed by {signal.Signals(-returncode).name} before the run ended; "
             f"{recorded} trial(s) recorded, kept in trials.jsonl"
+            + ("; the run was finalized as interrupted" if finalized else "")
         )
     elif state == "interrupted":
         reason = (

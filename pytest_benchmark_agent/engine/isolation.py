@@ -194,7 +194,7 @@ def _children() -> set[int]:
 class Containment:
     """How this session contains its stages, settled at the first stage and ended at exit.
 
-    With a cgroup: ``pba-session-<pid>-<start ticks>/`` under this process's own memory cgroup,
+    With a cgroup: ``pba-session-<pid>-<start ticks>-<random>/`` under this process's own cgroup,
     one child per stage, removed when the stage ends; a later session removes a session's
     folder whose owner is gone. Else this process becomes its stages' child subreaper. Either
     way a watchdog (:data:`_WATCHDOG`) cleans up when this process is gone, SIGKILL included.
@@ -242,7 +242,7 @@ class Containment:
 
     def _spawn_watchdog(self, own: CgroupMemory | None) -> None:
         """Start the watchdog (its own session: no terminal signal reaches it)."""
-        name = f"{_SESSION_PREFIX}{os.getpid()}-{_start_ticks(os.getpid())}"
+        name = f"{_SESSION_PREFIX}{os.getpid()}-{_start_ticks(os.getpid())}-{self.token[-8:]}"
         folder = own.path / name if own is not None else None
         read, write = os.pipe()
         try:
@@ -316,7 +316,7 @@ def sweep_orphan_sessions(own: Path) -> list[Path]:
     except OSError:
         return removed
     for name in names:
-        pid_text, _, ticks = name[len(_SESSION_PREFIX) :].partition("-")
+        pid_text, ticks = (name[len(_SESSION_PREFIX) :].split("-") + ["", ""])[:2]
         if not (pid_text.isdigit() and ticks.isdigit()):
             continue
         if _start_ticks(int(pid_text)) == int(ticks):

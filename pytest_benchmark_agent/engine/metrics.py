@@ -6,6 +6,10 @@ number, is an error, never a silent 0. A ``direction: equal`` metric (a checksum
 kept exactly as the stage wrote it: an integer of any size as an ``int``, any other token (hex,
 base64, text) as a ``str``, never rounded through a float. ``BENCH_EFFECTIVE name=value`` lines
 on stdout and ``{out}/effective.json`` report the parameters a stage really used.
+
+Output is read as a stream of lines (:func:`file_lines`), never whole: a stage may print
+hundreds of megabytes, and the harness must not hold them (docs/benchmark/RELIABILITY.md). A
+line longer than :data:`MAX_LINE_BYTES` cannot be a metric line and is skipped unread.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections import deque
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,39 @@ _EFFECTIVE = "BENCH_EFFECTIVE"
 
 #: A metric's value in a trial record: a float, or an exact (``direction: equal``) int or str.
 Value = float | int | str
+#: Longest line read from a stage's output or metrics file; longer ones are skipped.
+MAX_LINE_BYTES = 1 << 20
+_CHUNK = 1 << 16
+_TAIL_LINES = 5
+#: Text or a stream of lines: what the readers below accept.
+Lines = str | Iterable[str]
+
+
+def file_lines(path: Path, max_line: int = MAX_LINE_BYTES) -> Iterator[str]:
+    """The lines of ``path`` (without their ends), read in chunks; a line over ``max_line``
+    bytes is skipped, so memory stays bounded whatever the file holds."""
+    with open(path, "rb") as handle:
+        pending = bytearray()
+        skipping = False  # inside a line already over the limit, until its end
+        while chunk := handle.read(_CHUNK):
+            *ended, rest = chunk.split(b"\n")
+            for piece in ended:
+                if not skipping and len(pending) + len(piece) <= max_line:
+                    pending += piece
+                    yield pending.decode(errors="replace")
+                pending.clear()
+                skipping = False
+            if not skipping:
+                pending += rest
+                if len(pending) > max_line:
+                    pending.clear()
+                    skipping = True
+        if pending and not skipping:  # a last line without its end
+            yield pending.decode(errors="replace")
+
+
+def _lines(source: Lines) -> Iterable[str]:
+    return source.splitlines() if isinstance(source, str) else source
 
 
 def exact_metrics(specs: Mapping[str, object]) -> frozenset[str]:
@@ -37,11 +75,19 @@ def exact_metrics(specs: Mapping[str, object]) -> frozenset[str]:
     )
 
 
-def read_pairs(text: str) -> dict[str, Any]:
+def read_pairs(text: Lines) -> dict[str, Any]:
     """Every ``name=value`` / ``name: value`` / JSON-object line of ``text``; the last one wins."""
+    return _scan(text)[0]
+
+
+def _scan(text: Lines) -> tuple[dict[str, Any], deque[str]]:
+    """The pairs of ``text`` (see :func:`read_pairs`) and its last non-blank lines."""
     found: dict[str, Any] = {}
-    for line in text.splitlines():
+    tail: deque[str] = deque(maxlen=_TAIL_LINES)
+    for line in _lines(text):
         stripped = line.strip()
+        if stripped:
+            tail.append(line)
         if not stripped or stripped.startswith(_EFFECTIVE):
             continue
         if stripped.startswith("{") and stripped.endswith("}"):
@@ -55,21 +101,22 @@ def read_pairs(text: str) -> dict[str, Any]:
         match = _PAIR.match(stripped)
         if match:
             found[match.group(1)] = _Token(match.group(2))
-    return found
+    return found, tail
 
 
 def parse_metrics(
-    text: str, fields: Iterable[str], source: str, exact: Collection[str] = ()
+    text: Lines, fields: Iterable[str], source: str, exact: Collection[str] = ()
 ) -> dict[str, Value]:
-    """The declared ``fields`` from a stage's output ``text``; ``source`` names it in errors.
+    """The declared ``fields`` from a stage's output ``text`` (or its lines, read once);
+    ``source`` names it in errors.
 
     The ``exact`` ones (``direction: equal``) are kept as written, the others are finite floats.
     """
-    pairs = read_pairs(text)
+    pairs, last = _scan(text)
     values: dict[str, Value] = {}
     for name in fields:
         if name not in pairs:
-            tail = "\n".join(text.strip().splitlines()[-5:]) or "(nothing)"
+            tail = "\n".join(last) or "(nothing)"
             what = "<value>" if name in exact else "<number>"
             raise MetricError(
                 f"metric '{name}' was not reported on {source}; it must print "
@@ -157,10 +204,10 @@ def read_metrics_file(
     """Metrics from a file a stage wrote (a JSON object, or ``name=value`` lines)."""
     if not path.is_file():
         raise MetricError(f"metrics file {path} was not written by the stage.")
-    return parse_metrics(path.read_text(), fields, f"metrics file {path}", exact)
+    return parse_metrics(file_lines(path), fields, f"metrics file {path}", exact)
 
 
-def parse_effective(stdout: str, out_dir: Path | None) -> dict[str, str]:
+def parse_effective(stdout: Lines, out_dir: Path | None) -> dict[str, str]:
     """Parameters the stage says it really used, as text (stdout lines win over the file)."""
     effective: dict[str, str] = {}
     if out_dir is not None and (out_dir / "effective.json").is_file():
@@ -171,7 +218,7 @@ def parse_effective(stdout: str, out_dir: Path | None) -> dict[str, str]:
         if not isinstance(data, dict):
             raise MetricError(f"{out_dir / 'effective.json'} must hold a JSON object.")
         effective.update({str(k): as_text(v) for k, v in data.items()})
-    for line in stdout.splitlines():
+    for line in _lines(stdout):
         stripped = line.strip()
         if stripped.startswith(_EFFECTIVE):
             match = _PAIR.match(stripped[len(_EFFECTIVE) :])

@@ -30,12 +30,13 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.engine.isolation import Containment, StageScope
+from pytest_benchmark_agent.engine.metrics import file_lines
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import VramGuard, process_tree
 from pytest_benchmark_agent.guards.memory import MemoryGuard
@@ -53,12 +54,17 @@ DEFAULT_PROGRESS_S = 60.0
 #: Output kept in memory up to this many bytes per stream; beyond, it streams to its file.
 SPILL_BYTES = 1 << 20
 _READ_BYTES = 1 << 16
+#: How much of a stream's end its tail reads (the last lines of stderr, not all of it).
+_TAIL_BYTES = 1 << 16
 
 
 class StageOutput:
     """One captured stream: in memory while small, streamed to ``path`` once past the spill size.
 
-    The file (and its folder) is created only when the stage wrote something.
+    The file (and its folder) is created only when the stage wrote something. A write that
+    fails (a full disk) is kept as :attr:`error`, the part written is emptied (room for the
+    run's records, which matter more than a log cut short) and the rest of the output is
+    discarded, so the stage is still read to its end (it never blocks on a full pipe).
     """
 
     def __init__(self, path: Path, spill_bytes: int = SPILL_BYTES):
@@ -66,24 +72,42 @@ class StageOutput:
         self._spill = spill_bytes
         self._buffer = bytearray()
         self._file: Any = None
+        self.error: OSError | None = None
 
     def write(self, chunk: bytes) -> None:
+        if self.error is not None:
+            return
         if self._file is None:
             self._buffer += chunk
             if len(self._buffer) > self._spill:
-                self._file = self._open()
-                self._file.write(self._buffer)
-                self._buffer = bytearray()
+                self._guarded(self._spill_buffer)
         else:
-            self._file.write(chunk)
+            self._guarded(lambda: self._file.write(chunk))
 
     def close(self) -> None:
         """Write what is in memory (if anything) and close the file."""
-        if self._file is None and self._buffer:
-            self._file = self._open()
-            self._file.write(self._buffer)
+        if self._file is None and self._buffer and self.error is None:
+            self._guarded(self._spill_buffer)
         if self._file is not None:
-            self._file.close()
+            self._guarded(self._file.close)
+
+    def _spill_buffer(self) -> None:
+        self._file = self._open()
+        self._file.write(self._buffer)
+        self._buffer = bytearray()
+
+    def _guarded(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except OSError as exc:
+            exc.filename = exc.filename or str(self.path)
+            self.error = self.error or exc
+            self._buffer = bytearray()
+            if self._file is not None:
+                with contextlib.suppress(OSError):
+                    self._file.close()
+                with contextlib.suppress(OSError):
+                    os.truncate(self.path, 0)
 
     @property
     def written(self) -> bool:
@@ -93,6 +117,20 @@ class StageOutput:
         if self._file is None:
             return self._buffer.decode(errors="replace")
         return self.path.read_text(errors="replace")
+
+    def lines(self) -> Iterable[str]:
+        """The output's lines, streamed from its file once it spilled (never read whole)."""
+        if self._file is None:
+            return self._buffer.decode(errors="replace").splitlines()
+        return file_lines(self.path)
+
+    def tail(self, limit: int = _TAIL_BYTES) -> str:
+        """The output's last ``limit`` bytes at most, as text."""
+        if self._file is None:
+            return self._buffer[-limit:].decode(errors="replace")
+        with open(self.path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - limit))
+            return handle.read(limit).decode(errors="replace")
 
     def _open(self) -> Any:
         return open(open_creating(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
@@ -124,8 +162,15 @@ class StageRun:
     def stdout(self) -> str:
         return self.stdout_log.text()
 
+    def stdout_lines(self) -> Iterable[str]:
+        return self.stdout_log.lines()
+
+    def output_errors(self) -> list[OSError]:
+        """Writes of the stage's output that failed (a full disk): its output is incomplete."""
+        return [log.error for log in (self.stdout_log, self.stderr_log) if log.error is not None]
+
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
-        text = self.stderr_log.text()
+        text = self.stderr_log.tail()
         tail = text.rstrip().splitlines()[-lines:]
         return "\n".join(tail) if tail else "(stderr was empty)"
 

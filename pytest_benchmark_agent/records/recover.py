@@ -1,0 +1,189 @@
+"""Runs whose session is gone: found by any later session or verb, and finalized ``interrupted``.
+
+A session killed with SIGKILL (or by the OOM killer, or a power cut) never reaches its end, so
+its run would stay ``running`` forever. Each process that records into a run first *claims* it:
+``owners/<pid>-<start>.json`` in the run folder names the host, the process by its pid *and*
+its start time (a pid alone is reused), the boot, and for an xdist worker its controller. A run
+with no ``index.json`` whose every owner on this host is gone is finalized as the session would
+have finalized it, as ``interrupted``: the trials of its journal kept, the one in flight
+``interrupted``, the rest ``not_run``, its report (with What Went Wrong), ``index.json`` and
+``results_index.md`` written. A run claimed from another host is left alone (its owner cannot
+be checked from here); so is a run with no claim at all (written before claims existed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, release_lock, utc_now
+
+OWNERS = "owners"
+_LOCK = ".recover.lock"
+
+
+def _start_ticks(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (with its pid, its identity)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return boot.read().strip()
+    except OSError:
+        return None
+
+
+def _process(pid: int) -> dict[str, Any]:
+    return {"pid": pid, "start_ticks": _start_ticks(pid)}
+
+
+def claim(run_dir: Path, *, worker: bool = False) -> Path:
+    """Record this process as an owner of ``run_dir`` (made if missing); ``worker``: an xdist
+    worker, whose controller (its parent) finishes the run and so owns it too."""
+    me = _process(os.getpid())
+    owner = {"host": socket.gethostname(), "boot_id": _boot_id(), **me}
+    if worker:
+        owner["controller"] = _process(os.getppid())
+    path = run_dir / OWNERS / f"{me['pid']}-{me['start_ticks']}.json"
+    atomic_write(path, json.dumps(owner))
+    return path
+
+
+def _alive(process: dict[str, Any]) -> bool:
+    pid, ticks = process.get("pid"), process.get("start_ticks")
+    return isinstance(pid, int) and ticks is not None and _start_ticks(pid) == ticks
+
+
+def owner_state(owner: dict[str, Any]) -> str:
+    """``alive``, ``gone`` or ``unknown`` (claimed from another host)."""
+    if owner.get("host") != socket.gethostname():
+        return "unknown"
+    if owner.get("boot_id") != _boot_id():
+        return "gone"  # the machine rebooted since
+    controller = owner.get("controller")
+    if _alive(owner) or (isinstance(controller, dict) and _alive(controller)):
+        return "alive"
+    return "gone"
+
+
+def orphaned(run_dir: Path) -> bool:
+    """Whether ``run_dir`` is unfinished and every one of its owners is gone."""
+    if (run_dir / "index.json").exists():
+        return False
+    try:
+        files = list((run_dir / OWNERS).iterdir())
+    except OSError:
+        return False
+    states = []
+    for path in files:
+        try:
+            owner = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return False  # a claim being written, or unreadable: not ours to judge
+        states.append(owner_state(owner) if isinstance(owner, dict) else "unknown")
+    return bool(states) and all(state == "gone" for state in states)
+
+
+def recover_orphans(home: Path, *, by: str) -> list[str]:
+    """Finalize every run in ``home`` whose owners are gone (``by``: who found it, for the
+    record); returns their ids. One that cannot be finalized is skipped with a warning."""
+    runs = home / "runs"
+    try:
+        names = sorted(name for name in os.listdir(runs) if not name.startswith("."))
+    except OSError:
+        return []
+    return [name for name in names if recover_run(runs / name, by=by)]
+
+
+def recover_run(run_dir: Path, *, by: str) -> bool:
+    """Finalize ``run_dir`` if its owners are gone; whether it was finalized here."""
+    if not orphaned(run_dir):
+        return False
+    lock = acquire_lock(run_dir / _LOCK, wait=False)
+    if lock is None:
+        return False  # another process is finalizing it
+    try:
+        if not orphaned(run_dir):
+            return False
+        finalize(run_dir, by)
+        return True
+    except Exception as exc:  # a corrupted record or a full disk: say so, never stop the caller
+        print(
+            f"benchmark-agent: run {run_dir.name} was left running by a session that is gone "
+            f"and could not be finalized ({type(exc).__name__}: {exc}); its finished trials "
+            f"stay in {run_dir / 'trials.jsonl'}",
+            file=sys.stderr,
+        )
+        return False
+    finally:
+        release_lock(lock)
+        with contextlib.suppress(OSError):
+            (run_dir / _LOCK).unlink()
+
+
+def finalize(run_dir: Path, by: str) -> None:
+    """Finish an ownerless run as its session would have, ``interrupted``."""
+    from pytest_benchmark_agent.config.models import BenchmarkConfig
+    from pytest_benchmark_agent.engine.plan import build_plan
+    from pytest_benchmark_agent.judge import gate2 as judge
+    from pytest_benchmark_agent.records.run import BenchRun
+    from pytest_benchmark_agent.records.writer import RecordWriter, load_results, load_yaml
+    from pytest_benchmark_agent.report.markdown import ReportWriter, what_went_wrong
+    from pytest_benchmark_agent.report.progress import read_heartbeat
+
+    frozen = load_yaml(run_dir / "config.yaml")
+    config = BenchmarkConfig.model_validate(frozen["config"])
+    source = Path(frozen["source"])
+    previous = load_results(run_dir)
+    points = _points(previous) if config.search_space is not None else None
+    run = BenchRun(
+        plan=build_plan(config, source, points), home=run_dir.parent.parent, run_id=run_dir.name
+    )
+    planned = set(frozen.get("planned_trials") or [])
+    run.planned = [spec for spec in run.plan.trials if run.trial_id(spec) in planned]
+    run.trials = [t for t in previous.get("trials") or [] if t.get("status") != "not_run"]
+    run.preps = list(previous.get("preps") or [])
+    run.caveats = list(previous.get("caveats") or [])
+    run.fingerprint = frozen.get("fingerprint") or {}
+    run.started = previous.get("started") or previous.get("ended") or utc_now()
+    beat = read_heartbeat(run_dir) or {}
+    why = (
+        f"the session that ran it (pid {beat.get('pid') or '?'}) ended without finishing it "
+        "(killed or crashed)"
+    )
+    done = {t["id"] for t in run.trials}
+    for spec in run.planned:
+        trial_id = run.trial_id(spec)
+        if trial_id in done:
+            continue
+        if trial_id == beat.get("trial_id"):
+            record = run.blank_trial(spec, "interrupted", f"{why} during this trial")
+        else:
+            record = run.blank_trial(spec, "not_run", why)
+        run.trials.append(record)
+    run.stop_reason = why
+    run.caveats.append(f"finalized as interrupted by {by} at {utc_now()}: {why}")
+    run.state = "interrupted"
+    run.ended = beat.get("updated") or utc_now()
+    run.summarize()
+    judge.judge_run(run, judge.sequential_outcome(run), None)
+    run.what_went_wrong = what_went_wrong(run)
+    RecordWriter().pytest_bench_run_finished(run=run)
+    ReportWriter().pytest_bench_run_finished(run=run)
+
+
+def _points(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """A tuning round's points, read back from its treatment labels (``a=1,b=2``)."""
+    labels = results.get("treatments") or []
+    return [dict(pair.split("=", 1) for pair in str(label).split(",")) for label in labels]
