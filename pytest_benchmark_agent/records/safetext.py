@@ -14,6 +14,8 @@ import re
 #: The longest benchmark name, stage name, artifact name or run id accepted: a run id adds a
 #: 27-character stamp and suffix to the name, and a file name may have 255 bytes.
 NAME_MAX = 100
+#: The longest run id: a bounded name (:data:`NAME_MAX`) with its stamp and suffix, and room.
+RUN_ID_MAX = 160
 #: A run id names a folder of ``runs/``: letters, digits and ``_ . = @ + -``, starting with a
 #: letter or digit (so never ``.``, ``..`` or a path).
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.=@+-]*")
@@ -25,8 +27,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 def run_id_problem(text: str) -> str | None:
     """Why ``text`` cannot be a run id, or None when it can."""
-    if len(text) > NAME_MAX:
-        return f"is {len(text)} characters long; at most {NAME_MAX} are accepted"
+    if len(text) > RUN_ID_MAX:
+        return f"is {len(text)} characters long; at most {RUN_ID_MAX} are accepted"
     if not _RUN_ID.fullmatch(text):
         return (
             "must be a folder name inside the data home: letters, digits and _ . = @ + -, "
@@ -39,7 +41,7 @@ def run_id_option(text: str) -> str:
     """``--bench-run-id``'s type: the id, or a usage error saying what is accepted."""
     problem = run_id_problem(text)
     if problem:
-        raise argparse.ArgumentTypeError(f"{text[:NAME_MAX]!r} {problem}, e.g. nightly-2026-01-02")
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} {problem}, e.g. nightly-2026-01-02")
     return text
 
 
@@ -50,7 +52,7 @@ def simple_name_problem(text: str) -> str | None:
     if not _SIMPLE_NAME.fullmatch(text):
         return (
             "must be letters, digits and _ . @ -, starting with a letter or _ "
-            "(it names a folder inside the data home and a {placeholder})"
+            "(it names a folder or file inside the data home)"
         )
     return None
 
