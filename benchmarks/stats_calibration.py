@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -238,8 +239,166 @@ def evaluate(pool: dict[str, dict], args: argparse.Namespace) -> list[list[str]]
     return rows
 
 
+def synthetic_noise(rng: np.random.Generator, shape: tuple[int, ...], cv: float) -> np.ndarray:
+    """Log-scale noise like a timing's: normal with sd ``cv``, plus a right-tail burst (10% of
+    runs slowed by an exponential factor of mean 3 ``cv``)."""
+    burst = (rng.random(shape) < 0.1) * rng.exponential(3 * cv, shape)
+    return rng.normal(0.0, cv, shape) + burst
+
+
+def synthetic_run(
+    rng: np.random.Generator,
+    n: int,
+    effect: float,
+    *,
+    cv: float = 0.05,
+    drift: float = 0.0,
+    position: float = 0.0,
+    balanced: bool = True,
+    quantum: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Control and treatment values of n blocks: multiplicative ``effect``, noise, a random-walk
+    drift shared by a block, the first run of each block ``position`` slower (the plan's
+    alternating order when ``balanced``, else the control always first), values rounded to
+    ``quantum`` (ties)."""
+    walk = np.cumsum(rng.normal(0.0, drift, n)) if drift else np.zeros(n)
+    noise = synthetic_noise(rng, (2, n), cv)
+    control_first = (np.arange(n) % 2 == 0) if balanced else np.ones(n, dtype=bool)
+    c = np.exp(walk + noise[0] + position * control_first)
+    t = np.exp(walk + noise[1] + position * ~control_first) * (1 + effect)
+    if quantum:
+        c, t = np.round(c / quantum) * quantum, np.round(t / quantum) * quantum
+    return c, t
+
+
+def _verdict_of(c: np.ndarray, t: np.ndarray, threshold: float = 0.01) -> Any:
+    spec = {"t": MetricSpec(direction="lower", primary=True, noise_threshold=threshold)}
+    return analyze_run(_observations(c, t), spec, TREATMENTS, "control").verdicts["t"]["treatment"]
+
+
+def issue23_cells(experiments: int, seed: int) -> list[tuple[str, str, str, str]]:
+    """Rows (cell, measured, target, met) for each point of issue 23, on synthetic metrics of
+    known truth (seeded); ``experiments`` runs per cell."""
+    rng = np.random.default_rng(seed)
+    rows: list[tuple[str, str, str, str]] = []
+
+    def share(hits: list[bool]) -> float:
+        return float(np.mean(hits))
+
+    def row(cell: str, value: float, target: str, ok: bool) -> None:
+        rows.append((cell, f"{value:.1%}", target, "yes" if ok else "NO"))
+
+    for n in (10, 20):
+        for balanced in (False, True):
+            hits = []
+            for _ in range(experiments):
+                c, t = synthetic_run(rng, n, 0.0, cv=0.02, position=0.03, balanced=balanced)
+                hits.append(_verdict_of(c, t).verdict != "no_change")
+            order = "alternating order" if balanced else "control always first (old plan)"
+            row(
+                f"A/A, 3% position effect, {order}, n={n}",
+                share(hits),
+                "<= 5%",
+                share(hits) <= 0.05,
+            )
+    for effect in (0.005, 0.009):
+        hits = []
+        for _ in range(experiments):
+            c, t = synthetic_run(rng, 20, effect, cv=0.002)
+            hits.append(_verdict_of(c, t).verdict == "regressed")
+        target = "<= 1%" if effect == 0.005 else "(reported)"
+        row(
+            f"+{effect:.1%} real, 1% threshold, n=20, cv 0.2%: regressed",
+            share(hits),
+            target,
+            effect != 0.005 or share(hits) <= 0.01,
+        )
+    for n in (5, 10):
+        zero = fp = 0
+        for _ in range(experiments):
+            c, t = synthetic_run(rng, n, 0.0, cv=0.05, quantum=0.1)
+            v = _verdict_of(c, t, threshold=0.0)
+            zero += v.p == 0
+            fp += v.verdict != "no_change"
+        row(f"quantized A/A (ties), n={n}: p = 0", zero / experiments, "0%", zero == 0)
+        row(
+            f"quantized A/A (ties), n={n}: false positives",
+            fp / experiments,
+            "<= 5%",
+            fp / experiments <= 0.05,
+        )
+    for n in (5, 10, 20):
+        covered = []
+        for _ in range(experiments):
+            c, t = synthetic_run(rng, n, 0.05, cv=0.05)
+            ci = _verdict_of(c, t).ci
+            covered.append(ci[0] <= 1.05 <= ci[1])
+        row(
+            f"95% interval covers the true ratio 1.05, n={n}",
+            share(covered),
+            ">= 94%",
+            share(covered) >= 0.94,
+        )
+    for n in (10, 20):
+        mdes = [_verdict_of(*synthetic_run(rng, n, 0.0, cv=0.05)).mde for _ in range(experiments)]
+        mde = float(np.median(mdes))
+        hits = [
+            _verdict_of(*synthetic_run(rng, n, mde, cv=0.05)).verdict == "regressed"
+            for _ in range(experiments)
+        ]
+        row(
+            f"power at the median reported MDE ({mde:.1%}), n={n}",
+            share(hits),
+            "80% +/- 3%",
+            abs(share(hits) - 0.8) <= 0.03,
+        )
+    for drift in (0.0, 0.03):
+        for n in (10, 20):
+            ours, mw = [], []
+            for _ in range(experiments):
+                c, t = synthetic_run(rng, n, 0.10, cv=0.05, drift=drift)
+                v = _verdict_of(c, t, threshold=0.0)
+                ours.append(v.verdict == "regressed")
+                mw.append(rule_mann_whitney(c, t) == 1)
+            kind = "drifting (3%/block)" if drift else "independent"
+            row(
+                f"power +10%, {kind} noise, n={n}: ours (test alone)",
+                share(ours),
+                f">= 0.9 x Mann-Whitney's {share(mw):.1%}"
+                if not drift
+                else f"(Mann-Whitney {share(mw):.1%})",
+                share(ours) >= 0.9 * share(mw) or bool(drift),
+            )
+    contradicts = inconclusive = 0
+    for _ in range(experiments):
+        first, second = (_verdict_of(*synthetic_run(rng, 10, 0.05, cv=0.05)) for _ in range(2))
+        decided = {v.verdict for v in (first, second)} - {"no_change"}
+        apart = first.ci[1] < second.ci[0] or second.ci[1] < first.ci[0]
+        contradicts += len(decided) > 1 or apart
+        inconclusive += (first.verdict == "no_change") != (second.verdict == "no_change")
+    row(
+        "faithful reruns of a real +5% (n=10): contradict",
+        contradicts / experiments,
+        "~0% (only opposite decisions or intervals apart)",
+        contradicts / experiments <= 0.05,
+    )
+    row(
+        "faithful reruns of a real +5% (n=10): inconclusive (QUALIFIED)",
+        inconclusive / experiments,
+        "(reported)",
+        True,
+    )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--issue23",
+        type=int,
+        metavar="EXPERIMENTS",
+        help="only the cells of issue 23 on synthetic metrics, this many runs per cell",
+    )
     parser.add_argument("--blocks", type=int, default=300, help="blocks collected per condition")
     parser.add_argument("--experiments", type=int, default=400, help="resampled runs per cell")
     parser.add_argument("--seq-experiments", type=int, default=300, help="sequential runs per cell")
@@ -257,6 +416,13 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
+    if args.issue23:
+        print(f"| cell ({args.issue23} runs each, seed {args.seed}) | measured | target | met |")
+        print("|---|---|---|---|")
+        for cells in issue23_cells(args.issue23, args.seed):
+            print("| " + " | ".join(cells) + " |", flush=True)
+        print(f"\ntotal {time.perf_counter() - started:.0f} s")
+        return
     if args.load_samples:
         with open(args.load_samples) as fh:
             saved = json.load(fh)
