@@ -331,7 +331,8 @@ class BenchSession:
 
     def _stop(self, run: BenchRun, why: str) -> None:
         """End the session after this trial: the rest of every run is recorded ``not_run``."""
-        self._write_errors.append(why)
+        if why not in self._write_errors:
+            self._write_errors.append(why)
         self._interrupted = True
         for each in self.runs:
             each.stop_reason = each.stop_reason or why

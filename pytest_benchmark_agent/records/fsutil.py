@@ -92,8 +92,20 @@ def open_appending(path: Path) -> int:
 
 def write_line(fd: int, line: str) -> None:
     """Append one line in a single write, so appenders to the same O_APPEND file never
-    interleave (and a crash after it returns leaves the whole line in the file)."""
-    os.write(fd, (line.rstrip("\n") + "\n").encode())
+    interleave (and a crash after it returns leaves the whole line in the file).
+
+    A disk that fills mid-line makes a short write: the rest is tried, and where it fails the
+    part written is cut off again before the error is raised, so no torn line is left for the
+    next one to be glued to.
+    """
+    data = (line.rstrip("\n") + "\n").encode()
+    written = os.write(fd, data)
+    try:
+        while written < len(data):
+            written += os.write(fd, data[written:])
+    except OSError:
+        os.ftruncate(fd, os.fstat(fd).st_size - written)
+        raise
 
 
 def append_line(path: Path, line: str) -> None:
