@@ -1,0 +1,94 @@
+"""Class 10 of issue 19: what a stage prints and how long it runs cannot grow the harness.
+
+200 MB of stage output (100 MB of it one line with no end) must not raise the harness's own
+memory by more than 50 MB: metrics are parsed as a stream, and output stays on disk. The bound
+is on memory, measured as the pytest process's peak RSS over its RSS at session start (psutil,
+``ru_maxrss``), against the same session printing almost nothing; never on time. And
+``budget.wall_clock_s`` stops a trial still running at the deadline, not after it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from benchhelpers import BenchProject
+from hostilehelpers import assert_clean_exit, tiny_bench
+
+from pytest_benchmark_agent.engine.execute import BUDGET_STOP
+
+GROWTH_LIMIT_MB = 50
+#: Runs pytest in this process and prints its RSS growth: peak (``ru_maxrss``) over the RSS
+#: psutil reads when the session starts.
+PROBE = textwrap.dedent(
+    """
+    import json, resource, sys
+    import psutil, pytest
+
+    class Probe:
+        def pytest_sessionstart(self, session):
+            self.start = psutil.Process().memory_info().rss
+
+    probe = Probe()
+    code = pytest.main(sys.argv[1:], plugins=[probe])
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print("PROBE " + json.dumps({"code": int(code), "growth": peak - probe.start}))
+    """
+)
+
+
+def growth_mb(project: BenchProject, command: str) -> float:
+    """The harness's RSS growth over one session whose measure stage runs ``command``."""
+    document = tiny_bench()
+    document["stages"][1]["cmd"] = command
+    project.bench(document)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, "--bench", "-p", "no:cacheprovider", "-p", "no:randomly"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert_clean_exit(done, {0})
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
+    probe = json.loads(line[len("PROBE ") :])
+    assert probe["code"] == 0, done.stdout[-3000:]
+    return probe["growth"] / (1 << 20)
+
+
+def test_200_mb_of_stage_output_leaves_the_harness_memory_bounded(project: BenchProject) -> None:
+    quiet = growth_mb(project, "echo score=1; echo mode={mode}")
+    chatty = growth_mb(
+        project,
+        "if [ {mode} = a ]; then "
+        "head -c 100000000 /dev/zero | tr '\\0' x; echo; "
+        "yes 'noise=1 and a line of padding to make it longer' | head -c 100000000; echo; "
+        "fi; echo score=1; echo mode={mode}",
+    )
+    assert chatty - quiet < GROWTH_LIMIT_MB, (quiet, chatty)
+    [run_dir, *_] = sorted((project.home / "runs").iterdir())[-1:]
+    logs = list(run_dir.glob("trials/*a-rep0*/stdout.txt"))
+    assert logs and logs[0].stat().st_size > 200_000_000  # the output is kept, on disk
+
+
+@pytest.mark.parametrize("timeout_s", [None, 600])
+def test_the_wall_clock_budget_stops_a_running_trial_at_its_deadline(
+    project: BenchProject, timeout_s: int | None
+) -> None:
+    document = tiny_bench(budget={"wall_clock_s": 2})
+    document["stages"][1]["cmd"] = "sleep 600; echo score=1; echo mode={mode}"
+    if timeout_s is not None:
+        document["stages"][1]["timeout_s"] = timeout_s
+    project.bench(document)
+    result = project.run()
+    assert_clean_exit(result, {0})
+    results = project.results()
+    assert results["state"] == "halted"
+    assert results["stop_reason"].startswith("budget.wall_clock_s spent")
+    first, second = results["trials"]
+    assert first["status"] == "interrupted" and first["reason"].startswith(BUDGET_STOP)
+    assert first["exit_code"] == -9  # killed at the deadline, not left to sleep on
+    assert second["status"] == "not_run"
