@@ -1,8 +1,11 @@
 """Hooks other plugins (or a ``conftest.py``) implement to follow a benchmark run.
 
 The engine's own records and reports are written by implementations of these same hooks
-(``record.RecordWriter`` and ``report.ReportWriter``), so exporting a run elsewhere (MLflow, a
-database, a dashboard) is one ``hookimpl`` away and sees exactly what the records see.
+(``records.writer.RecordWriter`` and ``report.markdown.ReportWriter``), so exporting a run
+elsewhere (MLflow, a database, a dashboard) is one ``hookimpl`` away and sees exactly what the
+records see. Every hook gets read-only views (:mod:`.records.views`): no implementation can
+change a trial, a verdict or a caveat that another one, or gate 2, reads after it; what a plugin
+adds to a run it returns from :func:`pytest_bench_run_caveats`.
 """
 
 from __future__ import annotations
@@ -12,34 +15,43 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_benchmark_agent.records.run import BenchRun
+    from collections.abc import Mapping
+
+    from pytest_benchmark_agent.records.views import RunView
 
 
 @pytest.hookspec
-def pytest_bench_run_started(run: BenchRun) -> None:
+def pytest_bench_run_started(run: RunView) -> None:
     """A run is about to execute its first trial; ``run.dir`` exists and the plan is final."""
 
 
 @pytest.hookspec
-def pytest_bench_stage_started(run: BenchRun, stage: str, trial_id: str | None) -> None:
+def pytest_bench_stage_started(run: RunView, stage: str, trial_id: str | None) -> None:
     """A stage's command is about to start (``trial_id`` is None for a prep being built)."""
 
 
 @pytest.hookspec
 def pytest_bench_stage_progress(
-    run: BenchRun, stage: str, trial_id: str | None, elapsed_s: float, peak_rss_mb: float
+    run: RunView, stage: str, trial_id: str | None, elapsed_s: float, peak_rss_mb: float
 ) -> None:
     """A long stage is still running: called at least once a minute while it runs."""
 
 
 @pytest.hookspec
-def pytest_bench_trial_finished(trial: dict[str, Any], run: BenchRun) -> None:
+def pytest_bench_trial_finished(trial: Mapping[str, Any], run: RunView) -> None:
     """A trial ended (passed, failed, guarded, non-comparable or interrupted).
 
-    ``trial`` is the record as it appears under ``trials:`` in ``results.yaml``.
+    ``trial`` is the record as it appears under ``trials:`` in ``results.yaml`` (read-only).
     """
 
 
 @pytest.hookspec
-def pytest_bench_run_finished(run: BenchRun) -> None:
+def pytest_bench_run_finished(run: RunView) -> None:
     """A run ended: its summary and state are final; ``run.results()`` is the whole record."""
+
+
+@pytest.hookspec
+def pytest_bench_run_caveats(run: RunView) -> list[str] | None:
+    """Caveats this plugin attaches to the run: asked when the run starts and again before it
+    is judged. They are recorded with the engine's own, shown in the report, and keep a
+    reproduced run from RELIABLE (QUALIFIED), so return only what limits the run's evidence."""

@@ -31,7 +31,7 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
-from pytest_benchmark_agent.engine.execute import BUDGET_STOP, StageContext
+from pytest_benchmark_agent.engine.execute import StageContext
 from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE, HostIsolation, host_id
 from pytest_benchmark_agent.engine.plan import BenchPlan
 from pytest_benchmark_agent.engine.preflight import check_resources
@@ -41,10 +41,11 @@ from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
-from pytest_benchmark_agent.records import recover, redact
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
 from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
 from pytest_benchmark_agent.records.run import BenchRun, new_run_id, new_session_token
+from pytest_benchmark_agent.records.views import FrozenMapping, RunView
 from pytest_benchmark_agent.records.writer import read_journal
 from pytest_benchmark_agent.report.markdown import terminal_lines, what_went_wrong
 
@@ -85,9 +86,6 @@ class BenchSession:
         self._t0 = time.monotonic()
         self._previous_sigterm: Any = None
         self._interrupted = False
-        #: Records that could not be written (each stops the session; see _write_failed).
-        self._write_errors: list[str] = []
-        self._session: pytest.Session | None = None
         #: Sequential looks already taken, per run id (each look is taken once).
         self._looked: dict[str, set[int]] = {}
         self._froze = False
@@ -208,25 +206,15 @@ class BenchSession:
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         if session.config.option.collectonly:
             return
-        self._session = session
         self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
-        if self.worker_id is None:
-            recover.recover_orphans(self.home, by="a later session")
         for run in self.runs:
             if run.planned:
                 run.started = utc_now()
                 run.fingerprint = self._fingerprint(run)
                 if self.stage_context.isolation.policy == "none":
                     run.caveats.append(CAVEAT_NONE)
-                wall_clock = run.plan.config.budget.wall_clock_s
-                if wall_clock is not None:
-                    self.stage_context.deadlines[run.run_id] = self._t0 + wall_clock
-                try:
-                    recover.claim(run.dir, worker=self.worker_id is not None)
-                    self.hook.pytest_bench_run_started(run=run)
-                except OSError as exc:
-                    self._write_failed(run, exc)
-                    continue
+                self.hook.pytest_bench_run_started(run=RunView(run))
+                self._take_caveats(run)
 
     def _fingerprint(self, run: BenchRun) -> dict[str, Any]:
         """Environment, code and accelerator; the code is what the benchmark declares
@@ -260,14 +248,8 @@ class BenchSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if not isinstance(item, BenchItem):
-            return
-        run = item.run
-        deadline = self.stage_context.deadlines.get(run.run_id)
-        if not run.stop_reason and deadline is not None and time.monotonic() >= deadline:
-            run.stop_reason = self._budget_spent(run)
-        if run.stop_reason or run.decided:
-            pytest.skip(f"not run: {run.stop_reason or run.decided}")
+        if isinstance(item, BenchItem) and (item.run.stop_reason or item.run.decided):
+            pytest.skip(f"not run: {item.run.stop_reason or item.run.decided}")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
@@ -289,12 +271,7 @@ class BenchSession:
     def finish_trial(self, run: BenchRun, record: dict[str, Any]) -> None:
         """Publish a finished trial, then check the run's budget and sequential looks."""
         run.trials.append(record)
-        try:
-            self.hook.pytest_bench_trial_finished(trial=record, run=run)
-        except OSError as exc:
-            self._write_failed(run, exc)
-        if self.stage_context.disk_full and not self._write_errors:
-            self._stop(run, f"the disk is full ({self.stage_context.disk_full})")
+        self.hook.pytest_bench_trial_finished(trial=FrozenMapping(record), run=RunView(run))
         run.stop_reason = run.stop_reason or self._budget_spent(run)
         if not (run.stop_reason or run.decided):
             # An xdist worker sees every worker's trials in the shared journal.
@@ -320,25 +297,6 @@ class BenchSession:
             return f"budget.cost_usd spent (${spent['cost_usd']:.4g} of ${budget.cost_usd:g})"
         return None
 
-    def _write_failed(self, run: BenchRun, exc: OSError) -> None:
-        """A record could not be written (a full disk, most often): stop the session cleanly.
-
-        The trials already journalled stay; the run ends ``interrupted`` (here if the disk
-        lets its end be written, else when a later session or verb finds it ownerless).
-        """
-        where = exc.filename or f"a file in {run.dir}"
-        self._stop(run, f"could not write the records of run {run.run_id}: {where}: {exc.strerror}")
-
-    def _stop(self, run: BenchRun, why: str) -> None:
-        """End the session after this trial: the rest of every run is recorded ``not_run``."""
-        if why not in self._write_errors:
-            self._write_errors.append(why)
-        self._interrupted = True
-        for each in self.runs:
-            each.stop_reason = each.stop_reason or why
-        if self._session is not None:
-            self._session.shouldstop = why
-
     # -- the end ----------------------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
@@ -354,15 +312,10 @@ class BenchSession:
         for run in self.runs:
             if run.started is None or run.ended is not None:
                 continue
-            try:
-                if self.worker_id is None:
-                    self.finish_run(run)
-                else:
-                    hand_over(run, self.worker_id)
-            except OSError as exc:
-                self._write_failed(run, exc)
-        if self._write_errors and session.exitstatus in (0, 1):
-            session.exitstatus = pytest.ExitCode.INTERRUPTED
+            if self.worker_id is None:
+                self.finish_run(run)
+            else:
+                hand_over(run, self.worker_id)
         result = yield
         fail_on = self.config.getoption("bench_fail_on") or ()
         if self.worker_id is None and fail_on and session.exitstatus == pytest.ExitCode.OK:
@@ -379,9 +332,7 @@ class BenchSession:
         sequential = judge.sequential_outcome(run)
         run.decided = run.decided or (sequential.decided if sequential else None)
         why = (
-            self._write_errors[0]
-            if self._write_errors
-            else "the session was interrupted"
+            "the session was interrupted"
             if self._interrupted
             else run.stop_reason or run.decided or "the session ended before it ran"
         )
@@ -390,20 +341,22 @@ class BenchSession:
             for spec in run.planned
             if run.trial_id(spec) not in done
         ]
-        cut_short = self._interrupted or any(
-            t["status"] == "interrupted" and not str(t.get("reason", "")).startswith(BUDGET_STOP)
-            for t in run.trials
-        )
+        cut_short = self._interrupted or any(t["status"] == "interrupted" for t in run.trials)
         run.state = "interrupted" if cut_short else "halted" if run.stop_reason else "complete"
         run.ended = utc_now()
         run.summarize()
+        self._take_caveats(run)
         judge.judge_run(run, sequential, self.baseline_of(run))
         run.what_went_wrong = what_went_wrong(run)
-        self.hook.pytest_bench_run_finished(run=run)
+        self.hook.pytest_bench_run_finished(run=RunView(run))
+
+    def _take_caveats(self, run: BenchRun) -> None:
+        """Add what plugins return from ``pytest_bench_run_caveats``: the one way a hook adds
+        to a run (its view is read-only), judged like the engine's own caveats."""
+        for caveats in self.hook.pytest_bench_run_caveats(run=RunView(run)):
+            run.caveats += [c for c in caveats or () if c not in run.caveats]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        for problem in self._write_errors:
-            terminalreporter.write_line(f"benchmark-agent: {problem}", red=True, bold=True)
         finished = [run for run in self.runs if run.ended is not None]
         if not finished:
             return

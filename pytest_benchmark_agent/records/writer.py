@@ -39,8 +39,9 @@ from pytest_benchmark_agent.records.fsutil import (
     read_regular,
     write_line,
 )
-from pytest_benchmark_agent.records.run import SCHEMA_VERSION, BenchRun
+from pytest_benchmark_agent.records.run import SCHEMA_VERSION
 from pytest_benchmark_agent.records.safetext import md
+from pytest_benchmark_agent.records.views import RunView, thaw
 from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
 
 JOURNAL = "trials.jsonl"
@@ -129,23 +130,23 @@ class RecordWriter:
         self._journals: dict[str, int] = {}
 
     @pytest.hookimpl
-    def pytest_bench_run_started(self, run: BenchRun) -> None:
+    def pytest_bench_run_started(self, run: RunView) -> None:
         run.dir.mkdir(parents=True, exist_ok=True)
         self._write_config(run)
         if not self.journal_only:
             self._snapshot(run)
 
     @pytest.hookimpl
-    def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
+    def pytest_bench_trial_finished(self, trial: Mapping[str, Any], run: RunView) -> None:
         fd = self._journals.get(run.run_id)
         if fd is None:
             fd = self._journals[run.run_id] = open_appending(run.dir / JOURNAL)
-        write_line(fd, _journal_line(redact.scrub(trial)))  # on disk before the next trial
+        write_line(fd, _journal_line(redact.scrub(thaw(trial))))  # on disk before the next trial
         if not self.journal_only and time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
             self._snapshot(run)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_bench_run_finished(self, run: BenchRun) -> None:
+    def pytest_bench_run_finished(self, run: RunView) -> None:
         fd = self._journals.pop(run.run_id, None)
         if fd is not None:
             os.close(fd)
@@ -156,7 +157,7 @@ class RecordWriter:
         atomic_write(run.dir / "index.json", json.dumps(entry, indent=1))
         regenerate_index(run.home)
 
-    def _snapshot(self, run: BenchRun, results: dict[str, Any] | None = None) -> None:
+    def _snapshot(self, run: RunView, results: dict[str, Any] | None = None) -> None:
         start = time.monotonic()
         atomic_write(run.dir / "results.yaml", dump_yaml(results or run.results()))
         end = time.monotonic()
@@ -164,7 +165,7 @@ class RecordWriter:
             SNAPSHOT_INTERVAL_S, SNAPSHOT_COST_FACTOR * (end - start)
         )
 
-    def _write_config(self, run: BenchRun) -> None:
+    def _write_config(self, run: RunView) -> None:
         plan = run.plan
         effective: dict[str, dict[str, str]] = {}
         for trial in run.trials:
@@ -176,7 +177,7 @@ class RecordWriter:
             "config": plan.config.model_dump(mode="json", exclude_none=True),
             "planned_trials": [run.trial_id(spec) for spec in run.planned],
             "effective_params": effective,
-            "fingerprint": run.fingerprint,
+            "fingerprint": thaw(run.fingerprint),
         }
         atomic_write(run.dir / "config.yaml", dump_yaml(document))
 

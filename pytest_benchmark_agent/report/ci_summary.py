@@ -20,6 +20,7 @@ from pytest_benchmark_agent.judge.baseline import RecordView
 from pytest_benchmark_agent.judge.gate2 import ci_gate
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.views import RunView
 from pytest_benchmark_agent.stats.describe import values_text
 
 HEADER = [
@@ -35,7 +36,7 @@ class StepSummaryWriter:
         self.path = path
 
     @pytest.hookimpl(trylast=True)
-    def pytest_bench_run_finished(self, run: BenchRun) -> None:
+    def pytest_bench_run_finished(self, run: RunView) -> None:
         text = "\n".join(render(run)) + "\n\n"
         try:
             with open(self.path, "a", encoding="utf-8") as summary:

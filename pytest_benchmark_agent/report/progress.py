@@ -34,7 +34,7 @@ from pytest_benchmark_agent.cli.common import DEVIATIONS
 from pytest_benchmark_agent.records.fsutil import append_line, utc_now
 
 if TYPE_CHECKING:
-    from pytest_benchmark_agent.records.run import BenchRun
+    from pytest_benchmark_agent.records.views import RunView
 
 HEARTBEAT = "heartbeat.json"
 BEAT_INTERVAL_S = 1.0
@@ -85,7 +85,7 @@ def duration(seconds: float | None) -> str:
 class _Live:
     """What the plugin tracks of one run between hook calls."""
 
-    def __init__(self, run: BenchRun):
+    def __init__(self, run: RunView):
         self.run = run
         self.t0 = time.monotonic()
         self.started_unix = time.time()
@@ -103,7 +103,7 @@ class _Live:
             self.peak_rss_mb = float(value)
 
 
-def _deviation_caveat(run: BenchRun) -> str | None:
+def _deviation_caveat(run: RunView) -> str | None:
     """The caveat of a plan-time deviation accepted for ``run``; planning (~6 ms of imports) is
     loaded only where the data directory holds accepted deviations at all."""
     if not (run.home / DEVIATIONS).is_dir():
@@ -128,12 +128,9 @@ class HeartbeatWriter:
         self._flusher: threading.Thread | None = None
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_bench_run_started(self, run: BenchRun) -> None:
+    def pytest_bench_run_started(self, run: RunView) -> None:
         if not self._enabled:
             return
-        caveat = _deviation_caveat(run)
-        if caveat and caveat not in run.caveats:
-            run.caveats.append(caveat)
         self._live[run.run_id] = _Live(run)
         self._write(run)
         if self._flusher is None:
@@ -144,7 +141,15 @@ class HeartbeatWriter:
             self._flusher.start()
 
     @pytest.hookimpl
-    def pytest_bench_stage_started(self, run: BenchRun, stage: str, trial_id: str | None) -> None:
+    def pytest_bench_run_caveats(self, run: RunView) -> list[str] | None:
+        """An accepted plan-time deviation limits what the run can be compared with."""
+        if not self._enabled:
+            return None
+        caveat = _deviation_caveat(run)
+        return [caveat] if caveat else None
+
+    @pytest.hookimpl
+    def pytest_bench_stage_started(self, run: RunView, stage: str, trial_id: str | None) -> None:
         live = self._live.get(run.run_id)
         if live is None:
             return
@@ -153,7 +158,7 @@ class HeartbeatWriter:
 
     @pytest.hookimpl
     def pytest_bench_stage_progress(
-        self, run: BenchRun, stage: str, trial_id: str | None, elapsed_s: float, peak_rss_mb: float
+        self, run: RunView, stage: str, trial_id: str | None, elapsed_s: float, peak_rss_mb: float
     ) -> None:
         live = self._live.get(run.run_id)
         if live is None:
@@ -178,7 +183,7 @@ class HeartbeatWriter:
         self._write(run)
 
     @pytest.hookimpl
-    def pytest_bench_trial_finished(self, trial: dict[str, Any], run: BenchRun) -> None:
+    def pytest_bench_trial_finished(self, trial: dict[str, Any], run: RunView) -> None:
         live = self._live.get(run.run_id)
         if live is None:
             return
@@ -188,7 +193,7 @@ class HeartbeatWriter:
         self._write(run, throttled=True)
 
     @pytest.hookimpl
-    def pytest_bench_run_finished(self, run: BenchRun) -> None:
+    def pytest_bench_run_finished(self, run: RunView) -> None:
         if run.run_id not in self._live:
             return
         self._write(run)
@@ -199,7 +204,7 @@ class HeartbeatWriter:
             self._flusher.join()
             self._flusher = None
 
-    def _write(self, run: BenchRun, *, throttled: bool = False) -> None:
+    def _write(self, run: RunView, *, throttled: bool = False) -> None:
         with self._lock:
             live = self._live[run.run_id]
             if throttled and time.monotonic() - live.last_write < BEAT_INTERVAL_S:
