@@ -8,13 +8,17 @@ its samples are on disk before the next trial starts.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pytest_benchmark_agent.config.models import BUILTIN_METRICS, Stage
 from pytest_benchmark_agent.config.placeholders import names_in, render
@@ -60,6 +64,20 @@ class StageContext:
     #: ``os.environ`` decodes every variable, a cost per stage worth avoiding).
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     containment: Containment = field(default_factory=Containment)
+    #: Per run id, when ``budget.wall_clock_s`` runs out (``time.monotonic``): a trial still
+    #: running then is stopped there.
+    deadlines: dict[str, float] = field(default_factory=dict)
+    #: What a write refused for want of space (path and error), once one did: the session
+    #: stops, since every later stage and record would fail the same way.
+    disk_full: str | None = None
+
+    def write_failed(self, what: str, exc: OSError) -> str:
+        """The reason for a failed write (``what``: its purpose) naming its path; a full disk
+        or quota is remembered in :attr:`disk_full`."""
+        reason = f"{what}: {exc.filename or '(path unknown)'}: {exc.strerror or exc}"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT) and self.disk_full is None:
+            self.disk_full = reason
+        return reason
 
     def announce(
         self, run: BenchRun, stage: str, trial_id: str | None
@@ -168,7 +186,11 @@ def _reuse_or_build(
         run.caveats.append(
             f"cache entry of prep '{node.stage.name}' ({node.signature[:12]}) was rebuilt: {why}"
         )
-    folder, scratch = cache.prepare(node)
+    try:
+        folder, scratch = cache.prepare(node)
+    except OSError as exc:
+        reason = ctx.write_failed("could not make its cache entry", exc)
+        return _prep_failed(run, event, node, reason)
     own = cache.artifact_paths(node)
     values = {**node.params_used, "seed": node.seed, "out": scratch, **artifacts, **own}
     command = render(node.stage.cmd or "", values)
@@ -194,8 +216,9 @@ def _reuse_or_build(
                 containment=ctx.containment,
             )
         event.update(_gpu_spend(run, result))
-        _check_exit(result)
-        stage_effective = parse_effective(result.stdout(), scratch)
+        _check_exit(result, ctx)
+        _check_room(node.stage.name, folder, ctx)
+        stage_effective = parse_effective(result.stdout_lines(), scratch)
         entry = cache.publish(
             node,
             run_id=run.run_id,
@@ -204,20 +227,55 @@ def _reuse_or_build(
             effective=stage_effective,
         )
     except (StageFailed, GpuUnavailable) as exc:
-        event.update(action="failed", reason=str(exc))
-        run.preps.append(event)
-        return PrepOutcome(node, error=str(exc))
+        if ctx.disk_full:  # what it wrote cannot be trusted, and takes the room records need
+            shutil.rmtree(folder, ignore_errors=True)
+        return _prep_failed(run, event, node, str(exc))
     except FileNotFoundError as exc:
         reason = (
             f"stage '{node.stage.name}' exited 0 but did not create its artifact(s) "
             f"{exc}; a prep must create every path it produces."
         )
-        event.update(action="failed", reason=reason)
-        run.preps.append(event)
-        return PrepOutcome(node, error=reason)
+        return _prep_failed(run, event, node, reason)
+    except OSError as exc:  # the cache entry or the stage's logs could not be written
+        reason = ctx.write_failed(f"prep '{node.stage.name}' could not write its results", exc)
+        shutil.rmtree(folder, ignore_errors=True)
+        return _prep_failed(run, event, node, reason)
     event.update(action="built", folder=str(folder), **result.as_record())
     run.preps.append(event)
     return PrepOutcome(node, {**artifacts, **entry.artifacts}, {**effective, **entry.effective})
+
+
+def _prep_failed(run: BenchRun, event: dict[str, Any], node: PrepNode, reason: str) -> PrepOutcome:
+    """Record a prep that did not build (its cache entry unpublished, so never reused)."""
+    event.update(action="failed", reason=reason)
+    run.preps.append(event)
+    return PrepOutcome(node, error=reason)
+
+
+#: Free space below which a prep's artifacts are not trusted: a stage that ignored a failed
+#: write (``cmd > file || true``) can exit 0 with an artifact cut short by a full disk.
+MIN_FREE_BYTES = 1 << 16
+
+
+def _check_room(stage: str, folder: Path, ctx: StageContext) -> None:
+    """Refuse to publish a cache entry built while its disk filled up."""
+    try:
+        info = os.statvfs(folder)
+    except OSError:
+        return
+    free = info.f_bavail * info.f_frsize
+    if free < MIN_FREE_BYTES:
+        reason = f"the disk of its cache entry {folder} was full when it ended ({free} bytes free)"
+        ctx.disk_full = ctx.disk_full or reason
+        raise StageFailed(
+            stage,
+            "may have written partial artifacts",
+            detail=f"{reason}; the entry is removed, so it is built again once there is room.",
+        )
+
+
+#: The reason of a trial that ``budget.wall_clock_s`` stopped while it ran.
+BUDGET_STOP = "stopped at the deadline of budget.wall_clock_s"
 
 
 def run_trial(
@@ -241,8 +299,6 @@ def run_trial(
     uses_out = _uses_out(
         spec.stage.cmd or "", spec.stage.metrics_from and spec.stage.metrics_from.file
     )
-    if uses_out:
-        scratch.mkdir(parents=True, exist_ok=True)  # else nothing is made unless output comes
     artifacts, upstream_effective = _merged(preps)
     values = {**spec.params, "seed": spec.seed, "out": scratch, **artifacts}
     command = render(spec.stage.cmd or "", values)
@@ -253,7 +309,10 @@ def run_trial(
         raise _not_passed(
             record, StageFailed(spec.stage.name, "could not get its GPUs", detail=str(exc))
         ) from None
+    timeout_s, by_budget = _trial_timeout(ctx, run, spec.stage)
     try:
+        if uses_out:
+            scratch.mkdir(parents=True, exist_ok=True)  # else nothing is made unless output comes
         progress = ctx.announce(run, spec.stage.name, record["id"])
         with ctx.isolation.stage("measure"):
             result = run_stage(
@@ -262,7 +321,7 @@ def run_trial(
                 cwd=spec.cwd,
                 env=env,
                 log_dir=folder,
-                timeout_s=spec.stage.timeout_s,
+                timeout_s=timeout_s,
                 cgroup=ctx.cgroup,
                 mem_ceiling_mb=_ceiling(run, spec.stage),
                 progress=progress,
@@ -278,11 +337,19 @@ def run_trial(
             ended=utc_now(),
         )
         raise _Interrupted(record) from None
+    except OSError as exc:  # its folder, logs or heartbeat could not be written
+        reason = ctx.write_failed("the trial could not write its records", exc)
+        raise _not_passed(
+            record, StageFailed(spec.stage.name, "could not run", detail=reason)
+        ) from None
     record.update(result.as_record())
     record.update(_gpu_spend(run, result))
     record["metrics"] = {name: record[name] for name in BUILTIN_METRICS}
+    if by_budget and result.timed_out:
+        record.update(status="interrupted", reason=f"{BUDGET_STOP} (the trial was cut short)")
+        raise TrialNotPassed(record, pytest.skip.Exception(record["reason"]))
     try:
-        _check_exit(result)
+        _check_exit(result, ctx)
         record["metrics"].update(
             _read_metrics(spec, result, values, exact_metrics(run.plan.config.metrics))
         )
@@ -295,7 +362,7 @@ def run_trial(
         raise _not_passed(record, cause) from None
     effective = {
         **upstream_effective,
-        **parse_effective(result.stdout(), scratch if uses_out else None),
+        **parse_effective(result.stdout_lines(), scratch if uses_out else None),
     }
     if effective:
         record["effective"] = effective
@@ -314,9 +381,10 @@ def run_trial(
 
 
 class TrialNotPassed(Exception):
-    """Carries a finished trial's record out of the item so it is published, then shown."""
+    """Carries a finished trial's record out of the item so it is published, then shown (a
+    failure, or a skip for a trial the wall-clock budget cut short)."""
 
-    def __init__(self, record: dict[str, Any], cause: StageFailed):
+    def __init__(self, record: dict[str, Any], cause: BaseException):
         self.record = record
         self.cause = cause
         super().__init__(str(cause))
@@ -374,7 +442,25 @@ def _gpu_spend(run: BenchRun, result: StageRun) -> dict[str, Any]:
     }
 
 
-def _check_exit(result: StageRun) -> None:
+def _trial_timeout(ctx: StageContext, run: BenchRun, stage: Stage) -> tuple[float | None, bool]:
+    """A measure stage's timeout: its own, or the time left of ``budget.wall_clock_s`` where
+    that ends first; and whether it is the budget's."""
+    deadline = ctx.deadlines.get(run.run_id)
+    if deadline is None:
+        return stage.timeout_s, False
+    left = max(deadline - time.monotonic(), 1e-3)
+    if stage.timeout_s is not None and stage.timeout_s <= left:
+        return stage.timeout_s, False
+    return left, True
+
+
+def _check_exit(result: StageRun, ctx: StageContext) -> None:
+    for problem in result.output_errors():
+        raise StageFailed(
+            result.stage,
+            "could not keep its output",
+            detail=ctx.write_failed("writing the stage's output failed", problem),
+        )
     for event in result.guard_events:
         raise StageFailed(
             result.stage,
@@ -417,7 +503,7 @@ def _read_metrics(
         return {}
     if source.file:
         return read_metrics_file(spec.cwd / render(source.file, values, quote=False), fields, exact)
-    return parse_metrics(result.stdout(), fields, "stdout", exact)
+    return parse_metrics(result.stdout_lines(), fields, "stdout", exact)
 
 
 def _stage_env(ctx: StageContext, extra: dict[str, str], values: dict[str, Any]) -> dict[str, str]:

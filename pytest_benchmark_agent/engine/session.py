@@ -31,7 +31,7 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
-from pytest_benchmark_agent.engine.execute import StageContext
+from pytest_benchmark_agent.engine.execute import BUDGET_STOP, StageContext
 from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE, HostIsolation, host_id
 from pytest_benchmark_agent.engine.plan import BenchPlan
 from pytest_benchmark_agent.engine.preflight import check_resources
@@ -41,7 +41,7 @@ from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
-from pytest_benchmark_agent.records import redact
+from pytest_benchmark_agent.records import recover, redact
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
 from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
 from pytest_benchmark_agent.records.run import BenchRun, new_run_id, new_session_token
@@ -86,6 +86,9 @@ class BenchSession:
         self._t0 = time.monotonic()
         self._previous_sigterm: Any = None
         self._interrupted = False
+        #: Records that could not be written (each stops the session; see _write_failed).
+        self._write_errors: list[str] = []
+        self._session: pytest.Session | None = None
         #: Sequential looks already taken, per run id (each look is taken once).
         self._looked: dict[str, set[int]] = {}
         self._froze = False
@@ -206,15 +209,26 @@ class BenchSession:
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         if session.config.option.collectonly:
             return
+        self._session = session
         self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        if self.worker_id is None:
+            recover.recover_orphans(self.home, by="a later session")
         for run in self.runs:
             if run.planned:
                 run.started = utc_now()
                 run.fingerprint = self._fingerprint(run)
                 if self.stage_context.isolation.policy == "none":
                     run.caveats.append(CAVEAT_NONE)
-                self.hook.pytest_bench_run_started(run=RunView(run))
-                self._take_caveats(run)
+                wall_clock = run.plan.config.budget.wall_clock_s
+                if wall_clock is not None:
+                    self.stage_context.deadlines[run.run_id] = self._t0 + wall_clock
+                try:
+                    recover.claim(run.dir, worker=self.worker_id is not None)
+                    self.hook.pytest_bench_run_started(run=RunView(run))
+                    self._take_caveats(run)
+                except OSError as exc:
+                    self._write_failed(run, exc)
+                    continue
 
     def _fingerprint(self, run: BenchRun) -> dict[str, Any]:
         """Environment, code and accelerator; the code is what the benchmark declares
@@ -248,8 +262,14 @@ class BenchSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if isinstance(item, BenchItem) and (item.run.stop_reason or item.run.decided):
-            pytest.skip(f"not run: {item.run.stop_reason or item.run.decided}")
+        if not isinstance(item, BenchItem):
+            return
+        run = item.run
+        deadline = self.stage_context.deadlines.get(run.run_id)
+        if not run.stop_reason and deadline is not None and time.monotonic() >= deadline:
+            run.stop_reason = self._budget_spent(run)
+        if run.stop_reason or run.decided:
+            pytest.skip(f"not run: {run.stop_reason or run.decided}")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
@@ -271,7 +291,12 @@ class BenchSession:
     def finish_trial(self, run: BenchRun, record: dict[str, Any]) -> None:
         """Publish a finished trial, then check the run's budget and sequential looks."""
         run.trials.append(record)
-        self.hook.pytest_bench_trial_finished(trial=FrozenMapping(record), run=RunView(run))
+        try:
+            self.hook.pytest_bench_trial_finished(trial=FrozenMapping(record), run=RunView(run))
+        except OSError as exc:
+            self._write_failed(run, exc)
+        if self.stage_context.disk_full and not self._write_errors:
+            self._stop(run, f"the disk is full ({self.stage_context.disk_full})")
         run.stop_reason = run.stop_reason or self._budget_spent(run)
         if not (run.stop_reason or run.decided):
             # An xdist worker sees every worker's trials in the shared journal.
@@ -297,6 +322,25 @@ class BenchSession:
             return f"budget.cost_usd spent (${spent['cost_usd']:.4g} of ${budget.cost_usd:g})"
         return None
 
+    def _write_failed(self, run: BenchRun, exc: OSError) -> None:
+        """A record could not be written (a full disk, most often): stop the session cleanly.
+
+        The trials already journalled stay; the run ends ``interrupted`` (here if the disk
+        lets its end be written, else when a later session or verb finds it ownerless).
+        """
+        where = exc.filename or f"a file in {run.dir}"
+        self._stop(run, f"could not write the records of run {run.run_id}: {where}: {exc.strerror}")
+
+    def _stop(self, run: BenchRun, why: str) -> None:
+        """End the session after this trial: the rest of every run is recorded ``not_run``."""
+        if why not in self._write_errors:
+            self._write_errors.append(why)
+        self._interrupted = True
+        for each in self.runs:
+            each.stop_reason = each.stop_reason or why
+        if self._session is not None:
+            self._session.shouldstop = why
+
     # -- the end ----------------------------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
@@ -312,10 +356,15 @@ class BenchSession:
         for run in self.runs:
             if run.started is None or run.ended is not None:
                 continue
-            if self.worker_id is None:
-                self.finish_run(run)
-            else:
-                hand_over(run, self.worker_id)
+            try:
+                if self.worker_id is None:
+                    self.finish_run(run)
+                else:
+                    hand_over(run, self.worker_id)
+            except OSError as exc:
+                self._write_failed(run, exc)
+        if self._write_errors and session.exitstatus in (0, 1):
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
         result = yield
         fail_on = self.config.getoption("bench_fail_on") or ()
         if self.worker_id is None and fail_on and session.exitstatus == pytest.ExitCode.OK:
@@ -332,7 +381,9 @@ class BenchSession:
         sequential = judge.sequential_outcome(run)
         run.decided = run.decided or (sequential.decided if sequential else None)
         why = (
-            "the session was interrupted"
+            self._write_errors[0]
+            if self._write_errors
+            else "the session was interrupted"
             if self._interrupted
             else run.stop_reason or run.decided or "the session ended before it ran"
         )
@@ -341,7 +392,10 @@ class BenchSession:
             for spec in run.planned
             if run.trial_id(spec) not in done
         ]
-        cut_short = self._interrupted or any(t["status"] == "interrupted" for t in run.trials)
+        cut_short = self._interrupted or any(
+            t["status"] == "interrupted" and not str(t.get("reason", "")).startswith(BUDGET_STOP)
+            for t in run.trials
+        )
         run.state = "interrupted" if cut_short else "halted" if run.stop_reason else "complete"
         run.ended = utc_now()
         run.summarize()
@@ -357,6 +411,8 @@ class BenchSession:
             run.caveats += [c for c in caveats or () if c not in run.caveats]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for problem in self._write_errors:
+            terminalreporter.write_line(f"benchmark-agent: {problem}", red=True, bold=True)
         finished = [run for run in self.runs if run.ended is not None]
         if not finished:
             return

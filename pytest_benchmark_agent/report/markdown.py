@@ -71,7 +71,7 @@ def render_report(
         _treatment_line(run),
         f"- **State:** {state}",
         f"- **Tag:** {run.tag}",
-        *[f"  - {reason}" for reason in run.tag_reasons],
+        *[f"  - {one_line(reason)}" for reason in run.tag_reasons],
         "- **Trials:** " + _counts_text(run),
         f"- **Started / ended (UTC):** {run.started} / {run.ended}",
         "- **Record:** [results.yaml](results.yaml), [config.yaml](config.yaml)",
@@ -131,7 +131,7 @@ def _design(run: BenchRun) -> list[str]:
     """How the verdicts were reached, in two sentences."""
     if run.one_configuration:
         return [
-            f"One configuration, `{run.control}`: the figures below describe its "
+            f"One configuration, {md_code(run.control)}: the figures below describe its "
             "replicates, compared with nothing within this run, so there is no verdict "
             "here. A comparison with another run (`--bench-baseline REF`, `benchmark-agent "
             "compare A B`) judges it.",
@@ -198,7 +198,7 @@ def _metric_tables(run: BenchRun, plots: set[str]) -> list[str]:
             lines += _alone_table(per) if alone else _treatment_table(run, metric, per)
         lines.append("")
         if metric in run.verdicts and direction != "equal":
-            lines += _verdict_table(run.verdicts[metric], per, f"against `{run.control}`")
+            lines += _verdict_table(run.verdicts[metric], per, f"against {md_code(run.control)}")
         if plot_file(metric) in plots:
             lines += [f"![{metric}: samples per treatment]({plot_file(metric)})", ""]
     if not lines:
@@ -212,7 +212,7 @@ def _exact_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[str]:
     numbers to average)."""
     if run.one_configuration:  # nothing compared: no verdict columns
         return ["| configuration | n | values (count of each) |", "|---|---|---|"] + [
-            f"| `{label}` | {row.get('n', 0)} | "
+            f"| {md_code(label)} | {row.get('n', 0)} | "
             f"{values_text(row, '`').replace('|', chr(92) + '|')} |"
             for label, row in per.items()
         ]
@@ -221,7 +221,7 @@ def _exact_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[str]:
         verdict = run.verdicts.get(metric, {}).get(label, {})
         role = " (control)" if label == run.control else ""
         lines.append(
-            f"| `{label}`{role} | {row.get('n', 0)} | "
+            f"| {md_code(label)}{role} | {row.get('n', 0)} | "
             f"{values_text(row, '`').replace('|', chr(92) + '|')} | "
             f"{verdict.get('verdict', '-')} | {verdict.get('reason') or '-'} |"
         )
@@ -234,7 +234,7 @@ def _alone_table(per: dict[str, Any]) -> list[str]:
         "| configuration | n | median | mean | stdev | CV | min | max |",
         "|---|---|---|---|---|---|---|---|",
     ] + [
-        f"| `{label}` | {row.get('n', 0)} | "
+        f"| {md_code(label)} | {row.get('n', 0)} | "
         + " | ".join(_fmt(row.get(k)) for k in ("median", "mean", "stdev"))
         + f" | {_pct(row.get('cv'))} | {_fmt(row.get('min'))} | {_fmt(row.get('max'))} |"
         for label, row in per.items()
@@ -251,7 +251,8 @@ def _treatment_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[st
         verdict = run.verdicts.get(metric, {}).get(label, {})
         ratio = row.get("ratio_to_control")
         lines.append(
-            f"| `{label}`{' (control)' if label == run.control else ''} | {row.get('n', 0)} | "
+            f"| {md_code(label)}{' (control)' if label == run.control else ''} | "
+            f"{row.get('n', 0)} | "
             + " | ".join(_fmt(row.get(k)) for k in ("median", "mean", "stdev"))
             + f" | {_pct(row.get('cv'))} | {_fmt(row.get('min'))} | {_fmt(row.get('max'))} | "
             f"{'-' if label == run.control else _fmt(ratio)} | "
@@ -280,7 +281,7 @@ def _verdict_table(
         if v.get("units"):
             design += f" ({v['units']})"
         lines.append(
-            f"| `{label}` | **{v.get('verdict')}** | {_fmt(v.get('ratio'))} | "
+            f"| {md_code(label)} | **{v.get('verdict')}** | {_fmt(v.get('ratio'))} | "
             + (f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-")
             + f" | {_p(v.get('p'))} | {_p(v.get('p_holm'))} | "
             + (" / ".join(str(x) for x in n) if n else "-")
@@ -301,7 +302,7 @@ def _baseline(run: BenchRun) -> list[str]:
     lines = [
         "## Baseline",
         "",
-        f"- **Run:** {run_text}, named by `{base.get('ref')}` ({base.get('resolved')})",
+        f"- **Run:** {run_text}, named by {md_code(base.get('ref'))} ({base.get('resolved')})",
         f"- **Code:** {code.get('baseline') or '-'} -> {code.get('this')}"
         + (" (changed: this is a comparison of code)" if code.get("changed") else ""),
     ]
@@ -318,7 +319,7 @@ def _baseline(run: BenchRun) -> list[str]:
         if fingerprint.get(kind):
             lines.append(
                 f"- **Fingerprint differences ({kind}):** "
-                + "; ".join(f"`{d}`" for d in fingerprint[kind])
+                + "; ".join(f"{md_code(d)}" for d in fingerprint[kind])
             )
     lines += [f"- {note}" for note in base.get("notes") or []]
     lines.append("")
@@ -326,7 +327,7 @@ def _baseline(run: BenchRun) -> list[str]:
     for metric, per in (base.get("verdicts") or {}).items():
         if not per:
             continue
-        lines += [f"### `{metric}` against the baseline ({both})", ""]
+        lines += [f"### {md_code(metric)} against the baseline ({both})", ""]
         against = next(iter(per.values())).get("against", "the baseline")
         lines += _verdict_table(
             per, None, f"against {against}", "this session's", "baseline / this session"
@@ -349,7 +350,7 @@ def _reproduction(run: BenchRun) -> list[str]:
         if rep.get("benign_differences"):
             lines.append(
                 "- Fingerprint differences that do not matter: "
-                + "; ".join(f"`{d}`" for d in rep["benign_differences"])
+                + "; ".join(f"{md_code(d)}" for d in rep["benign_differences"])
             )
     for note in rep.get("skipped") or []:
         lines.append(f"- Not used: {note}")
@@ -379,7 +380,7 @@ def _hosts(run: BenchRun) -> list[str]:
                     continue
                 for label, row in per.items():
                     lines.append(
-                        f"| {host} | `{metric}` | `{label}` | {row.get('n', 0)} | "
+                        f"| {host} | {md_code(metric)} | {md_code(label)} | {row.get('n', 0)} | "
                         f"{_central(row, '`')} | {_pct(row.get('cv'))} |"
                     )
     if run.verdicts_by_host:
@@ -403,7 +404,7 @@ def _hosts(run: BenchRun) -> list[str]:
                 for label, v in per.items():
                     ci = v.get("ci")
                     lines.append(
-                        f"| {host or '(unnamed)'} | `{metric}` | `{label}` | "
+                        f"| {host or '(unnamed)'} | {md_code(metric)} | {md_code(label)} | "
                         f"{v.get('verdict')} | {_fmt(v.get('ratio'))} | "
                         + (f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-")
                         + f" | {_p(v.get('p'))} | "
@@ -438,7 +439,9 @@ def what_went_wrong(run: BenchRun) -> list[str]:
     if run.stop_reason:
         items.append(f"The run stopped early: {run.stop_reason}.")
     for earlier, later in run.overlapping_measurements():
-        items.append(f"Measurements overlapped on one host: `{earlier}` and `{later}`.")
+        items.append(
+            f"Measurements overlapped on one host: {md_code(earlier)} and {md_code(later)}."
+        )
     items += run.caveats
     items += [f"Refused: {refusal}" for refusal in run.refusals]
     if run.tag == "UNRELIABLE":
@@ -469,7 +472,7 @@ def what_went_wrong(run: BenchRun) -> list[str]:
                 and (metric in primaries or metric not in BUILTIN_METRICS)
             ):
                 items.append(
-                    f"High variance: `{metric}` of `{label}` has CV {_pct(cv)} "
+                    f"High variance: {md_code(metric)} of {md_code(label)} has CV {_pct(cv)} "
                     f"(above {_pct(HIGH_CV)}); small effects cannot be told from noise."
                 )
     if not items:
@@ -486,7 +489,8 @@ def _untested(run: BenchRun) -> list[str]:
         "with nothing within the run (other sizes, settings or code may behave "
         "differently);"
         if run.one_configuration
-        else f"only the values {', '.join(run.treatment_labels)} of `{run.variable}`, at the "
+        else f"only the values {', '.join(map(md, run.treatment_labels))} of "
+        f"{md_code(run.variable)}, at the "
         "control values listed above (other sizes or settings may behave differently);",
     ]
     if reproduced.get("ok") and reproduced.get("kind") == "reproduction":
@@ -531,9 +535,13 @@ def _environment(run: BenchRun) -> list[str]:
                 if code.get("dirty")
                 else "clean"
             )
-            lines.append(f"- **Code** `{path}`: git {str(code.get('commit'))[:12]} ({state})")
+            lines.append(
+                f"- **Code** {md_code(path)}: git {str(code.get('commit'))[:12]} ({state})"
+            )
         else:
-            lines.append(f"- **Code** `{path}`: content {str(code.get('content_hash'))[:12]}")
+            lines.append(
+                f"- **Code** {md_code(path)}: content {str(code.get('content_hash'))[:12]}"
+            )
     accelerator = fingerprint.get("accelerator") or {}
     devices = accelerator.get("devices") or []
     lines.append(
@@ -555,13 +563,11 @@ def _environment(run: BenchRun) -> list[str]:
 def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[str]:
     """A compact per-metric table for the end of the pytest run; with ``gate`` (a CI
     invocation: a baseline or ``--bench-fail-on``), the baseline's verdicts and the gate."""
-    lines = [
-        f"{one_line(run.name, 100)} [{run.run_id}] {run.state}, {run.tag}: {_counts_text(run)}"
-    ]
+    lines = [f"{run.name} [{run.run_id}] {run.state}, {run.tag}: {_counts_text(run)}"]
     if run.tag_reasons:
         lines.append(f"  {run.tag}: {run.tag_reasons[0]}")
     if run.one_configuration:
-        return lines + _alone_lines(run) + _tail(run, gate)
+        return [one_line(line) for line in lines + _alone_lines(run) + _tail(run, gate)]
     labels = run.treatment_labels
     rows: list[tuple[str, list[str]]] = []
     exact: list[str] = []  # below the table: a hash in a cell would widen every column
@@ -607,17 +613,13 @@ def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[st
         )
         + 2
     )
-    lines.append(
-        f"  {'metric':<16}" + "".join(f"{one_line(label[:30]):>{width}}" for label in labels)
-    )
+    lines.append(f"  {'metric':<16}" + "".join(f"{label[:30]:>{width}}" for label in labels))
     for metric, cells in rows:
-        lines.append(
-            f"  {one_line(metric[:16]):<16}" + "".join(f"{cell:>{width}}" for cell in cells)
-        )
+        lines.append(f"  {metric[:16]:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
     lines += exact
     for refusal in run.refusals:
         lines.append(f"  refused: {refusal}")
-    return lines + _tail(run, gate)
+    return [one_line(line) for line in lines + _tail(run, gate)]  # user text: one line each
 
 
 def _tail(run: BenchRun, gate: dict[str, Any] | None) -> list[str]:
