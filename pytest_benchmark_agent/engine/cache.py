@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import PrepNode, content_hash
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, utc_now
@@ -77,9 +78,7 @@ class PrepCache:
                 return None, f"artifact '{name}' is missing"
             if content_hash(path) != recorded["sha256"]:
                 return None, f"artifact '{name}' does not match its recorded hash (corrupted)"
-        return CacheEntry(
-            node.signature, folder, paths, manifest.get("effective", {}), hit=True
-        ), ""
+        return CacheEntry(node.signature, folder, paths, _effective(node, manifest), hit=True), ""
 
     def prepare(self, node: PrepNode) -> tuple[Path, Path]:
         """Empty the entry's folder for a (re)build; returns (folder, scratch folder)."""
@@ -122,6 +121,17 @@ class PrepCache:
         manifest = redact.scrub(manifest)  # the command and params hold the stage's secrets
         atomic_write(self.folder(node.signature) / MANIFEST, json.dumps(manifest, indent=2))
         return CacheEntry(node.signature, self.folder(node.signature), paths, effective)
+
+
+def _effective(node: PrepNode, manifest: dict[str, Any]) -> dict[str, str]:
+    """The params the stage said it used, a redacted one given back its value: the signature
+    keyed that value, so the entry was built with the one this node binds."""
+    return {
+        name: as_text(node.params_used[name])
+        if value == redact.REDACTED and name in node.params_used
+        else value
+        for name, value in (manifest.get("effective") or {}).items()
+    }
 
 
 def _size(path: Path) -> int:

@@ -198,3 +198,22 @@ def test_a_verb_that_rewrites_a_record_keeps_it_redacted(project: BenchProject, 
     assert_clean_exit(verb, {0})
     assert "UNRELIABLE" in (project.runs()[-1] / "results.yaml").read_text()
     assert_home_clean(project)
+
+
+def test_a_secret_the_prep_reports_as_used_still_matches_on_a_cache_hit(
+    project: BenchProject, expect
+) -> None:
+    """A prep reporting ``BENCH_EFFECTIVE api_key=...``: its manifest keeps it redacted, and the
+    reused entry still agrees with the declared value (no trial turns not_comparable)."""
+    document = secret_bench()
+    document["stages"][0]["cmd"] += "; echo BENCH_EFFECTIVE api_key={api_key}"
+    project.bench(document)
+    for _ in range(2):
+        assert_clean_exit(project.run(f"--bench-set=authToken={SET_TOKEN}"), {0})
+    record = project.results()
+    assert [p["action"] for p in record["preps"]] == ["reused"]
+    assert {t["status"] for t in record["trials"]} == {"passed"}
+    written = ["results.yaml", "config.yaml", "trials.jsonl", "report.md"]
+    files = [project.runs()[-1] / name for name in written]
+    files += list((project.home / "cache").glob("*/manifest.json"))
+    assert not [f for f in files if API_KEY in f.read_text()]  # the stage's own stdout aside
