@@ -182,7 +182,7 @@ params:
   sort.method: sorted
 treatment_variable: sort.method
 treatments: [sorted, heapq]
-replicates: 5
+replicates: 7
 """
     test = f'''"""Runs the `{name}` benchmark on a small input with the `bench` fixture."""
 

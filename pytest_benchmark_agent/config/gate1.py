@@ -48,6 +48,8 @@ def check(
         problems += _check_placeholders(config)
         problems += _check_metrics(config)
         problems += _check_inputs(config, path.parent)
+    if not tuning:  # the tuner sizes its own rounds
+        problems += check_replicates_can_decide(config)
     if problems:
         raise ConfigError(path, problems)
 
@@ -57,10 +59,7 @@ ALPHA = 0.05
 
 
 def check_replicates_can_decide(config: BenchmarkConfig) -> list[Problem]:
-    """Replicates that no exact paired test could decide with (docs/benchmark/STATISTICS.md).
-
-    Not yet called by :func:`check`: the shipped example, recipes and many tests ask for
-    ``replicates: 5``, so refusing needs the default raised with them (issue 23, point 4).
+    """Refuse replicates that no exact paired test could decide with (docs/benchmark/STATISTICS.md).
 
     With n blocks a test that respects them has at most 2^n equally likely label patterns, so
     its smallest two-sided p is 2 / 2^n; Holm's first step over m comparisons (metrics compared
@@ -102,7 +101,7 @@ def check_replicates_can_decide(config: BenchmarkConfig) -> list[Problem]:
                 if what == "blocks"
                 else ""
             )
-            + ", or compare fewer metrics or treatments.",
+            + ", or compare fewer metrics or treatments (docs/benchmark/STATISTICS.md).",
         )
     ]
 

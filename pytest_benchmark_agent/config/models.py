@@ -288,7 +288,7 @@ class BenchmarkConfig(FileModel):
     params: dict[str, Any] = Field(default_factory=dict)
     treatment_variable: TreatmentVariable | None = None
     treatments: list[Any] | None = None
-    replicates: Replicates = 5
+    replicates: Replicates = 7
     seeds: list[Int] | None = None
     stages: list[Stage] = Field(default_factory=list)
     metrics: dict[str, MetricSpec] = Field(default_factory=dict)
