@@ -38,6 +38,7 @@ from pytest_benchmark_agent.config.models import (
     parse_yaml,
 )
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records import redact
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 
@@ -141,5 +142,8 @@ def expand(config: BenchmarkConfig, path: Path) -> BenchmarkConfig:
 
 
 def load_benchmark(path: Path | str, overrides: dict[str, Any] | None = None) -> BenchmarkConfig:
-    """:func:`~.config.load_config`, then :func:`expand`: the config as the session runs it."""
-    return expand(load_config(path, overrides), Path(path))
+    """:func:`~.config.load_config`, then :func:`expand`: the config as the session runs it.
+    Its secrets are registered: every record this process writes hides them."""
+    config = expand(load_config(path, overrides), Path(path))
+    redact.register(config)
+    return config

@@ -149,7 +149,6 @@ def build_plan(
     hasher = _InputHasher()
     plan = BenchPlan(config, path, variable, treatments, trials=[])
     plan.keyed = redact.keyed_params(config)
-    redact.register(config)  # every record of this process hides the file's secrets
     seeds: list[int | None] = list(config.seeds) if config.seeds is not None else [None]
     measures = [stage for stage in config.stages if stage.kind == "measure"]
     orders = block_orders(len(treatments), config.max_replicates, order_seed(config))

@@ -19,6 +19,7 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import POINT, point_label
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
 from pytest_benchmark_agent.records.writer import dump_yaml, regenerate_index
 from pytest_benchmark_agent.stats.describe import describe
@@ -130,7 +131,7 @@ class TuneRecorder:
             ),
         )
         note = plot_objective(document, self.dir / "objective.png")
-        atomic_write(self.dir / "report.md", render_report(document, note))
+        atomic_write(self.dir / "report.md", redact.scrub_text(render_report(document, note)))
         ratio = document["chained_ratio"]
         atomic_write(
             self.dir / "index.json",
