@@ -39,10 +39,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.models import BenchmarkConfig, TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest
-from pytest_benchmark_agent.tune.space import TuneSettings, load_space
+from pytest_benchmark_agent.tune.space import load_space
 from pytest_benchmark_agent.tune.strategies import STRATEGIES
 from pytest_benchmark_agent.tune.tuner import Tuner
 

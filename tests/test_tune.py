@@ -10,6 +10,8 @@ at the bottom run real rounds: ``pytest --bench`` sessions of a stage printing t
 from __future__ import annotations
 
 import random
+import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +26,7 @@ from pytest_benchmark_agent.cli.tune import STRATEGY_NAMES
 from pytest_benchmark_agent.config.models import BenchmarkConfig, TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.records.writer import load_yaml
+from pytest_benchmark_agent.stats import analysis
 from pytest_benchmark_agent.tune.entry import run_tune
 from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest
 from pytest_benchmark_agent.tune.space import load_space
@@ -40,10 +43,17 @@ class ScriptedRounds:
     are laid out in blocks (replicate k of every point adjacent), as the engine runs them.
     """
 
-    def __init__(self, measure: Measure, replicates: int = 5, wall_s: float = 0.01):
+    def __init__(
+        self,
+        measure: Measure,
+        replicates: int = 5,
+        wall_s: float = 0.01,
+        stop_after: int | None = None,
+    ):
         self.measure = measure
         self.replicates = replicates
         self.wall_s = wall_s
+        self.stop_after = stop_after  # a sequential session that stopped after this many blocks
         self.requests: list[RoundRequest] = []
 
     def __call__(self, request: RoundRequest) -> RoundOutcome:
@@ -51,7 +61,12 @@ class ScriptedRounds:
         trials = []
         for rep in range(self.replicates):
             for point in request.points:
-                outcome = {"status": "passed", **self.measure(point, rep)}
+                skipped = self.stop_after is not None and rep >= self.stop_after
+                outcome = (
+                    {"status": "not_run", "metrics": {}}
+                    if skipped
+                    else {"status": "passed", **self.measure(point, rep)}
+                )
                 label = point_label(point)
                 trials.append(
                     {
@@ -64,7 +79,9 @@ class ScriptedRounds:
                         **outcome,
                     }
                 )
-        record = {"state": "complete", "trials": trials, "preps": []}
+        record: dict[str, Any] = {"state": "complete", "trials": trials, "preps": []}
+        if self.stop_after is not None:
+            record["sequential"] = {"blocks_used": self.stop_after}
         return RoundOutcome(request.run_id, record, self.wall_s * len(trials))
 
 
@@ -154,7 +171,9 @@ def test_each_strategy_converges_to_the_optimum(strategy: str) -> None:
 
 def test_refine_and_coordinate_use_fewer_trials_than_the_grid() -> None:
     used = {s: tuned(tuning(), landscape(bowl), s).spent.trials for s in STRATEGIES}
-    assert used["grid"] == 35 * 5
+    # 34 candidates need 11 blocks (2/2^11 <= 0.05/34): 3 sessions of 5; then the move's
+    # confirmation, 2 points in 2 sessions (6 blocks for one comparison)
+    assert used["grid"] == 35 * 3 * 5 + 2 * 2 * 5
     assert used["refine"] < used["grid"] and used["coordinate"] < used["grid"]
 
 
@@ -177,11 +196,13 @@ def test_lucky_noisy_trials_are_selected_at_most_at_the_error_rate() -> None:
     for seed in range(40):
         tuner = tuned(tuning(), landscape(lambda p: 10.0, noise=0.05, seed=seed), "grid")
         moved += tuner.incumbent != {"x": 0, "y": 0}
-        start = sorted(t["metrics"]["p50_ms"] for t in tuner.trials if t["treatment"] == "x=0,y=0")[
-            2
-        ]
+        start = statistics.median(
+            t["metrics"]["p50_ms"] for t in tuner.trials if t["treatment"] == "x=0,y=0"
+        )
         naive += min(c.median for c in tuner.candidates) < start
-    assert moved <= 0.05 * 40  # Holm keeps the chance of any false move per round <= alpha
+    # Holm keeps a false selection per round <= alpha, and the confirmation round must
+    # agree: a false move needs two independent false positives
+    assert moved == 0
     assert naive >= 0.9 * 40  # ... while the best observed median nearly always beats the start
 
 
@@ -194,7 +215,7 @@ def test_the_best_point_breaking_a_constraint_is_refused(strategy: str) -> None:
     assert tuner.incumbent == {"x": 3, "y": 1}
     failed = [c for c in tuner.candidates if c.decision == "constraint_failed"]
     assert failed and all(c.point["x"] >= 4 for c in failed)
-    assert "recall >= 0.95: 5 of 5 samples break it" in failed[0].reason
+    assert re.search(r"recall >= 0\.95: (\d+) of \1 samples break it", failed[0].reason)
 
 
 def test_a_constraint_must_hold_on_every_sample() -> None:
@@ -209,7 +230,7 @@ def test_a_constraint_must_hold_on_every_sample() -> None:
     assert tuner.incumbent["x"] in (3, 5)
     (four,) = [c for c in tuner.candidates if c.point["x"] == 4]
     assert four.decision == "constraint_failed"
-    assert "1 of 5 samples break it (worst 0.9)" in four.reason
+    assert "2 of 10 samples break it (worst 0.9)" in four.reason  # one dip in each session
 
 
 def test_indistinguishable_improvements_keep_the_simpler_point() -> None:
@@ -234,7 +255,7 @@ def test_a_failing_start_halts_as_ungrounded() -> None:
 
     tuner = tuned(tuning(), measure, "coordinate")
     assert tuner.halt is not None and tuner.halt.kind == "ungrounded"
-    assert "the incumbent x=0,y=0 has 0 passed trial(s) of 5" in tuner.halt.message
+    assert "the incumbent x=0,y=0 has 0 passed trial(s) of 10" in tuner.halt.message
     assert "first failure: stage 'measure' exited 1" in tuner.halt.message
     assert len(tuner.rounds) == 1 and tuner.rounds[0]["status"] == "halted"
     assert tuner.incumbent == {"x": 0, "y": 0} and not tuner.candidates
@@ -257,7 +278,7 @@ def test_a_non_comparable_start_halts_as_ungrounded() -> None:
 def test_a_start_breaking_a_constraint_halts_as_ungrounded() -> None:
     tuner = tuned(tuning(), landscape(bowl, recall=lambda p: 0.9), "refine")
     assert tuner.halt.kind == "ungrounded"
-    assert "breaks the constraint recall >= 0.95 (5 of 5 samples break it" in tuner.halt.message
+    assert "breaks the constraint recall >= 0.95 (10 of 10 samples break it" in tuner.halt.message
 
 
 def _effective_mismatch(bad: Callable[[dict[str, Any]], bool]) -> Measure:
@@ -317,28 +338,36 @@ def test_isolated_non_comparable_candidates_do_not_halt() -> None:
 def test_the_trial_budget_halts_before_a_round_it_cannot_afford() -> None:
     runner = ScriptedRounds(landscape(bowl))
     tuner = tuner_for(tuning(budget={"trials": 150}), runner)
-    tuner.run("grid")  # the grid needs 35 points x 5 replicates = 175 trials
+    tuner.run("grid")  # the grid needs 35 points x 3 sessions x 5 replicates = 525 trials
     assert tuner.halt.kind == "budget" and not runner.requests
     assert tuner.halt.message.startswith(
-        "budget.trials: the next round needs 175 trials and 150 of 150 remain"
+        "budget.trials: the next round needs 525 trials and 150 of 150 remain"
+    )
+    assert (
+        "The round runs 3 sessions: 34 comparison(s) in Holm's family, so the first level is "
+        "0.05/34 = 0.00147; with n blocks the paired test's smallest two-sided p is 2/2^n, "
+        "so deciding needs n >= 11" in tuner.halt.message
     )
 
 
 def test_the_trial_budget_stops_a_multi_round_search_between_rounds() -> None:
     runner = ScriptedRounds(landscape(bowl))
     tuner = tuner_for(tuning(budget={"trials": 80}), runner)
-    tuner.run("coordinate")  # x's line: 7 points = 35 trials; y's line: 25; x again: 35
+    tuner.run("coordinate")  # x's line: 7 points x 2 sessions = 70 trials; its confirmation 20
     assert tuner.halt.kind == "budget" and tuner.spent.trials <= 80
-    assert len(runner.requests) == 2 and tuner.spent.trials == 60
+    assert len(runner.requests) == 2 and tuner.spent.trials == 70
+    assert tuner.incumbent == {"x": 0, "y": 0}  # not moved: the move was never confirmed
+    (unconfirmed,) = [c for c in tuner.candidates if c.decision == "unconfirmed"]
+    assert "its confirmation round did not judge it (budget)" in unconfirmed.reason
 
 
 def test_the_wall_clock_budget_halts_once_spent() -> None:
-    runner = ScriptedRounds(landscape(bowl), wall_s=1.0)  # 35 trials: 35 s per x round
+    runner = ScriptedRounds(landscape(bowl), wall_s=1.0)  # 35 s per session of the x line
     tuner = tuner_for(tuning(budget={"wall_clock_s": 50}), runner)
     tuner.run("coordinate")
     assert tuner.halt.kind == "budget"
-    assert tuner.halt.message.startswith("budget.wall_clock_s spent (60s of 50s)")
-    assert [r.timeout_s for r in runner.requests] == [50, 15]
+    assert tuner.halt.message.startswith("budget.wall_clock_s spent (70s of 50s)")
+    assert [r.timeout_s for r in runner.requests] == [50, 15]  # the second session: what is left
 
 
 def _gpu_tuning(**budget: float) -> dict[str, Any]:
@@ -348,22 +377,21 @@ def _gpu_tuning(**budget: float) -> dict[str, Any]:
 def test_the_gpu_hour_budget_halts_on_the_estimate_of_the_next_round() -> None:
     runner = ScriptedRounds(landscape(bowl), wall_s=36.0)  # 0.01 GPU-hour per trial
     tuner = tuner_for(_gpu_tuning(gpu_hours=0.8), runner)
-    tuner.run("coordinate")  # x's line: 35 trials = 0.35 GPU-hours; y's line: 0.25 more
+    tuner.run("coordinate")  # x's line: 70 trials = 0.7 GPU-hours; its confirmation 0.2 more
     assert tuner.halt.kind == "budget" and len(runner.requests) == 2
-    assert tuner.spent.gpu_hours == pytest.approx(0.6)
+    assert tuner.spent.gpu_hours == pytest.approx(0.7)
     assert tuner.halt.message.startswith(
-        "budget.gpu_hours: 0.6 GPU-hours spent and the next "
-        "round is estimated at 0.35 more (of 0.8)"
+        "budget.gpu_hours: 0.7 GPU-hours spent and the next round is estimated at 0.2 more (of 0.8)"
     )
 
 
 def test_the_cost_budget_halts_on_the_estimate_of_the_next_round() -> None:
     runner = ScriptedRounds(landscape(bowl), wall_s=36.0)  # $0.02 per trial at $2/GPU-hour
-    tuner = tuner_for(_gpu_tuning(cost_usd=1.0), runner)
-    tuner.run("coordinate")  # x's line costs $0.70; y's line would cost $0.50 more
-    assert tuner.halt.kind == "budget" and len(runner.requests) == 1
-    assert tuner.spent.cost_usd == pytest.approx(0.7)
-    assert tuner.halt.message.startswith("budget.cost_usd: 0.7 USD spent")
+    tuner = tuner_for(_gpu_tuning(cost_usd=1.6), runner)
+    tuner.run("coordinate")  # x's line costs $1.40; its confirmation would cost $0.40 more
+    assert tuner.halt.kind == "budget" and len(runner.requests) == 2
+    assert tuner.spent.cost_usd == pytest.approx(1.4)
+    assert tuner.halt.message.startswith("budget.cost_usd: 1.4 USD spent")
 
 
 def test_a_zero_gpu_budget_refuses_gpu_stages() -> None:
@@ -381,12 +409,13 @@ def test_resume_replays_finished_rounds_without_running_them() -> None:
     assert first.halt.kind == "budget"
     replay = [(summary, _record_of(first, summary["round"])) for summary in first.rounds]
     runner = ScriptedRounds(landscape(bowl, seed=1))
-    second = tuner_for(tuning(budget={"trials": 200}), runner, replay=replay)
+    second = tuner_for(tuning(budget={"trials": 1000}), runner, replay=replay)
     second.run("coordinate")
     assert second.halt is None and second.incumbent == {"x": 4, "y": 1}
-    assert [r.index for r in runner.requests] == list(range(2, len(second.rounds)))
-    assert second.spent.trials == 60 + 5 * sum(len(r.points) for r in runner.requests)
-    assert [r["run_id"] for r in second.rounds[:2]] == [r["run_id"] for r in first.rounds]
+    assert len(first.rounds) == 1  # the x line; its confirmation did not fit the budget
+    assert sorted({r.index for r in runner.requests}) == list(range(1, len(second.rounds)))
+    assert second.spent.trials == 70 + 5 * sum(len(r.points) for r in runner.requests)
+    assert second.rounds[0]["run_id"] == first.rounds[0]["run_id"]
 
 
 def test_resume_refuses_a_record_that_no_longer_matches_the_file() -> None:
@@ -400,6 +429,72 @@ def test_resume_refuses_a_record_that_no_longer_matches_the_file() -> None:
 def _record_of(tuner: Tuner, index: int) -> dict[str, Any]:
     trials = [t for t in tuner.trials if t["round"] == index]
     return {"state": "complete", "trials": trials, "preps": []}
+
+
+def test_a_move_needs_its_confirmation_round_too() -> None:
+    """x=2 looks twice as fast in its selection round only (a lucky round): not moved."""
+    runner = ScriptedRounds(lambda point, rep: {})
+
+    def lucky(point: dict[str, Any], rep: int) -> dict[str, Any]:
+        first_round = runner.requests[-1].index == 0
+        fast = point["x"] == 2 and first_round
+        return {"metrics": {"p50_ms": (5.0 if fast else 10.0) * (1 + 0.001 * rep), "recall": 1}}
+
+    runner.measure = lucky
+    tuner = tuner_for(tuning(search_space={"x": [0, 1, 2, 3, 4, 5, 6]}), runner)
+    tuner.run("grid")
+    assert tuner.incumbent == {"x": 0} and len(tuner.path) == 1
+    assert [r["confirms"] for r in tuner.rounds] == [None, 0]
+    assert tuner.rounds[1]["points"] == ["x=0", "x=2"]
+    (two,) = [c for c in tuner.candidates if c.round == 0 and c.label == "x=2"]
+    assert two.decision == "unconfirmed" and two.verdict["verdict"] == "improved"
+    assert "but not in its confirmation round 1" in two.reason
+    (again,) = [c for c in tuner.candidates if c.round == 1]
+    assert again.decision == "no_change" and again.reason.startswith("confirmation of round 0")
+    assert tuner.rounds[0]["outcome"] == "kept x=0: x=2 was not confirmed in round 1"
+
+
+def test_a_confirmed_move_chains_the_confirmation_ratio() -> None:
+    tuner = tuned(tuning(search_space={"x": [0, 1, 2, 3, 4, 5, 6]}), landscape(bowl), "grid")
+    assert tuner.incumbent == {"x": 4}
+    (step,) = tuner.path[1:]
+    assert step["round"] == 0 and step["confirmed_in"] == 1
+    confirmation = next(c for c in tuner.candidates if c.round == 1)
+    assert confirmation.decision == "confirmed"
+    assert step["ratio"] == confirmation.verdict["ratio"]
+    assert step["selection_ratio"] == pytest.approx(bowl({"x": 4}) / bowl({"x": 0}), rel=0.02)
+
+
+def test_a_sequential_round_is_judged_at_its_look_with_the_sessions_alpha_spending() -> None:
+    document = tuning(search_space={"x": [0, 1, 2, 3]}, replicates={"min": 8, "max": 16})
+    runner = ScriptedRounds(landscape(bowl), replicates=16, stop_after=10)  # looks: 8, 10, 16
+    tuner = tuner_for(document, runner)
+    tuner.run("grid")
+    assert tuner.incumbent == {"x": 3}
+    judged = [c for c in tuner.candidates if c.round == 0]
+    assert all(c.verdict["n"] == [10, 10] for c in judged)  # the look the session stopped at
+    levels = sorted(c.verdict["level"] for c in judged)
+    spent = [  # Holm's levels at look 10 of (8, 10, 16), as the session's own gate 2 used them
+        analysis.sequential_decision(
+            {}, {}, ["a", "b"], "a", blocks_done=10, min_blocks=8, max_blocks=16, alpha=a
+        ).level
+        for a in (0.05 / 3, 0.05 / 2, 0.05)
+    ]
+    assert levels == pytest.approx(spent)
+    fixed = (0.05 / 3, 0.05 / 2, 0.05)  # a fixed design's Holm levels
+    assert all(level < bound for level, bound in zip(levels, fixed, strict=True))
+
+
+def test_a_round_its_replicates_could_never_decide_is_refused_with_the_arithmetic() -> None:
+    document = tuning(search_space={"x": [0, 1, 2, 3, 4, 5, 6]}, replicates={"min": 5, "max": 6})
+    runner = ScriptedRounds(landscape(bowl), replicates=6)
+    tuner = tuner_for(document, runner)
+    tuner.run("grid")
+    assert tuner.halt.kind == "replicates" and not runner.requests
+    assert tuner.halt.message.startswith("round 0 was not run: replicates.max is 6: 6 comparison")
+    assert "and 2/2^6 = 0.0312 is above" in tuner.halt.message
+    arithmetic = r"deciding needs n >= (\d+) .* Raise replicates.max to at least \1"
+    assert re.search(arithmetic, tuner.halt.message)
 
 
 # -- end to end: real rounds, each a pytest --bench session -----------------------------------
@@ -470,7 +565,7 @@ def test_pytest_bench_tune_selects_the_best_feasible_point(project: BenchProject
     assert load_yaml(round_run / "results.yaml")["treatment_variable"] == "point"
     report = (project.home / "runs" / record["run_id"] / "report.md").read_text()
     assert "## What Went Wrong" in report
-    assert "**Constraint failed:** round 0 `x=3`: recall >= 0.975: 5 of 5 samples" in report
+    assert "**Constraint failed:** round 0 `x=3`: recall >= 0.975: 10 of 10 samples" in report
     assert ("objective.png" in report) or ("No plot: matplotlib is not installed" in report)
     assert "selected x=2" in result.stdout.str()
 
@@ -478,12 +573,14 @@ def test_pytest_bench_tune_selects_the_best_feasible_point(project: BenchProject
 def test_the_cli_tunes_and_resumes_without_rerunning_finished_rounds(
     project: BenchProject, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = land_project(project, budget={"trials": 30})
+    # the coarse round (0, 2, 4, 6: 2 sessions, 40 trials) and its confirmation (20) fit
+    path = land_project(project, budget={"trials": 60})
     home = ["--home", str(project.home)]
     assert cli_main([*home, "tune", str(path), "--strategy", "refine"]) == 1
     halted = tune_record(project)
     assert halted["state"] == "halted" and halted["halt"]["kind"] == "budget"
-    assert halted["selected"] == {"x": 2} and len(halted["rounds"]) == 1
+    assert halted["selected"] == {"x": 2} and len(halted["rounds"]) == 2
+    assert halted["rounds"][1]["confirms"] == 0
     calls = int((project.path / "calls.txt").read_text())
     document = yaml.safe_load(path.read_text())
     document["budget"] = {"trials": 100}
@@ -491,11 +588,11 @@ def test_the_cli_tunes_and_resumes_without_rerunning_finished_rounds(
     assert cli_main([*home, "tune", str(path), "--resume", "latest"]) == 0
     resumed = tune_record(project)
     assert resumed["run_id"] == halted["run_id"] and resumed["state"] == "complete"
-    assert resumed["rounds"][0] == halted["rounds"][0]
+    assert resumed["rounds"][:2] == halted["rounds"]
     assert resumed["selected"] == {"x": 2}
     new_calls = int((project.path / "calls.txt").read_text()) - calls
-    assert new_calls == sum(len(r["points"]) * 5 for r in resumed["rounds"][1:])
-    assert "resuming: 1 round(s) replayed" in capsys.readouterr().out
+    assert new_calls == sum(r["trials"] for r in resumed["rounds"][2:]) > 0
+    assert "resuming: 2 round(s) replayed" in capsys.readouterr().out
 
 
 def test_a_start_that_cannot_run_halts_with_exit_code_1(project: BenchProject) -> None:
@@ -505,7 +602,7 @@ def test_a_start_that_cannot_run_halts_with_exit_code_1(project: BenchProject) -
     record = tune_record(project)
     assert record["state"] == "halted" and record["selected"] is None
     assert record["halt"]["kind"] == "ungrounded"
-    assert "the incumbent x=0 has 0 passed trial(s) of 5" in record["halt"]["message"]
+    assert "the incumbent x=0 has 0 passed trial(s) of 10" in record["halt"]["message"]
     assert any(line.startswith("HALTED (ungrounded)") for line in lines)
     report = (project.home / "runs" / record["run_id"] / "report.md").read_text()
     assert "**Halted (ungrounded):** the incumbent x=0 has 0 passed trial(s)" in report
@@ -553,3 +650,49 @@ def test_a_bad_tuning_file_is_refused_before_any_round(project: BenchProject) ->
     assert run_tune(path, "grid", project.home, echo=lines.append) == 2
     assert "constraints[0]: 'recall ~ 0.9' is not of the form METRIC OP NUMBER" in lines[0]
     assert not project.home.exists()
+
+
+WINNER = """\
+import pathlib, random, sys
+x = float(sys.argv[1])
+calls = pathlib.Path("calls.txt")
+n = int(calls.read_text()) if calls.exists() else 0
+calls.write_text(str(n + 1))
+noise = random.Random(n).gauss(0, 0.03)
+print(f"p50_ms={(2.5 if x == 3 else 10.0) * (1 + noise)}")
+"""
+
+
+def test_a_clear_winner_is_selected_at_the_default_replicates(project: BenchProject) -> None:
+    """x=3 is 4x faster in every block; 5 replicates (the default) per session."""
+    project.write("winner.py", WINNER)
+    path = project.bench(
+        {
+            "name": "winner",
+            "params": {"x": 0},
+            "search_space": {"x": [0, 1, 2, 3, 4]},
+            "objective": {"metric": "p50_ms", "direction": "lower"},
+            "stages": [
+                {
+                    "name": "measure",
+                    "kind": "measure",
+                    "cmd": f"{sys.executable} winner.py {{x}}",
+                    "metrics_from": {"stdout": True, "fields": ["p50_ms"]},
+                }
+            ],
+            "metrics": {"p50_ms": {"direction": "lower"}},
+        }
+    )
+    assert run_tune(path, "grid", project.home, echo=lambda line: None) == 0
+    record = tune_record(project)
+    assert record["selected"] == {"x": 3}
+    selection, confirmation = record["rounds"]
+    assert selection["blocks"] == 10 and len(selection["run_ids"]) == 2
+    assert "so deciding needs n >= 8 (2/2^8 = 0.00781)" in selection["blocks_why"]
+    assert confirmation["confirms"] == 0 and confirmation["points"] == ["x=0", "x=3"]
+    assert record["incumbents"][-1]["confirmed_in"] == 1
+    assert record["incumbents"][-1]["ratio"] < 0.3
+    for run_id in selection["run_ids"] + confirmation["run_ids"]:
+        assert (project.home / "runs" / run_id / "results.yaml").is_file()
+    report = (project.home / "runs" / record["run_id"] / "report.md").read_text()
+    assert "Blocks per round: the fewest at which its comparisons can be decided at all" in report

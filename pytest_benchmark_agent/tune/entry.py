@@ -22,7 +22,7 @@ from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.records.writer import load_results, load_yaml
 from pytest_benchmark_agent.tune.recorder import TuneRecorder, definition
 from pytest_benchmark_agent.tune.report import chain_text, selected_text
-from pytest_benchmark_agent.tune.rounds import RoundError, SubprocessRounds
+from pytest_benchmark_agent.tune.rounds import RoundError, RoundOutcome, SubprocessRounds, merged
 from pytest_benchmark_agent.tune.space import SearchSpace, load_space
 from pytest_benchmark_agent.tune.strategies import STRATEGIES
 from pytest_benchmark_agent.tune.tuner import ResumeMismatch, Tuner
@@ -59,7 +59,7 @@ def run_tune(
         echo(f"tune: --strategy must be one of {', '.join(STRATEGIES)} (got {strategy!r}).")
         return 2
     tune_id = previous["run_id"] if previous else new_run_id(f"{config.name}-tune")
-    replay = _replay(home, previous) if previous else []
+    replay = _replay(home, previous, config) if previous else []
     folder = home / "runs" / tune_id
     runner = SubprocessRounds(path, home, folder / "rounds", extra_args)
     tuner = Tuner(space, config, settings, runner, tune_id=tune_id, replay=replay, echo=echo)
@@ -179,12 +179,18 @@ def _previous_tune(
     return previous
 
 
-def _replay(home: Path, previous: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """The finished rounds of a previous attempt, in order, up to the first unfinished one."""
+def _replay(
+    home: Path, previous: dict[str, Any], config: BenchmarkConfig
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The finished rounds of a previous attempt, in order, up to the first unfinished one; a
+    round of several sessions pooled as it was judged."""
     out = []
     for summary in previous.get("rounds") or []:
-        run_dir = home / "runs" / summary["run_id"]
-        if summary.get("status") != "finished" or not (run_dir / "results.yaml").is_file():
+        dirs = [home / "runs" / run_id for run_id in summary.get("run_ids") or [summary["run_id"]]]
+        if summary.get("status") != "finished" or not all(
+            (d / "results.yaml").is_file() for d in dirs
+        ):
             break
-        out.append((summary, load_results(run_dir)))
+        sessions = [RoundOutcome(d.name, load_results(d), 0.0) for d in dirs]
+        out.append((summary, merged(sessions, config.max_replicates).record))
     return out

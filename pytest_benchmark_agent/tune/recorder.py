@@ -165,8 +165,9 @@ def _plain(document: dict[str, Any]) -> dict[str, Any]:
 def chained_ratio(path: list[dict[str, Any]]) -> float | None:
     """The objective at the selected point over the start's: the product of the moves' ratios.
 
-    Each ratio was measured within the blocks of its own round, so the chain compares like
-    with like at every step. None when the tune never moved.
+    Each ratio was measured within the blocks of its move's confirmation round (fresh blocks,
+    so not biased towards the luckiest candidate of the selection), so the chain compares
+    like with like at every step. None when the tune never moved.
     """
     ratios = [step["ratio"] for step in path[1:] if step.get("ratio") is not None]
     return float(f"{math.prod(ratios):.6g}") if ratios else None

@@ -31,33 +31,47 @@ def render_report(doc: dict[str, Any], plot_note: str | None) -> str:
         "",
         "## Path of incumbents",
         "",
-        f"| step | round | point | ratio to previous ({objective}) | 95% CI | p (Holm) |",
-        "|---|---|---|---|---|---|",
+        "Each move was selected in one round and confirmed against the same incumbent in a "
+        "fresh round; the ratio, CI and p are the confirmation's (the selection round's ratio, "
+        "biased towards the luckiest candidate, is beside them).",
+        "",
+        f"| step | round | confirmed in | point | ratio to previous ({objective}) | 95% CI "
+        "| p (Holm) | ratio when selected |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for step, entry in enumerate(doc["incumbents"]):
         if entry["round"] is None:
-            lines.append(f"| 0 | - | `{entry['label']}` (start) | | | |")
+            lines.append(f"| 0 | - | - | `{entry['label']}` (start) | | | | |")
             continue
         lines.append(
-            f"| {step} | {entry['round']} | `{entry['label']}` | "
-            f"{_num(entry['ratio'])} | {_ci(entry.get('ci'))} | "
-            f"{_num(entry.get('p_holm'))} |"
+            f"| {step} | {entry['round']} | {entry.get('confirmed_in', '')} | "
+            f"`{entry['label']}` | {_num(entry['ratio'])} | {_ci(entry.get('ci'))} | "
+            f"{_num(entry.get('p_holm'))} | {_num(entry.get('selection_ratio'))} |"
         )
     lines += [
         "",
         "## Rounds",
         "",
-        "| round | run | incumbent | points | trials | outcome |",
-        "|---|---|---|---|---|---|",
+        "| round | runs | incumbent | points | blocks | trials | outcome |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in doc["rounds"]:
+        runs = ", ".join(
+            f"[{run}](../{run}/report.md)" for run in r.get("run_ids") or [r["run_id"]]
+        )
         lines.append(
-            f"| {r['round']} | [{r['run_id']}](../{r['run_id']}/report.md) | "
-            f"`{r['incumbent']}` | {len(r['points'])} | {r['trials']} | "
-            f"{r.get('outcome', '')} |"
+            f"| {r['round']} | {runs} | `{r['incumbent']}` | {len(r['points'])} | "
+            f"{r.get('blocks', '')} | {r['trials']} | {r.get('outcome', '')} |"
         )
     if not doc["rounds"]:
-        lines.append("| (none ran) | | | | | |")
+        lines.append("| (none ran) | | | | | | |")
+    sized = [r for r in doc["rounds"] if len(r.get("run_ids") or []) > 1]
+    if sized:
+        lines += [
+            "",
+            "Blocks per round: the fewest at which its comparisons can be decided at all. "
+            f"Round {sized[0]['round']}: {sized[0]['blocks_why']}.",
+        ]
     lines += [
         "",
         "## Candidates",
@@ -113,6 +127,8 @@ def what_went_wrong(doc: dict[str, Any]) -> list[str]:
             )
         elif c["decision"] == "constraint_failed":
             items.append(f"**Constraint failed:** round {c['round']} `{c['label']}`: {c['reason']}")
+        elif c["decision"] == "unconfirmed":
+            items.append(f"**Not confirmed:** round {c['round']} `{c['label']}`: {c['reason']}")
         elif c["decision"] == "no_change" and c.get("observed_better"):
             ratio = (c.get("verdict") or {}).get("ratio")
             items.append(
@@ -142,7 +158,7 @@ def chain_text(doc: dict[str, Any]) -> str:
     better = 1 / ratio if doc["objective"]["direction"] == "lower" else ratio
     return (
         f"{ratio:.4g}x the start's, i.e. {better:.3g}x better (chained over {moves} "
-        f"supported move(s), each measured within its round's blocks)."
+        f"confirmed move(s), each measured within its confirmation round's blocks)."
     )
 
 

@@ -1,9 +1,11 @@
-"""Rounds: how the tuner runs one round of points, as its own ``pytest --bench`` session.
+"""Rounds: how the tuner runs one round of points, as ``pytest --bench`` sessions.
 
 A round's points are the treatments of the synthetic variable ``point``, the incumbent first,
 so every candidate is measured in the same interleaved blocks as the incumbent, with the same
-caching, guards and records as any run. The tuner asks a :class:`RoundRunner` for each round:
-:class:`SubprocessRounds` in a real tune, a simulation in the tests and benchmarks.
+caching, guards and records as any run. The tuner asks a :class:`RoundRunner` for each
+session: :class:`SubprocessRounds` in a real tune, a simulation in the tests and benchmarks. A
+round that needs more blocks than the file's replicates runs several sessions, pooled by
+:func:`merged`.
 """
 
 from __future__ import annotations
@@ -139,3 +141,34 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def merged(outcomes: Sequence[RoundOutcome], per_session: int) -> RoundOutcome:
+    """One round's outcome from its sessions, in order: session k's blocks are numbered after
+    the earlier sessions' (``per_session`` each), so the pooled blocks pair as one comparison,
+    and every trial keeps the run id of its own session. The round is complete only when every
+    session is."""
+    trials: list[dict[str, Any]] = []
+    preps: list[dict[str, Any]] = []
+    state, stop_reason = "complete", None
+    for k, outcome in enumerate(outcomes):
+        record = outcome.record
+        for trial in record.get("trials") or []:
+            block = int(trial.get("replicate") or 0) + k * per_session
+            trials.append({**trial, "replicate": block, "run_id": outcome.run_id})
+        preps += record.get("preps") or []
+        if state == "complete" and record.get("state") != "complete":
+            state, stop_reason = record.get("state"), record.get("stop_reason")
+    first = outcomes[0]
+    return RoundOutcome(
+        first.run_id,
+        {
+            **first.record,
+            "trials": trials,
+            "preps": preps,
+            "state": state,
+            "stop_reason": stop_reason if state != "complete" else first.record.get("stop_reason"),
+        },
+        sum(o.wall_s for o in outcomes),
+        any(o.timed_out for o in outcomes),
+    )

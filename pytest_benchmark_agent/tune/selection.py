@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
+from pytest_benchmark_agent.judge.observations import measure_stages, observations
 from pytest_benchmark_agent.stats import analysis
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import describe
@@ -67,43 +68,56 @@ def metric_specs(config: BenchmarkConfig, space: SearchSpace) -> dict[str, Any]:
     return specs
 
 
-def stage_of(config: BenchmarkConfig, metric: str) -> str | None:
-    """The measure stage reporting ``metric`` (None: every measure stage, e.g. built-ins)."""
-    for stage in config.stages:
-        if stage.kind == "measure" and stage.metrics_from and metric in stage.metrics_from.fields:
-            return stage.name
-    measures = [s.name for s in config.stages if s.kind == "measure"]
-    return measures[0] if len(measures) == 1 else None
-
-
-def observations(
-    record: dict[str, Any], specs: dict[str, Any], config: BenchmarkConfig
-) -> dict[str, list[analysis.Observation]]:
-    out: dict[str, list[analysis.Observation]] = {}
-    for metric in specs:
-        stage = stage_of(config, metric)
-        out[metric] = [
-            analysis.Observation(
-                t["treatment"], t["replicate"], t.get("seed"), float(t["metrics"][metric])
-            )
-            for t in record.get("trials") or []
-            if t["status"] == "passed"
-            and metric in t.get("metrics", {})
-            and (stage is None or t.get("stage") == stage)
-        ]
-    return out
-
-
 def comparer(record: dict[str, Any], config: BenchmarkConfig, objective: str) -> Compare:
     """Gate 2 on ``record``: the objective's verdicts of some labels against the first, with
-    ``specs`` (the objective and the metrics whose comparisons join Holm's family)."""
+    ``specs`` (the objective and the metrics whose comparisons join Holm's family).
+
+    The samples are the shared extractor's (:func:`.observations.observations`: passed trials,
+    each metric from its own measure stage, blocks per host). A round of a ``replicates: {min,
+    max}`` file is judged at the look its session stopped at, with the same alpha spending
+    (:func:`.analysis.sequential_decision`); one that ended before ``min`` as a fixed design.
+    """
+    trials = record.get("trials") or []
+    replicates = config.replicates
+    look = None
+    if isinstance(replicates, ReplicateRange):
+        used = (record.get("sequential") or {}).get("blocks_used")
+        blocks = int(used) if used is not None else _complete_blocks(trials)
+        look = blocks if blocks >= replicates.min else None
 
     def compare(labels: Sequence[str], specs: dict[str, Any]) -> dict[str, Verdict]:
-        drawn = observations(record, specs, config)
-        chosen = {m: [o for o in obs if o.treatment in labels] for m, obs in drawn.items()}
-        return analysis.analyze_run(chosen, specs, list(labels), labels[0]).verdicts[objective]
+        stages = measure_stages(config, list(specs))
+        drawn, _ = observations(trials, list(specs), labels, upto=look, stage_of=stages)
+        if look is None or not isinstance(replicates, ReplicateRange):
+            result = analysis.analyze_run(drawn, specs, list(labels), labels[0])
+        else:
+            result = analysis.sequential_decision(
+                drawn,
+                specs,
+                list(labels),
+                labels[0],
+                blocks_done=look,
+                min_blocks=replicates.min,
+                max_blocks=replicates.max,
+            ).analysis
+        return result.verdicts[objective]
 
     return compare
+
+
+def _complete_blocks(trials: Sequence[dict[str, Any]]) -> int:
+    """Leading blocks (replicates) in which no trial is ``not_run``."""
+    skipped = {int(t.get("replicate") or 0) for t in trials if t.get("status") == "not_run"}
+    ran = {int(t.get("replicate") or 0) for t in trials if t.get("status") != "not_run"}
+    done = 0
+    while done in ran and done not in skipped:
+        done += 1
+    return done
+
+
+def objective_stage(config: BenchmarkConfig, objective: str) -> str | None:
+    """The measure stage whose trials carry the objective (None: any measure stage)."""
+    return measure_stages(config, [objective])[objective]
 
 
 def trials_by_label(record: dict[str, Any], labels: list[str]) -> dict[str, list[dict]]:

@@ -1,42 +1,49 @@
-"""The tuner's loop: rounds through a runner, moves that gate 2 supports, the loop guard.
+"""The tuner's loop: rounds through a runner, moves that gate 2 supports and confirms, the
+loop guard.
 
 A strategy (:mod:`.strategies`) proposes points; :meth:`Tuner.evaluate` runs them as one round
-against the incumbent (:mod:`.rounds`) and moves when :mod:`.selection` finds a supported
-improvement. The loop guard halts (state ``halted``, exit code 1) when the incumbent of a round
-is ungrounded (too few of its trials passed, one was non-comparable, or it breaks a
-constraint), after ``tune.max_noncomparable_streak`` non-comparable candidates in a row, and
-when a budget (:mod:`.budget`) would be overrun. A halted or interrupted tune resumes from its
-record: finished rounds are replayed from their run records, never re-run.
+against the incumbent (:mod:`.rounds`, sized by :mod:`.sizing` so its comparisons can be
+decided at all) and, when :mod:`.selection` finds a supported improvement, re-measures that
+candidate against the incumbent in a fresh round of its own before moving: both rounds must
+call it improved, so a false move needs two independent false positives. The loop guard
+halts (state ``halted``, exit code 1) when the incumbent of a round is ungrounded (too few of
+its trials passed, one was non-comparable, or it breaks a constraint), after
+``tune.max_noncomparable_streak`` non-comparable candidates in a row, when a budget
+(:mod:`.budget`) would be overrun, and when a round's replicates could never decide it. A
+halted or interrupted tune resumes from its record: finished rounds are replayed from their run
+records, never re-run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.tune import budget
-from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest, RoundRunner
+from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest, RoundRunner, merged
 from pytest_benchmark_agent.tune.selection import (
     Candidate,
-    Compare,
     choose,
     classify,
     comparer,
     constraint_checks,
     gist,
     metric_specs,
-    stage_of,
+    objective_stage,
     trials_by_label,
 )
+from pytest_benchmark_agent.tune.sizing import RoundSize, Undecidable, size_round
 from pytest_benchmark_agent.tune.space import Point, SearchSpace
 from pytest_benchmark_agent.tune.strategies import STRATEGIES
 
 
 class Halt(Exception):
-    """The tuner stops and asks a human: ``kind`` is ungrounded, streak, budget or round."""
+    """The tuner stops and asks a human: ``kind`` is ungrounded, streak, budget, replicates
+    (a round its replicates could never decide) or round."""
 
     def __init__(self, kind: str, message: str):
         self.kind = kind
@@ -48,8 +55,20 @@ class ResumeMismatch(BenchError):
     """Resuming would replay a recorded round whose points this file no longer proposes."""
 
 
+@dataclass
+class Judged:
+    """One judged round: its candidates, the move it supports (not yet confirmed), its summary
+    and the streak of non-comparable candidates it completed (empty when none)."""
+
+    candidates: list[Candidate]
+    chosen: Candidate | None
+    summary: dict[str, Any]
+    streak: list[Candidate]
+
+
 class Tuner:
-    """Runs a strategy: rounds through ``runner``, selection, the loop guard and budgets.
+    """Runs a strategy: rounds through ``runner``, selection, confirmation, the loop guard and
+    budgets.
 
     ``replay`` holds the rounds of a previous attempt of this tune (summary and run record,
     in order); while they last, a round whose points match is judged from its record instead
@@ -111,7 +130,8 @@ class Tuner:
         return len(self.rounds) < len(self._replay)
 
     def evaluate(self, points: Iterable[Point]) -> list[Candidate]:
-        """Run one round of ``points`` against the incumbent and move if a move is supported.
+        """Run one round of ``points`` against the incumbent; move when a candidate is
+        supported there and again in its confirmation round.
 
         Points equal to the incumbent, repeated, or already judged against this incumbent
         are dropped; when none is left no round runs.
@@ -124,20 +144,28 @@ class Tuner:
                 labels.setdefault(label, dict(point))
         if not labels:
             return []
-        round_points = [dict(self.incumbent), *labels.values()]
+        judged = self._round([dict(self.incumbent), *labels.values()])
+        if judged.chosen is not None:
+            self._confirm(judged)
+        if judged.streak:
+            self._halt_on_streak(judged)
+        return judged.candidates
+
+    def _round(self, points: list[Point], confirms: int | None = None) -> Judged:
+        """Run (or replay) and judge one round of ``points``, the incumbent first."""
         index = len(self.rounds)
+        size = self._size(index, points)
         if not self.replaying:
-            self._check_budget(len(round_points))
-            self.echo(f"round {index}: {len(labels)} candidate(s) against {incumbent_label}")
-            request = RoundRequest(
-                index,
-                f"{self.tune_id}-r{index:02d}",
-                round_points,
-                budget.time_left(self.config, self.spent),
+            self._check_budget(len(points), size)
+            what = (
+                f"confirmation of {point_label(points[1])} (selected in round {confirms})"
+                if confirms is not None
+                else f"{len(points) - 1} candidate(s)"
             )
-            return self._judge(index, round_points, self.runner(request))
+            self.echo(f"round {index}: {what} against {point_label(points[0])}")
+            return self._judge(index, points, self._sessions(index, points, size), size, confirms)
         summary, record = self._replay[index]
-        expected = [point_label(p) for p in round_points]
+        expected = [point_label(p) for p in points]
         if summary["points"] != expected:
             raise ResumeMismatch(
                 f"round {index} of tune {self.tune_id} evaluated "
@@ -145,35 +173,76 @@ class Tuner:
                 "resume with the same file, strategy and --bench-set values, "
                 "or start a new tune."
             )
-        judged = self._judge(
-            index,
-            round_points,
-            RoundOutcome(summary["run_id"], record, float(summary.get("wall_s") or 0.0)),
-        )
+        outcome = RoundOutcome(summary["run_id"], record, float(summary.get("wall_s") or 0.0))
+        judged = self._judge(index, points, outcome, size, confirms)
         if not self.replaying:
             self.streak = []  # a human resumed the tune after this round
         return judged
+
+    def _size(self, index: int, points: list[Point]) -> RoundSize:
+        """The sessions this round needs so that its comparisons can be decided at all."""
+        compared = sum(1 for spec in self._specs.values() if spec.direction != "equal")
+        try:
+            return size_round(self.config, (len(points) - 1) * compared)
+        except Undecidable as exc:
+            raise Halt("replicates", f"round {index} was not run: {exc}") from None
+
+    def _sessions(self, index: int, points: list[Point], size: RoundSize) -> RoundOutcome:
+        """The round's sessions, in order, as one outcome (stopping at one that did not
+        finish); each gets the wall-clock time left."""
+        outcomes: list[RoundOutcome] = []
+        for part in range(size.sessions):
+            left = budget.time_left(self.config, self.spent)
+            if left is not None:
+                left = max(left - sum(o.wall_s for o in outcomes), 0.0)
+            suffix = f"-s{part + 1}" if part else ""
+            request = RoundRequest(index, f"{self.tune_id}-r{index:02d}{suffix}", points, left)
+            outcomes.append(self.runner(request))
+            last = outcomes[-1]
+            if last.timed_out or last.record.get("state") != "complete":
+                break
+        return merged(outcomes, size.per_session)
 
     # -- budgets --------------------------------------------------------------------------------
 
     def trials_per_point(self) -> int:
         return budget.trials_per_point(self.config)
 
-    def _check_budget(self, n_points: int) -> None:
-        message = budget.overrun(self.config, self.spent, n_points * self.trials_per_point())
+    def _check_budget(self, n_points: int, size: RoundSize) -> None:
+        needed = n_points * size.sessions * self.trials_per_point()
+        message = budget.overrun(self.config, self.spent, needed)
         if message is not None:
-            raise Halt("budget", message)
+            sized = (
+                f" The round runs {size.sessions} sessions: {size.why}."
+                if size.sessions > 1
+                else ""
+            )
+            raise Halt("budget", message + sized)
 
     # -- judging a round ------------------------------------------------------------------------
 
-    def _judge(self, index: int, points: list[Point], outcome: RoundOutcome) -> list[Candidate]:
+    def _judge(
+        self,
+        index: int,
+        points: list[Point],
+        outcome: RoundOutcome,
+        size: RoundSize,
+        confirms: int | None,
+    ) -> Judged:
         record, run_id = outcome.record, outcome.run_id
         labels = [point_label(p) for p in points]
         summary: dict[str, Any] = {
             "round": index,
             "run_id": run_id,
+            "run_ids": list(
+                dict.fromkeys(str(t.get("run_id") or run_id) for t in record.get("trials") or [])
+            )
+            or [run_id],
             "points": labels,
             "incumbent": labels[0],
+            "confirms": confirms,
+            "blocks": size.blocks,
+            "blocks_why": size.why,
             **self.spent.add(outcome.record, outcome.wall_s, self.config),
         }
         self.rounds.append(summary)
@@ -183,7 +252,7 @@ class Tuner:
                 {
                     **trial,
                     "round": index,
-                    "run_id": run_id,
+                    "run_id": trial.get("run_id") or run_id,
                     "point": dict(points[labels.index(trial["treatment"])])
                     if trial.get("treatment") in labels
                     else None,
@@ -221,27 +290,88 @@ class Tuner:
             for label, point in zip(labels[1:], points[1:], strict=True)
         ]
         streak_hit = self._update_streak(judged)
-        moved = self._move(index, labels[0], judged, compare)
+        objective = self.space.objective
+        chosen, ties = choose(
+            self.space, index, self.incumbent, labels[0], judged, compare, self._specs[objective]
+        )
+        self.ties += ties
         for candidate in judged:
             self._judged.add((labels[0], candidate.label))
         self.candidates.extend(judged)
         self._tag_trials(index, labels[0], {c.label: c for c in judged})
         summary["status"] = "halted" if streak_hit else "finished"
-        summary["outcome"] = f"moved to {moved.label}" if moved else f"kept {labels[0]}"
-        self.echo(f"round {index}: {summary['outcome']}")
+        summary["outcome"] = (
+            f"{chosen.label} improved; confirming it in a fresh round"
+            if chosen is not None and confirms is None
+            else f"kept {labels[0]}"
+        )
         if streak_hit:
             summary["outcome"] += "; halted on a streak of non-comparable candidates"
-            self._notify()
-            names = ", ".join(c.label for c in streak_hit)
-            raise Halt(
-                "streak",
-                f"{len(streak_hit)} candidates in a row were not comparable "
-                f"({names}; the limit is {self.settings.max_noncomparable_streak}); the "
-                f"last: {streak_hit[-1].reason}. Fix what makes them non-comparable, "
-                "then resume.",
-            )
         self._notify()
-        return judged
+        return Judged(judged, chosen, summary, streak_hit)
+
+    def _confirm(self, selection: Judged) -> None:
+        """Re-measure the selection's chosen candidate against the incumbent in a fresh round
+        and move only when that round calls it improved too (both must pass)."""
+        chosen = selection.chosen
+        assert chosen is not None
+        incumbent = point_label(self.incumbent)
+        try:
+            again = self._round([dict(self.incumbent), dict(chosen.point)], confirms=chosen.round)
+        except Halt as halt:
+            chosen.decision = "unconfirmed"
+            chosen.reason = f"improved, but its confirmation round did not judge it ({halt.kind})"
+            selection.summary["outcome"] = f"kept {incumbent}: {chosen.label} was not confirmed"
+            self._tag_trials(chosen.round, incumbent, {chosen.label: chosen})
+            raise
+        (second,) = again.candidates
+        verdict = second.verdict or {}
+        if again.chosen is not None:
+            second.decision = "confirmed"
+            second.reason = f"improved again in fresh blocks: confirms round {chosen.round}"
+            self.incumbent = dict(chosen.point)
+            self.path.append(
+                {
+                    "round": chosen.round,
+                    "confirmed_in": second.round,
+                    "label": chosen.label,
+                    "point": dict(chosen.point),
+                    "ratio": verdict["ratio"],
+                    "ci": verdict["ci"],
+                    "p_holm": verdict["p_holm"],
+                    "selection_ratio": (chosen.verdict or {}).get("ratio"),
+                    "previous": incumbent,
+                }
+            )
+            selection.summary["outcome"] = (
+                f"moved to {chosen.label} (confirmed in round {second.round})"
+            )
+            again.summary["outcome"] = f"confirmed {chosen.label}: moved to it"
+        else:
+            chosen.decision = "unconfirmed"
+            chosen.reason = (
+                f"improved on {incumbent} (ratio {_num(chosen.verdict)}), but not in its "
+                f"confirmation round {second.round} (ratio {_num(verdict)}): {second.reason}"
+            )
+            second.reason = f"confirmation of round {chosen.round}: {second.reason}"
+            selection.summary["outcome"] = (
+                f"kept {incumbent}: {chosen.label} was not confirmed in round {second.round}"
+            )
+            again.summary["outcome"] = f"kept {incumbent}: {chosen.label} not confirmed"
+        self._tag_trials(chosen.round, incumbent, {c.label: c for c in selection.candidates})
+        self._tag_trials(second.round, incumbent, {second.label: second})
+        self.echo(f"round {chosen.round}: {selection.summary['outcome']}")
+        self._notify()
+
+    def _halt_on_streak(self, judged: Judged) -> None:
+        names = ", ".join(c.label for c in judged.streak)
+        raise Halt(
+            "streak",
+            f"{len(judged.streak)} candidates in a row were not comparable "
+            f"({names}; the limit is {self.settings.max_noncomparable_streak}); the "
+            f"last: {judged.streak[-1].reason}. Fix what makes them non-comparable, "
+            "then resume.",
+        )
 
     def _notify(self) -> None:
         if self.on_round is not None:
@@ -249,8 +379,8 @@ class Tuner:
 
     def _check_incumbent(self, label: str, trials: list[dict[str, Any]]) -> None:
         """Halt when the round's baseline cannot ground any comparison."""
-        objective_stage = stage_of(self.config, self.space.objective)
-        own = [t for t in trials if objective_stage is None or t.get("stage") == objective_stage]
+        stage = objective_stage(self.config, self.space.objective)
+        own = [t for t in trials if stage is None or t.get("stage") == stage]
         broken = [t for t in own if t["status"] == "not_comparable"]
         if broken:
             raise Halt(
@@ -292,32 +422,6 @@ class Tuner:
                 hit = list(self.streak)
         return hit
 
-    def _move(
-        self, index: int, incumbent: str, judged: list[Candidate], compare: Compare
-    ) -> Candidate | None:
-        """Move to the round's supported move (:func:`.selection.choose`), if it has one."""
-        objective = self.space.objective
-        chosen, ties = choose(
-            self.space, index, self.incumbent, incumbent, judged, compare, self._specs[objective]
-        )
-        self.ties += ties
-        if chosen is None:
-            return None
-        self.incumbent = dict(chosen.point)
-        verdict = chosen.verdict
-        self.path.append(
-            {
-                "round": index,
-                "label": chosen.label,
-                "point": dict(chosen.point),
-                "ratio": verdict["ratio"],
-                "ci": verdict["ci"],
-                "p_holm": verdict["p_holm"],
-                "previous": incumbent,
-            }
-        )
-        return chosen
-
     def _tag_trials(self, index: int, incumbent: str, judged: dict[str, Candidate]) -> None:
         """Give each trial of round ``index`` the verdict of its point against the incumbent."""
         for trial in self.trials:
@@ -330,3 +434,8 @@ class Tuner:
             elif candidate is not None:
                 trial["verdict"] = candidate.verdict["verdict"] if candidate.verdict else None
                 trial["decision"] = candidate.decision
+
+
+def _num(verdict: dict[str, Any] | None) -> str:
+    ratio = (verdict or {}).get("ratio")
+    return "n/a" if ratio is None else f"{ratio:.4g}"
