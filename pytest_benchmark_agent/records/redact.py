@@ -13,7 +13,7 @@ leaked key. Values are never hashed: a hash of a short password is a leak too.
 
 Beyond the fingerprint, a benchmark's own secrets (:func:`secret_values`: params and stage
 ``env:`` entries named like secrets, params declared ``secret: true`` in ``manifest:``, the
-userinfo of URL values) are registered once its plan is built (:func:`register`), and every
+userinfo of URL values) are registered when it is loaded (:func:`register`), and every
 record writer passes what it writes through :func:`scrub` (structured data) or
 :func:`scrub_text` (rendered text): one seam, so a new writer cannot forget a field. Where a
 secret must still tell two values apart (a cache signature), :func:`keyed` gives an HMAC under a

@@ -217,3 +217,22 @@ def test_a_secret_the_prep_reports_as_used_still_matches_on_a_cache_hit(
     files = [project.runs()[-1] / name for name in written]
     files += list((project.home / "cache").glob("*/manifest.json"))
     assert not [f for f in files if API_KEY in f.read_text()]  # the stage's own stdout aside
+
+
+def test_a_tune_hides_the_secrets_of_its_base_params(project: BenchProject, expect) -> None:
+    """The tuner writes its own record and report in its own process."""
+    document = secret_bench()
+    del document["treatment_variable"], document["treatments"]
+    document.update(
+        search_space={"mode": ["a", "b"]},
+        objective={"metric": "received", "direction": "higher"},
+        replicates=5,
+    )
+    document["metrics"]["received"]["min_replicates"] = 2
+    project.bench(document)
+    tuned = agent(
+        project, "tune", "bench.yaml", "--strategy", "grid", "--set", f"authToken={SET_TOKEN}"
+    )
+    assert_clean_exit(tuned, {0})
+    assert len(project.runs()) >= 2
+    assert_home_clean(project)
