@@ -22,6 +22,7 @@ from pytest_benchmark_agent.judge.baseline import (
     reproduction,
     resolve_ref,
 )
+from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records.writer import load_results
 from pytest_benchmark_agent.stats.describe import values_text
@@ -56,13 +57,15 @@ def cmd_history(args: argparse.Namespace) -> int:
         flags = f"  flagged x{entry['flags']}" if entry.get("flags") else ""
         code = (entry.get("code") or {}).get("label")
         print(
-            f"{run_dir.name}  {entry.get('state', '?'):<11} {entry.get('tag', '?'):<11} "
-            f"{entry.get('name')}"
-            + (f"  code {code}" if code else "")
-            + "  trials: "
-            + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-            + (f"  primary: {primary}" if primary else "")
-            + flags
+            one_line(  # an imported record's name never passed gate 1
+                f"{run_dir.name}  {entry.get('state', '?'):<11} {entry.get('tag', '?'):<11} "
+                f"{entry.get('name')}"
+                + (f"  code {code}" if code else "")
+                + "  trials: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                + (f"  primary: {primary}" if primary else "")
+                + flags
+            )
         )
     return 0
 

@@ -168,3 +168,11 @@ def test_an_imported_record_cannot_forge_the_index(bench_folder: BenchProject) -
         INDEX_HEADINGS | {"## EXPLORATORY"}
     )
     assert not [line for line in lines if line.startswith("| [forged]")]
+    history = subprocess.run(
+        ["benchmark-agent", "--home", str(other), "history"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    shown = assert_clean_exit(history, {0})
+    assert "foreign-1" in shown and not [line for line in shown.splitlines() if "## " in line[:3]]
