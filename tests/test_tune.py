@@ -9,6 +9,7 @@ at the bottom run real rounds: ``pytest --bench`` sessions of a stage printing t
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import statistics
@@ -664,7 +665,7 @@ print(f"p50_ms={(2.5 if x == 3 else 10.0) * (1 + noise)}")
 
 
 def test_a_clear_winner_is_selected_at_the_default_replicates(project: BenchProject) -> None:
-    """x=3 is 4x faster in every block; 5 replicates (the default) per session."""
+    """x=3 is 4x faster in every block; the file leaves replicates at the default."""
     project.write("winner.py", WINNER)
     path = project.bench(
         {
@@ -687,9 +688,13 @@ def test_a_clear_winner_is_selected_at_the_default_replicates(project: BenchProj
     record = tune_record(project)
     assert record["selected"] == {"x": 3}
     selection, confirmation = record["rounds"]
-    assert selection["blocks"] == 10 and len(selection["run_ids"]) == 2
+    per_session = BenchmarkConfig.model_fields["replicates"].default
+    sessions = math.ceil(8 / per_session)  # 4 candidates: 2/2^n <= 0.05/4 needs n >= 8
+    assert selection["blocks"] == sessions * per_session
+    assert len(selection["run_ids"]) == sessions
     assert "so deciding needs n >= 8 (2/2^8 = 0.00781)" in selection["blocks_why"]
     assert confirmation["confirms"] == 0 and confirmation["points"] == ["x=0", "x=3"]
+    assert len(confirmation["run_ids"]) == math.ceil(6 / per_session)  # 2/2^6 <= 0.05
     assert record["incumbents"][-1]["confirmed_in"] == 1
     assert record["incumbents"][-1]["ratio"] < 0.3
     for run_id in selection["run_ids"] + confirmation["run_ids"]:
