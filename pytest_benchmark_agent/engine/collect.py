@@ -73,17 +73,10 @@ class BenchFile(pytest.File):
 
         build_or_reuse.__name__ = node.fixture_name
         build_or_reuse.__signature__ = _signature(needed)  # type: ignore[attr-defined]
-        # pytest has no public API to add a fixture at collection time; this is the one it uses
-        # for its own plugin fixtures, and it makes preps real session-scoped fixtures. pytest
-        # 9.2 scopes it by node (and deprecates the nodeid), 9.0 and 9.1 by nodeid.
-        manager = self.session._fixturemanager
-        where = (
-            {"node": self}
-            if "node" in inspect.signature(manager._register_fixture).parameters
-            else {"nodeid": self.nodeid}
-        )
-        manager._register_fixture(
-            name=node.fixture_name, func=build_or_reuse, scope="session", **where
+        # pytest's public imperative fixture API (9.1+): preps are real session-scoped
+        # fixtures, visible to this benchmark file's trials only.
+        pytest.register_fixture(
+            name=node.fixture_name, func=build_or_reuse, node=self, scope="session"
         )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
