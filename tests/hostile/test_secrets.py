@@ -17,8 +17,15 @@ import pytest
 from benchhelpers import BenchProject
 from hostilehelpers import agent, assert_clean_exit, assert_no_secret, assert_trials_on_disk
 
-from pytest_benchmark_agent.records.redact import KEY_FILE, REDACTED, is_secret_name
-from pytest_benchmark_agent.records.writer import load_yaml
+from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.records.redact import (
+    KEY_FILE,
+    REDACTED,
+    is_secret_name,
+    register,
+    scrub,
+)
+from pytest_benchmark_agent.records.writer import dump_yaml, load_yaml
 
 API_KEY = "ak-7Hq2pZ9wLx4Vb8Nc"
 LOGIN = "hunter2 isn't $HOME"  # shell-quoted in a command: its quoted form is hidden too
@@ -236,3 +243,34 @@ def test_a_tune_hides_the_secrets_of_its_base_params(project: BenchProject, expe
     assert_clean_exit(tuned, {0})
     assert len(project.runs()) >= 2
     assert_home_clean(project)
+
+
+def test_the_seam_hides_values_and_keeps_records_readable() -> None:
+    """Registered secrets go wherever they stand in a record, in any writer's escaping (a
+    quote, a backslash, non-ASCII); numbers, keys and short values elsewhere are untouched."""
+    tricky = 'pa"ss\\wörd-Zx81'
+    config = BenchmarkConfig.model_validate(
+        {
+            "name": "seam",
+            "params": {"client_secret": tricky, "pin_token": 123456, "auth": "abc"},
+            "stages": [{"name": "m", "kind": "measure", "cmd": "true"}],
+        }
+    )
+    register(config)
+    record = {
+        "params": {"client_secret": tricky, "pin_token": 123456, "auth": "abc", "n": 123456},
+        "command": f"run --secret {shlex.quote(tricky)} --n 3",
+        "metrics": {"wall_s": 0.123456, "count": 123456},
+        "label": "abc",
+        "url": "git+https://user:pw@example.invalid/r",
+    }
+    assert scrub(record) == {
+        "params": {"client_secret": REDACTED, "pin_token": REDACTED, "auth": REDACTED, "n": 123456},
+        "command": f"run --secret {REDACTED} --n 3",
+        "metrics": {"wall_s": 0.123456, "count": 123456},
+        "label": "abc",
+        "url": f"git+https://{REDACTED}@example.invalid/r",
+    }
+    assert tricky not in dump_yaml(record) and json.dumps(tricky)[1:-1] not in dump_yaml(record)
+    clean = {"trials": [{"id": "m[a-rep0]", "wall_s": 1.5}]}
+    assert scrub(clean) is clean  # nothing to hide: the same object, not a copy
