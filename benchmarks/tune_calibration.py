@@ -156,6 +156,8 @@ def main() -> None:
             f"{100 * upper_bound(moved, args.flat):.2f}% | {time.monotonic() - t0:.0f} |",
             flush=True,
         )
+    if not args.winner:
+        return
     print()
     print("| strategy | replicates | winner tunes | x=3 selected | trials per tune | seconds |")
     print("|---|---|---|---|---|---|")

@@ -371,6 +371,16 @@ def test_the_wall_clock_budget_halts_once_spent() -> None:
     assert [r.timeout_s for r in runner.requests] == [50, 15]  # the second session: what is left
 
 
+def test_no_session_of_a_round_starts_once_the_wall_clock_budget_is_spent() -> None:
+    runner = ScriptedRounds(landscape(bowl), wall_s=1.0)  # the x line's first session: 35 s
+    tuner = tuner_for(tuning(budget={"wall_clock_s": 35}), runner)
+    tuner.run("coordinate")
+    assert len(runner.requests) == 1  # its second session had no time left
+    assert tuner.halt.kind == "budget"
+    assert "round 0 did not finish (budget.wall_clock_s ran out during it)" in tuner.halt.message
+    assert tuner.rounds[0]["status"] == "unfinished"
+
+
 def _gpu_tuning(**budget: float) -> dict[str, Any]:
     return tuning(resources={"gpus": 1, "price_per_gpu_hour": 2.0}, budget=budget)
 

@@ -27,6 +27,7 @@ from pytest_benchmark_agent.cli.common import DEVIATIONS, runs_in
 from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_value
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
 from pytest_benchmark_agent.records.lessons import Note, notes_for
 from pytest_benchmark_agent.records.writer import dump_yaml, load_yaml
@@ -155,7 +156,9 @@ def latest_reliable(home: Path, name: str) -> Baseline | None:
 
 
 def review(home: Path, config: BenchmarkConfig) -> Review:
-    """The matrix, the notes that apply, and every challenge of this request."""
+    """The matrix, the notes that apply, and every challenge of this request (the config read
+    as its records hold it: a secret is never compared, nor shown)."""
+    config = redact.as_written(config)
     baseline = latest_reliable(home, config.name)
     variables = variables_of(config)
     lessons, risks = notes_for(home, config.name, config.params)
@@ -312,6 +315,7 @@ def accepted_deviation(home: Path, name: str, config: BenchmarkConfig) -> dict[s
         return None
     document = load_yaml(path) or {}
     request = document.get("request") or {}
+    config = redact.as_written(config)  # the request was recorded redacted
     current = {key: _value(config.params, key) for key in request}
     if "treatment_variable" in request:
         current["treatment_variable"] = ", ".join(variables_of(config))

@@ -41,6 +41,7 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig, MetricSpec
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.judge.observations import observations
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import (
     FingerprintDiff,
     code_label,
@@ -432,7 +433,7 @@ def check_baseline(
             "use the baseline's value (e.g. --bench-set for a param) or choose a baseline "
             "recorded with this one.",
         )
-        for name, mine, theirs in config_differences(config, other)
+        for name, mine, theirs in config_differences(redact.as_written(config), other)
     ]
     if problems:
         raise ConfigError(path, problems)

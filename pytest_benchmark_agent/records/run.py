@@ -21,6 +21,7 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BUILTIN_METRICS
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import BenchPlan, TrialSpec
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.safetext import NAME_MAX
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
 
@@ -101,7 +102,7 @@ class BenchRun:
     def config_hash(self) -> str:
         """Identity of the frozen config (what a reproduction must share); the hypothesis and the
         budget are left out: they describe or limit the run, they do not change what it measures."""
-        config = self.plan.config.model_dump(
+        config = redact.as_written(self.plan.config).model_dump(  # no secret, not even hashed
             mode="json", exclude_none=True, exclude={"hypothesis", "budget"}
         )
         identity = {

@@ -200,6 +200,7 @@ def comparison_key(config: BenchmarkConfig) -> str:
     """A hash of what a baseline must share with a run (what gate 1 across runs compares: the
     treatment variable, every other param, the stages, the seeds), so ``latest`` and a git
     revision prefer a run that may serve without opening its record."""
+    config = redact.as_written(config)  # a secret is not part of what a baseline shares
     variable = treatment_variable(config)
     identity = {
         "variable": variable,

@@ -18,6 +18,7 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.records.writer import load_results, load_yaml
 from pytest_benchmark_agent.tune.recorder import TuneRecorder, definition
@@ -161,7 +162,7 @@ def _previous_tune(
                 )
             ],
         )
-    now = json.loads(json.dumps(definition(config, space), default=str))
+    now = json.loads(json.dumps(redact.scrub(definition(config, space)), default=str))
     if previous.get("definition") != now:
         changed = sorted(k for k in now if (previous.get("definition") or {}).get(k) != now[k])
         raise ConfigError(

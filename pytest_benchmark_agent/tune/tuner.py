@@ -189,12 +189,16 @@ class Tuner:
 
     def _sessions(self, index: int, points: list[Point], size: RoundSize) -> RoundOutcome:
         """The round's sessions, in order, as one outcome (stopping at one that did not
-        finish); each gets the wall-clock time left."""
+        finish); each gets the wall-clock time left, and none starts when none is left."""
         outcomes: list[RoundOutcome] = []
         for part in range(size.sessions):
             left = budget.time_left(self.config, self.spent)
             if left is not None:
                 left = max(left - sum(o.wall_s for o in outcomes), 0.0)
+                if part and not left:  # the wall-clock budget ran out between sessions
+                    cut = merged(outcomes, size.per_session)
+                    cut.timed_out = True
+                    return cut
             suffix = f"-s{part + 1}" if part else ""
             request = RoundRequest(index, f"{self.tune_id}-r{index:02d}{suffix}", points, left)
             outcomes.append(self.runner(request))
