@@ -241,6 +241,8 @@ def register(config: BenchmarkConfig) -> None:
     """Make every writer of this process redact ``config``'s secrets (kept for the process:
     a value once known to be secret stays hidden)."""
     for name, text in secret_values(config).items():
+        if text == REDACTED:  # a recorded config's: nothing left to hide
+            continue
         _BY_NAME.setdefault(name, set()).add(text)
         _PROBES.add(json.dumps(name, ensure_ascii=False) + ":")
         if len(text) >= MIN_SCRUBBED:
@@ -290,6 +292,17 @@ def _scrub(data: Any) -> Any:
         items = [_scrub(item) for item in data]
         return items if any(a is not b for a, b in zip(items, data, strict=True)) else data
     return data
+
+
+def as_written(config: BenchmarkConfig) -> BenchmarkConfig:
+    """``config`` as its records hold it, secrets ``<redacted>``: what a comparison of a live
+    config with a recorded one reads (a baseline, a reproduction's identity, a plan's review),
+    so a secret neither blocks a comparison nor is compared. ``config`` itself when it holds
+    no secret."""
+    register(config)
+    data = config.model_dump()
+    hidden = scrub(data)
+    return config if hidden is data else type(config).model_validate(hidden)
 
 
 def _text_of(value: Any) -> str | None:

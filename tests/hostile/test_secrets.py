@@ -274,3 +274,19 @@ def test_the_seam_hides_values_and_keeps_records_readable() -> None:
     assert tricky not in dump_yaml(record) and json.dumps(tricky)[1:-1] not in dump_yaml(record)
     clean = {"trials": [{"id": "m[a-rep0]", "wall_s": 1.5}]}
     assert scrub(clean) is clean  # nothing to hide: the same object, not a copy
+
+
+def test_a_baseline_and_a_plan_compare_the_config_as_written(project: BenchProject, expect) -> None:
+    """A record holds a secret as ``<redacted>``: a later run, its baseline check and the
+    plan's review read the live config the same way, so the secret neither blocks them nor is
+    shown (nor hashed into the record's identity)."""
+    project.bench(secret_bench())
+    args = (f"--bench-set=authToken={SET_TOKEN}",)
+    assert_clean_exit(project.run(*args), {0})
+    output = assert_clean_exit(project.run(*args, "--bench-baseline", "latest"), {0})
+    assert "in baseline" not in output
+    assert project.results()["baseline"]["run_id"] == project.runs()[0].name
+    planned = agent(project, "plan", "bench.yaml", "--", *args)
+    assert_clean_exit(planned, {0, 1})
+    assert not [s for s in SECRETS if s in planned.stdout + planned.stderr]
+    assert_home_clean(project)
