@@ -306,14 +306,27 @@ def _check_metrics_file(
     config: BenchmarkConfig, stage: Stage, field: str, source: str
 ) -> list[Problem]:
     """``metrics_from.file`` is read from the stage's folders: its working folder (a relative
-    path), its scratch folder ``{out}`` or an artifact it needs, and never through ``..``."""
+    path), its scratch folder ``{out}`` or an artifact it needs, and never through ``..``, nor
+    through a param whose value (declared, or a treatment's) holds a ``/`` or is ``..``."""
     parts = source.replace("\\", "/").split("/")
     first = names_in(parts[0])
     artifacts = {a for s in config.stages for a in s.produces}
+    values = {name: [value] for name, value in config.params.items()}
+    values.setdefault(str(treatment_variable(config)), []).extend(treatment_values(config))
+    escaping = [
+        f"{{{name}}} ({as_text(value)!r})"
+        for name in names_in(source)
+        for value in values.get(name, [])
+        if "/" in as_text(value).replace("\\", "/") or as_text(value) in (".", "..")
+    ]
     if source.startswith(("/", "~")) or ".." in parts:
         why = "is absolute" if source.startswith(("/", "~")) else "climbs out through .."
-    elif first and not (parts[0] == f"{{{first[0]}}}" and first[0] in artifacts | {"out"}):
+    elif parts[0].startswith("{") and not (
+        first and parts[0] == f"{{{first[0]}}}" and first[0] in artifacts | {"out"}
+    ):
         why = "starts with a placeholder that is not {out} or an artifact"
+    elif escaping:
+        why = f"takes a path from {one_line(escaping[0], 80)}"
     else:
         return []
     return [

@@ -102,6 +102,15 @@ def test_a_metrics_file_outside_the_stage_folders_is_refused(project: BenchProje
     assert "Fix: give a path relative to the stage's folder" in output
 
 
+def test_a_metrics_file_a_treatment_takes_outside_is_refused(project: BenchProject) -> None:
+    document = with_stage(metrics_from={"file": "m_{mode}.json", "fields": ["score"]})
+    document["treatments"] = ["a", "../../../../tmp/x"]
+    output = refused(project, document)
+    assert "metrics_from.file: 'm_{mode}.json' takes a path from {mode} ('../../../../tmp/x')" in (
+        output
+    )
+
+
 def test_metrics_files_in_the_stage_folders_are_read(project: BenchProject) -> None:
     document = with_stage(
         cmd="cat {data} > /dev/null; echo score=3 > {out}/m.txt; echo {mode}",
