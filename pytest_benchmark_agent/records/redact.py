@@ -342,6 +342,9 @@ def _home_key(home: Path) -> bytes:
             os.link(tmp, path)
         except FileExistsError:
             pass
+        except OSError:  # a filesystem without hard links: a rename, unless one appeared
+            if not path.exists():
+                os.replace(tmp, path)
         finally:
-            os.unlink(tmp)
+            tmp.unlink(missing_ok=True)
     return path.read_bytes()
