@@ -508,6 +508,16 @@ def test_a_round_its_replicates_could_never_decide_is_refused_with_the_arithmeti
     assert re.search(arithmetic, tuner.halt.message)
 
 
+def test_seeds_too_few_to_decide_a_round_are_refused_more_blocks_would_not_help() -> None:
+    document = tuning(search_space={"x": [0, 1, 2, 3, 4]}, seeds=[1, 2, 3, 4, 5])
+    runner = ScriptedRounds(landscape(bowl))
+    tuner = tuner_for(document, runner)
+    tuner.run("grid")
+    assert tuner.halt.kind == "replicates" and not runner.requests
+    assert "the paired units are the 5 seeds" in tuner.halt.message
+    assert tuner.halt.message.endswith("Use at least 8 seeds, or fewer candidates per round.")
+
+
 # -- end to end: real rounds, each a pytest --bench session -----------------------------------
 
 LAND = """\

@@ -9,7 +9,8 @@ So the tuner sizes every round: with a fixed ``replicates`` it runs as many sess
 file's blocks as the family needs (each session its own interleaved blocks, pooled as one
 paired comparison); with ``replicates: {min, max}`` a session's blocks are capped at ``max`` and
 its last look is judged at the spent level, so a round ``max`` cannot decide is refused with the
-arithmetic shown.
+arithmetic shown; with ``seeds`` the paired units are the seeds, which more blocks do not add,
+so a round too many for them is refused too.
 """
 
 from __future__ import annotations
@@ -76,6 +77,16 @@ def size_round(config: BenchmarkConfig, comparisons: int) -> RoundSize:
         f"two-sided p is 2/2^n, so deciding needs n >= {needed} "
         f"(2/2^{needed} = {2 / 2**needed:.3g})"
     )
+    if config.seeds is not None:  # each seed's median is one paired unit: blocks add none
+        units = len(config.seeds)
+        if needed > units:
+            raise Undecidable(
+                f"seeds: the paired units are the {units} seeds (each the median of its "
+                f"replicates): {arithmetic.replace('blocks', 'units')}, and 2/2^{units} = "
+                f"{2 / 2**units:.3g} is above {first:.3g}, so no candidate of this round could "
+                f"be selected. Use at least {needed} seeds, or fewer candidates per round."
+            )
+        return RoundSize(1, per_session, comparisons, needed, arithmetic)
     if spent:
         if needed > per_session:
             raise Undecidable(

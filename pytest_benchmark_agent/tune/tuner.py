@@ -209,11 +209,8 @@ class Tuner:
 
     # -- budgets --------------------------------------------------------------------------------
 
-    def trials_per_point(self) -> int:
-        return budget.trials_per_point(self.config)
-
     def _check_budget(self, n_points: int, size: RoundSize) -> None:
-        needed = n_points * size.sessions * self.trials_per_point()
+        needed = n_points * size.sessions * budget.trials_per_point(self.config)
         message = budget.overrun(self.config, self.spent, needed)
         if message is not None:
             sized = (
