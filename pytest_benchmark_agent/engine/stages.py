@@ -13,7 +13,8 @@ its stdout and stderr (pipes), and the next memory-guard sample, timeout and pro
 a scheduler handoff per stage, which dominates short trials (docs/benchmark/PERFORMANCE.md).
 Output is kept in memory and written to ``stdout.txt`` / ``stderr.txt`` in the stage's log
 folder only when non-empty (a stage that prints nothing leaves no files); past
-``SPILL_BYTES`` it goes to the file as it arrives, so a chatty stage never fills memory.
+``SPILL_BYTES`` it goes to the file as it arrives, and is read back as a stream of lines, so a
+chatty stage never fills memory.
 
 The shell raises its own ``oom_score_adj`` to 1000 before running the command, so every process
 of the stage inherits it and the kernel, if it ever acts before the guard, picks the stage and

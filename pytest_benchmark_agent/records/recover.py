@@ -5,10 +5,11 @@ its run would stay ``running`` forever. Each process that records into a run fir
 ``owners/<pid>-<start>.json`` in the run folder names the host, the process by its pid *and*
 its start time (a pid alone is reused), the boot, and for an xdist worker its controller. A run
 with no ``index.json`` whose every owner on this host is gone is finalized as the session would
-have finalized it, as ``interrupted``: the trials of its journal kept, the one in flight
-``interrupted``, the rest ``not_run``, its report (with What Went Wrong), ``index.json`` and
-``results_index.md`` written. A run claimed from another host is left alone (its owner cannot
-be checked from here); so is a run with no claim at all (written before claims existed).
+have finalized it, as ``interrupted``: the trials of its journal kept, the one in flight (as
+its last heartbeat names it) ``interrupted``, the rest ``not_run``, its report (with What Went
+Wrong), ``index.json`` and ``results_index.md`` written. A run claimed from another host is
+left alone (its owner cannot be checked from here); so is a run with no claim at all (written
+before claims existed).
 """
 
 from __future__ import annotations
