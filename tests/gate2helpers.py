@@ -39,7 +39,7 @@ def scored(project: BenchProject, a: int = 2, b: int = 3, **overrides) -> None:
         "params": {"mode": "a", "size": 3},
         "treatment_variable": "mode",
         "treatments": ["a", "b"],
-        "replicates": 5,
+        "replicates": 6,
         "code": ["code"],
         "stages": [
             {

@@ -167,8 +167,8 @@ def test_killed_stage_ends_failed_with_the_samples_kept(project: BenchProject, r
     assert [(t["id"], t["status"], t["metrics"].get("score")) for t in trials] == [
         ("measure[mode=a-rep0]", "passed", 1.0),
         ("measure[mode=b-rep0]", "failed", None),
-        ("measure[mode=a-rep1]", "passed", 3.0),
-        ("measure[mode=b-rep1]", "passed", 4.0),
+        ("measure[mode=b-rep1]", "passed", 3.0),  # the second block runs B A
+        ("measure[mode=a-rep1]", "passed", 4.0),
     ]
 
 

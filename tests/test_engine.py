@@ -27,11 +27,11 @@ def test_trials_run_interleaved_and_are_recorded(project: BenchProject) -> None:
     result = project.run("-v")
     assert result.ret == pytest.ExitCode.OK
     record = project.results()
-    assert [t["id"] for t in record["trials"]] == [
-        "measure[mode=a-rep0]",
-        "measure[mode=b-rep0]",
-        "measure[mode=a-rep1]",
-        "measure[mode=b-rep1]",
+    assert [(t["id"], t["position"]) for t in record["trials"]] == [
+        ("measure[mode=a-rep0]", 0),  # the order inside blocks alternates: A B, then B A
+        ("measure[mode=b-rep0]", 1),
+        ("measure[mode=b-rep1]", 0),
+        ("measure[mode=a-rep1]", 1),
     ]
     assert record["state"] == "complete" and record["tag"] == "EXPLORATORY"
     assert record["treatment_variable"] == "mode" and record["control"] == "a"
@@ -112,12 +112,12 @@ def test_treatment_dependent_prep_builds_per_treatment(project: BenchProject) ->
 def test_hostile_treatment_value_is_passed_as_data(project: BenchProject) -> None:
     hostile = "x; touch pwned1 $(touch pwned2) `touch pwned3` ' \" && touch pwned4"
     document = simple_bench(params={"mode": "a", "size": 3}, treatments=["a", hostile])
-    document["stages"][1]["cmd"] = "printf '%s' {mode} > seen.txt; echo score=1"
+    document["stages"][1]["cmd"] = "printf '%s\\n' {mode} >> seen.txt; echo score=1"
     project.bench(document)
     assert project.run().ret == 0
     assert not list(project.path.glob("pwned*"))
-    assert (project.path / "seen.txt").read_text() == hostile
-    assert project.results()["trials"][1]["treatment"] == hostile
+    assert (project.path / "seen.txt").read_text().splitlines() == ["a", hostile, hostile, "a"]
+    assert [t["treatment"] for t in project.results()["trials"]] == ["a", hostile, hostile, "a"]
 
 
 def test_crashing_stage_fails_the_trial_with_its_stderr(project: BenchProject) -> None:
@@ -221,8 +221,13 @@ def test_effective_param_differing_from_declared_is_not_comparable(project: Benc
     project.bench(document)
     result = project.run()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    trials = project.results()["trials"]
-    assert [t["status"] for t in trials] == ["passed", "not_comparable"] * 2
+    trials = project.results()["trials"]  # run as a b, then b a
+    assert [(t["treatment"], t["status"]) for t in trials] == [
+        ("a", "passed"),
+        ("b", "not_comparable"),
+        ("b", "not_comparable"),
+        ("a", "passed"),
+    ]
     assert "mode: declared 'b', effective 'a'" in trials[1]["reason"]
 
 
@@ -373,8 +378,13 @@ def test_stage_over_its_memory_ceiling_is_stopped_and_recorded(project: BenchPro
     project.bench(document)
     result = project.run()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    trials = project.results()["trials"]
-    assert [t["status"] for t in trials] == ["passed", "guard:memory"] * 2
+    trials = project.results()["trials"]  # run as a b, then b a
+    assert [(t["treatment"], t["status"]) for t in trials] == [
+        ("a", "passed"),
+        ("b", "guard:memory"),
+        ("b", "guard:memory"),
+        ("a", "passed"),
+    ]
     event = trials[1]["guard_events"][0]
     assert event["kind"] == "memory" and event["ceiling_mb"] == 100
     assert event["series"] and event["stage"] == "measure"

@@ -21,7 +21,7 @@ def two_way(cmd: str, metrics: dict, fields: list[str], **overrides) -> dict:
         "params": {"mode": "a", "size": 3},
         "treatment_variable": "mode",
         "treatments": ["a", "b"],
-        "replicates": 5,
+        "replicates": 6,
         "stages": [
             {
                 "name": "measure",
@@ -70,7 +70,7 @@ def test_a_treatment_that_sleeps_longer_regresses_and_fails_ci(project: BenchPro
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*regression: `wall_s` regressed for b (x* of the control a)"])
     record = project.results()
-    assert record["counts"] == {"passed": 10}  # every trial passed: the gate failed the session
+    assert record["counts"] == {"passed": 12}  # every trial passed: the gate failed the session
     verdict = record["verdicts"]["wall_s"]["b"]
     assert verdict["verdict"] == "regressed" and verdict["ci"][0] > 1
     run_dir = project.runs()[-1]
@@ -100,24 +100,24 @@ def test_sequential_replication_stops_once_every_primary_is_decided(project: Ben
             "if [ {mode} = a ]; then echo t=10; else echo t=20; fi",
             {"t": {"direction": "lower", "primary": True}},
             ["t"],
-            replicates={"min": 5, "max": 12},
+            replicates={"min": 8, "max": 12},  # 8 blocks can decide at the first look
         )
     )
     result = project.run()
     assert result.ret == 0, result.stdout.str()
-    result.assert_outcomes(passed=10, skipped=14)
+    result.assert_outcomes(passed=16, skipped=8)
     record = project.results()
     assert record["state"] == "complete"
     assert record["decided"] == (
-        "sequential replication stopped after 5 of 12 blocks: every "
-        "primary verdict decided after 5 blocks"
+        "sequential replication stopped after 8 of 12 blocks: every "
+        "primary verdict decided after 8 blocks"
     )
     not_run = [t for t in record["trials"] if t["status"] == "not_run"]
-    assert len(not_run) == 14 and {t["reason"] for t in not_run} == {record["decided"]}
+    assert len(not_run) == 8 and {t["reason"] for t in not_run} == {record["decided"]}
     assert record["verdicts"]["t"]["b"]["verdict"] == "regressed"
-    assert record["sequential"]["blocks_used"] == 5
+    assert record["sequential"]["blocks_used"] == 8
     report = (project.runs()[-1] / "report.md").read_text()
-    assert "looks at blocks 5 (stop)" in report
+    assert "looks at blocks 8 (stop)" in report
 
 
 def test_sequential_replication_stops_every_xdist_worker(project: BenchProject) -> None:
@@ -127,18 +127,18 @@ def test_sequential_replication_stops_every_xdist_worker(project: BenchProject) 
             "sleep 0.05; if [ {mode} = a ]; then echo t=10; else echo t=20; fi",
             {"t": {"direction": "lower", "primary": True}},
             ["t"],
-            replicates={"min": 5, "max": 12},
+            replicates={"min": 8, "max": 12},
         )
     )
     result = project.run("-n", "2", "-p", "no:benchmark", subprocess=True)
     assert result.ret == 0, result.stdout.str()
     record = project.results()
-    assert record["state"] == "complete" and record["sequential"]["blocks_used"] == 5
+    assert record["state"] == "complete" and record["sequential"]["blocks_used"] == 8
     counts = record["counts"]
-    assert counts["passed"] >= 10 and counts["passed"] + counts["not_run"] == 24
-    assert counts["not_run"] >= 10  # at most a block per worker was already running
-    assert record["sequential"]["late_trials"] == counts["passed"] - 10
-    assert record["verdicts"]["t"]["b"]["n"] == [5, 5]
+    assert counts["passed"] >= 16 and counts["passed"] + counts["not_run"] == 24
+    assert counts["not_run"] >= 4  # at most a block per worker was already running
+    assert record["sequential"]["late_trials"] == counts["passed"] - 16
+    assert record["verdicts"]["t"]["b"]["n"] == [8, 8]
 
 
 # -- the baseline gate ----------------------------------------------------------------------------
@@ -322,7 +322,7 @@ def test_two_hosts_with_opposite_directions_are_refused_and_shown_per_host(
                 "t": {"direction": "lower", "primary": True, "min_replicates": 2},
             },
             ["score", "t"],
-            replicates=8,
+            replicates=16,  # about 8 blocks per host: each host's verdicts need 7 (STATISTICS.md)
         )
     )
     result = project.run(
