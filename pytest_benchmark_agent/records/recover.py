@@ -139,6 +139,7 @@ def finalize(run_dir: Path, by: str) -> None:
     from pytest_benchmark_agent.engine.plan import build_plan
     from pytest_benchmark_agent.judge import gate2 as judge
     from pytest_benchmark_agent.records.run import BenchRun
+    from pytest_benchmark_agent.records.views import RunView
     from pytest_benchmark_agent.records.writer import RecordWriter, load_results, load_yaml
     from pytest_benchmark_agent.report.markdown import ReportWriter, what_went_wrong
     from pytest_benchmark_agent.report.progress import read_heartbeat
@@ -180,8 +181,9 @@ def finalize(run_dir: Path, by: str) -> None:
     run.summarize()
     judge.judge_run(run, judge.sequential_outcome(run), None)
     run.what_went_wrong = what_went_wrong(run)
-    RecordWriter().pytest_bench_run_finished(run=run)
-    ReportWriter().pytest_bench_run_finished(run=run)
+    view = RunView(run)
+    RecordWriter().pytest_bench_run_finished(run=view)
+    ReportWriter().pytest_bench_run_finished(run=view)
 
 
 def _points(results: dict[str, Any]) -> list[dict[str, Any]]:
