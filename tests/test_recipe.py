@@ -104,7 +104,7 @@ def test_a_file_inherits_and_overrides_stages_metrics_and_resources(tmp_path: Pa
     assert stages["index"].inputs == ["index.py"]
     recall = config.metrics["recall_at_k"]
     assert (recall.floor, recall.guard, recall.direction) == (0.9, True, "higher")
-    assert config.resources.mem_mb == 512 and config.replicates == 5
+    assert config.resources.mem_mb == 512 and config.replicates == 7
     assert config.manifest["k"].default == 10
 
 
