@@ -280,6 +280,16 @@ def _check_names(config: BenchmarkConfig) -> list[Problem]:
                 "give a short name, e.g. name: fts5-merge.",
             )
         )
+    for metric in config.metrics:
+        if len(metric) > NAME_MAX or one_line(metric) != metric or not metric:
+            problems.append(
+                (
+                    f"metrics.{one_line(metric, 60)}",
+                    f"a metric's name must be one line of 1 to {NAME_MAX} characters (it is "
+                    f"{len(metric)}; it names its plot's file).",
+                    "give it a short name, e.g. p50_ms.",
+                )
+            )
     for index, stage in enumerate(config.stages):
         field = f"stages[{index}] ({one_line(stage.name, 60)})"
         problem = simple_name_problem(stage.name)

@@ -127,6 +127,14 @@ def test_a_benchmark_name_that_is_no_bounded_line_is_refused(project: BenchProje
     assert "name: " in output and "must be one line of 1 to 100 characters" in output
 
 
+@pytest.mark.parametrize("metric", ["m" * 300, "two\nlines"])
+def test_a_metric_name_that_is_no_bounded_line_is_refused(project: BenchProject, metric) -> None:
+    document = with_stage(metrics_from={"stdout": True, "fields": [metric]})
+    document["metrics"] = {metric: {"direction": "higher", "primary": True}}
+    output = refused(project, document)
+    assert "a metric's name must be one line of 1 to 100 characters" in output
+
+
 def test_a_detached_run_of_a_long_name_ends_cleanly(project: BenchProject) -> None:
     """The verb names the run before gate 1 reads the file: the id stays a valid file name,
     and the session's refusal is the run's marker."""
