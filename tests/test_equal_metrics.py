@@ -409,7 +409,7 @@ def test_a_lower_metric_printing_a_hash_fails_the_trial_naming_it(project: Bench
 def test_a_hash_changed_since_an_earlier_run_is_a_regression_across_runs(
     project: BenchProject, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    hashed(project, replicates=5)
+    hashed(project, replicates=6)  # one compared metric: 6 blocks can decide
     data(project, BIG, BIG)
     run_as(project, "r1")
     data(project, NEXT, NEXT)  # the results changed, the code and the config did not
@@ -418,7 +418,7 @@ def test_a_hash_changed_since_an_earlier_run_is_a_regression_across_runs(
     )
     assert result.ret == 1  # a guard that changed against the baseline fails the CI gate
     against = project.results()["baseline"]["verdicts"]
-    why = "5 of 5 values differ from the control's 9007199254740993 (e.g. 9007199254740992)"
+    why = "6 of 6 values differ from the control's 9007199254740993 (e.g. 9007199254740992)"
     assert against["results_hash"]["a"]["verdict"] == "regressed"
     assert against["results_hash"]["a"]["reason"] == why
     assert against["digest"]["a"]["verdict"] == against["rows"]["b"]["verdict"] == "no_change"
@@ -431,9 +431,9 @@ def test_a_hash_changed_since_an_earlier_run_is_a_regression_across_runs(
     ]
     assert rows and rows[0][1:6] == [
         "9007199254740993",
-        "x5",
+        "x6",
         "9007199254740992",
-        "x5",
+        "x6",
         "regressed",
     ]
 

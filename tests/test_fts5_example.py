@@ -19,7 +19,7 @@ def test_fts5_example_runs_end_to_end_and_reuses_its_preps(project: BenchProject
     result = project.run(str(folder / "bench.yaml"), *small)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     record = project.results()
-    assert record["counts"] == {"passed": 10}
+    assert record["counts"] == {"passed": 14}  # 2 treatments x 7 replicates
     summary = record["summary"]
     assert summary["segments"]["optimize"]["max"] == 1
     assert summary["segments"]["none"]["min"] > 1
