@@ -271,7 +271,7 @@ def _check_secrets(config: BenchmarkConfig) -> list[Problem]:
 def _check_names(config: BenchmarkConfig) -> list[Problem]:
     """Names that become folder and file names inside the data home: nothing outside it."""
     problems: list[Problem] = []
-    if len(config.name) > NAME_MAX or one_line(config.name) != config.name or not config.name:
+    if not _bounded_line(config.name):
         problems.append(
             (
                 "name",
@@ -281,7 +281,7 @@ def _check_names(config: BenchmarkConfig) -> list[Problem]:
             )
         )
     for metric in config.metrics:
-        if len(metric) > NAME_MAX or one_line(metric) != metric or not metric:
+        if not _bounded_line(metric):
             problems.append(
                 (
                     f"metrics.{one_line(metric, 60)}",
@@ -310,6 +310,10 @@ def _check_names(config: BenchmarkConfig) -> list[Problem]:
         if source is not None:
             problems += _check_metrics_file(config, stage, field, source)
     return problems
+
+
+def _bounded_line(text: str) -> bool:
+    return 0 < len(text) <= NAME_MAX and one_line(text) == text
 
 
 def _check_metrics_file(

@@ -217,9 +217,16 @@ def keyed_env(name: str, text: str) -> str:
 
 
 def secret_values(config: BenchmarkConfig) -> dict[str, str]:
-    """Each secret of ``config`` by its name: secret params and secret-named stage ``env:``
-    entries (their text), and the userinfo of every URL in any param or env value."""
-    found: dict[str, str] = {name: as_text(config.params[name]) for name in secret_params(config)}
+    """Each secret of ``config`` by its name: secret params (and the treatments of one named
+    as the treatment variable) and secret-named stage ``env:`` entries (their text), and the
+    userinfo of every URL in any param or env value."""
+    names = secret_params(config)
+    found: dict[str, str] = {name: as_text(config.params[name]) for name in names}
+    tv = config.treatment_variable
+    if isinstance(tv, str) and tv in names:  # refused by gate 1, whose message quotes them
+        for index, value in enumerate(config.treatments or []):
+            value = value.get(tv) if isinstance(value, dict) else value
+            found[f"treatment {index} of {tv}"] = as_text(value)
     for stage in config.stages:
         found.update({k: v for k, v in stage.env.items() if is_secret_name(k) and not names_in(v)})
     texts = [as_text(v) for v in config.params.values()]

@@ -194,6 +194,7 @@ def test_a_secret_param_cannot_be_what_varies(project: BenchProject) -> None:
     project.bench(document)
     output = assert_clean_exit(project.run(), {2, 4})
     assert "params.api_key: is a secret" in output
+    assert API_KEY not in output and "other-key-value" not in output  # the treatments, quoted
     assert not (project.home / "runs").exists() or not list((project.home / "runs").iterdir())
 
 
