@@ -2,13 +2,16 @@
 
 Verbs that run benchmarks invoke pytest, so every gate, cache and guard applies exactly as
 under ``pytest --bench``; verbs that read records work on ``$BENCHMARK_HOME``. Each group of
-verbs lives in its own module and registers its subcommands here.
+verbs lives in its own module and registers its subcommands here. An error a user can fix (a
+bad file, an unreadable record, a data home that is missing or a file) is one line naming the
+file and exit code 2, never a traceback; a list verb skips an unreadable record and says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 
 from pytest_benchmark_agent.cli import bisect as cli_bisect
@@ -19,7 +22,12 @@ from pytest_benchmark_agent.cli import schema as cli_schema
 from pytest_benchmark_agent.cli import session as cli_session
 from pytest_benchmark_agent.cli import tune as cli_tune
 from pytest_benchmark_agent.cli.common import home_of
+from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records import lessons, recover
+from pytest_benchmark_agent.records.writer import UnreadableRecordWarning
+
+#: Verbs that only read the records: for them a data home that does not exist is an error.
+READING_VERBS = frozenset({"history", "analyze", "compare", "reclassify", "status", "export"})
 
 VERB_MODULES = (
     cli_session,
@@ -48,9 +56,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "pytest_args", None) and args.pytest_args[0] == "--":
         args.pytest_args = args.pytest_args[1:]
-    # A run left "running" by a killed session is finalized before any verb reads the records.
-    recover.recover_orphans(home_of(args), by=f"benchmark-agent {args.verb}")
-    return args.func(args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", UnreadableRecordWarning)
+        warnings.showwarning = _print_warning
+        try:
+            _check_home(args)
+            # A run left "running" by a killed session is finalized before any verb reads
+            # the records.
+            recover.recover_orphans(home_of(args), by=f"benchmark-agent {args.verb}")
+            return args.func(args)
+        except (BenchError, OSError) as error:  # each names its file
+            print(f"benchmark-agent {args.verb}: {error}", file=sys.stderr)
+            return 2
+
+
+def _check_home(args: argparse.Namespace) -> None:
+    """Refuse a data home that is a file, or one that does not exist for a verb that reads it."""
+    home = home_of(args)
+    if home.exists() and not home.is_dir():
+        raise BenchError(f"the data home {home} is a file, not a folder; fix: give its folder")
+    if args.verb in READING_VERBS and not home.exists():
+        raise BenchError(
+            f"the data home {home} does not exist; fix: give the folder holding runs/ with "
+            "--home or BENCHMARK_HOME"
+        )
+
+
+def _print_warning(
+    message: Warning | str, category: type[Warning], *_: object, **__: object
+) -> None:
+    """A warning as one line on stderr (a skipped record names its file)."""
+    print(f"benchmark-agent: warning: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

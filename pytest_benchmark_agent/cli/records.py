@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,12 @@ from pytest_benchmark_agent.judge.baseline import (
 )
 from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.tags import TAGS, ReclassifyError, reclassify
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.writer import (
+    UnreadableRecord,
+    index_entry,
+    load_results,
+    skip_unreadable,
+)
 from pytest_benchmark_agent.stats.describe import values_text
 
 _MEANS = {
@@ -44,7 +48,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     """One line per recorded run, oldest first: id, state, tag, name, code, trials, primary
     verdicts."""
     for run_dir in runs_in(home_of(args)):
-        entry = _entry(run_dir)
+        try:
+            entry = _entry(run_dir)
+        except UnreadableRecord as error:
+            skip_unreadable(error)
+            continue
         if args.name and entry.get("name") != args.name:
             continue
         counts = entry.get("counts") or {}
@@ -72,12 +80,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def _entry(run_dir: Path) -> dict[str, Any]:
     """A run's index entry (cheap), else the fields of its full record."""
-    index = run_dir / "index.json"
-    if index.is_file():
-        try:
-            return json.loads(index.read_text())
-        except ValueError:
-            pass
+    entry = index_entry(run_dir)
+    if entry is not None:
+        return entry
     record = load_results(run_dir)
     return {key: record.get(key) for key in ("name", "state", "tag", "counts")}
 

@@ -12,19 +12,27 @@ from pathlib import Path
 import yaml
 
 from pytest_benchmark_agent.cli.common import find_run, home_of, runs_in
-from pytest_benchmark_agent.records.writer import load_yaml
+from pytest_benchmark_agent.records.writer import UnreadableRecord, load_yaml, skip_unreadable
 
 
 def find_tune(home: Path, ref: str) -> str:
     """A tune's run id: ``latest`` is the newest tune record (its rounds are runs too)."""
     if ref != "latest":
         return find_run(home, ref).name
-    tunes = [
-        p for p in runs_in(home) if (load_yaml(p / "results.yaml") or {}).get("kind") == "tune"
-    ]
+    tunes = [p for p in runs_in(home) if _kind(p) == "tune"]
     if not tunes:
         raise SystemExit(f"benchmark-agent: no tune record in {home / 'runs'} to resume")
     return tunes[-1].name
+
+
+def _kind(run_dir: Path) -> object:
+    """A record's ``kind``; an unreadable record is skipped, with a warning naming it."""
+    try:
+        record = load_yaml(run_dir / "results.yaml")
+    except UnreadableRecord as error:
+        skip_unreadable(error)
+        return None
+    return record.get("kind") if isinstance(record, dict) else None
 
 
 def cmd_tune(args: argparse.Namespace) -> int:

@@ -23,7 +23,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError
 
 from pytest_benchmark_agent.config.models import (
@@ -35,7 +34,7 @@ from pytest_benchmark_agent.config.models import (
     Resources,
     Stage,
     load_config,
-    parse_yaml,
+    read_yaml_input,
 )
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
@@ -87,8 +86,8 @@ def load_recipe(name: str, path: Path) -> Recipe:
             ],
         )
     try:
-        return Recipe.model_validate(parse_yaml(file.read_text()))
-    except (yaml.YAMLError, ValidationError) as exc:
+        return Recipe.model_validate(read_yaml_input(file))  # a regular file, YAML refusals
+    except ValidationError as exc:
         raise ConfigError(
             path,
             [("recipe", f"the recipe file {file} is not valid ({exc}).", "fix the recipe file.")],

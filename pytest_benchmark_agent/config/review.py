@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from pytest_benchmark_agent.cli.common import DEVIATIONS, runs_in
-from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_value
+from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_value, read_input
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
@@ -367,7 +367,7 @@ def set_hypothesis(path: Path, text: str) -> None:
             "benchmark-agent: --hypothesis needs text: what you expect to change, "
             "by how much, and why."
         )
-    lines = path.read_text().splitlines(keepends=True)
+    lines = read_input(path).splitlines(keepends=True)
     entry = f"hypothesis: {json.dumps(text.strip(), ensure_ascii=False)}\n"
     start = next((i for i, line in enumerate(lines) if _TOP_KEY.match(line)), None)
     if start is None:

@@ -48,11 +48,13 @@ from pytest_benchmark_agent.records.fingerprint import (
     compare_fingerprints,
 )
 from pytest_benchmark_agent.records.writer import (
+    UnreadableRecord,
     comparison_key,
     index_entries,
     index_entry,
     load_results,
     load_yaml,
+    skip_unreadable,
 )
 
 if TYPE_CHECKING:
@@ -95,7 +97,9 @@ class RecordView:
     def load(cls, run_dir: Path) -> RecordView:
         results = load_results(run_dir)
         frozen_path = run_dir / "config.yaml"
-        frozen = (load_yaml(frozen_path) or {}) if frozen_path.is_file() else {}
+        frozen = (load_yaml(frozen_path) or {}) if os.path.lexists(frozen_path) else {}
+        if not isinstance(frozen, dict):
+            raise UnreadableRecord(frozen_path, "not a mapping of fields")
         return cls(
             run_id=run_dir.name,
             name=results.get("name") or "",
@@ -408,7 +412,10 @@ def check_baseline(
     )
     if resolution.run_dir is None or resolution.problem:
         return resolution
-    view = RecordView.load(resolution.run_dir)
+    try:
+        view = RecordView.load(resolution.run_dir)
+    except UnreadableRecord as error:  # the run goes on, its CI gate unjudged
+        return Resolution(ref, None, resolution.how, f"{error}")
     try:
         other = view.model()
     except ValueError as exc:
@@ -785,7 +792,12 @@ def find_reproduction_target(
             "same code"
         )
     for _, run_dir in sorted(candidates, reverse=True):
-        prior = RecordView.load(run_dir)
+        try:
+            prior = RecordView.load(run_dir)
+        except UnreadableRecord as error:  # an earlier record never breaks a later run
+            skip_unreadable(error)
+            skipped.append(f"{run_dir.name} (same config) skipped: {error.path} is unreadable")
+            continue
         diff = fingerprint_diff(prior, this)
         if code_changed(prior, this, diff):
             skipped.append(

@@ -35,7 +35,13 @@ from typing import Any
 
 from pytest_benchmark_agent.judge.baseline import Reproduction
 from pytest_benchmark_agent.records.fsutil import atomic_write, file_lock, utc_now
-from pytest_benchmark_agent.records.writer import dump_yaml, load_results, regenerate_index
+from pytest_benchmark_agent.records.writer import (
+    dump_yaml,
+    index_entries,
+    index_entry,
+    load_results,
+    regenerate_index,
+)
 
 TAGS = ("RELIABLE", "QUALIFIED", "EXPLORATORY", "UNRELIABLE")
 RANK = {"UNRELIABLE": 0, "EXPLORATORY": 1, "QUALIFIED": 2, "RELIABLE": 3}
@@ -164,15 +170,9 @@ def _cascade(home: Path, cited: str, tag: str, why: str, seen: set[str]) -> list
 
 def citing(home: Path, run_id: str) -> list[Path]:
     """Runs whose index entry says they cited ``run_id`` (as baseline or reproduction)."""
-    out = []
-    for index in sorted((home / "runs").glob("*/index.json")):
-        try:
-            entry = json.loads(index.read_text())
-        except ValueError:
-            continue
-        if run_id in (entry.get("cites") or []):
-            out.append(index.parent)
-    return out
+    return [
+        run_dir for run_dir, entry in index_entries(home) if run_id in (entry.get("cites") or [])
+    ]
 
 
 def _reproduced_by(home: Path, run_id: str) -> str | None:
@@ -193,11 +193,10 @@ def _write(run_dir: Path, record: dict[str, Any], tag: str, note: str) -> None:
     old = record.get("tag")
     record["tag"] = tag
     atomic_write(run_dir / "results.yaml", dump_yaml(record))
-    index = run_dir / "index.json"
-    if index.is_file():
-        entry = json.loads(index.read_text())
+    entry = index_entry(run_dir)  # an unreadable one is left as it is, with a warning
+    if entry is not None:
         entry.update(tag=tag, flags=len(record.get("flags") or []))
-        atomic_write(index, json.dumps(entry, indent=1))
+        atomic_write(run_dir / "index.json", json.dumps(entry, indent=1))
     report = run_dir / "report.md"
     if report.is_file():
         lines = report.read_text().splitlines()
