@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import fcntl
@@ -14,19 +15,33 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
+#: The encoding error handler writing U+FFFD for what UTF-8 cannot encode (a lone surrogate).
+_REPLACEMENT = "pytest-benchmark-agent-fffd"
+
+
+def _replacement(error: UnicodeError) -> tuple[bytes, int]:
+    """U+FFFD, as UTF-8 bytes (the encoder takes no other text), for each character refused."""
+    start, end = error.start, error.end  # type: ignore[attr-defined]
+    return "\ufffd".encode() * (end - start), end
+
+
+codecs.register_error(_REPLACEMENT, _replacement)
+
 
 def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so readers see the old or the new file, never a torn one.
 
     The file keeps the mode it had (a user's bench.yaml stays 0644), and a new one gets the
     mode ``open()`` would give it (0666 less the umask), not mkstemp's 0600. The folder is
-    fsynced after the rename, so the new name survives a power cut too.
+    fsynced after the rename, so the new name survives a power cut too. The file is UTF-8,
+    a lone surrogate (text decoded with ``surrogateescape``: a file name or environment value
+    that is not UTF-8) written as U+FFFD, so every reader can read it back.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, _mode_for(path))
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8", errors=_REPLACEMENT) as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
