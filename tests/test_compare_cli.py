@@ -36,7 +36,10 @@ def test_compare_two_runs_of_one_config_shows_b_against_a_and_the_reproduction(
     assert rows["a"][1:4] == ["6", "6", "no_change"] and rows["b"][1:4] == ["9", "9", "no_change"]
     assert "code: content:" in out and "(the same code)" in out
     assert "Same frozen config and code: does B reproduce A's verdicts? yes" in out
-    assert "`score` [b]: improved x1.5 here, improved x1.5 in r1: reproduced (tolerance 10%)" in out
+    assert (
+        "`score` [b]: improved x1.5 [1.5, 1.5] here, improved x1.5 [1.5, 1.5] in r1: "
+        "reproduced (the same direction, intervals overlap)" in out
+    )
 
 
 def test_compare_against_other_treatments_uses_a_s_control(

@@ -206,8 +206,8 @@ def test_a_clean_file_plans_its_trials(project: BenchProject) -> None:
         [
             "bench.yaml::measure[[]mode=a-rep0[]]",
             "bench.yaml::measure[[]mode=b-rep0[]]",
+            "bench.yaml::measure[[]mode=b-rep1[]]",  # the order alternates inside blocks
             "bench.yaml::measure[[]mode=a-rep1[]]",
-            "bench.yaml::measure[[]mode=b-rep1[]]",
         ]
     )
     assert not project.home.exists()  # planning writes nothing

@@ -101,24 +101,25 @@ def test_tags_follow_reproduction_caveats_and_contradiction(project: BenchProjec
     assert third["tag_reasons"][0].startswith("isolation 'none'")
     project.write("data/b.txt", "4\n")  # the same config now measures x2 where it measured x1.5
     fourth = run_as(project, "r4")
-    assert fourth["tag"] == "QUALIFIED" and fourth["reproduces"]["ok"]
-    assert (
-        "reproduced the verdict of r3, not its size: `score` [b]: improved x2 here, improved "
-        "x1.5 in r3 (95% intervals [2, 2] and [1.5, 1.5] apart, beyond reproduce_tolerance "
-        "10%)" in fourth["tag_reasons"]
-    )
+    # the same verdict, but intervals that exclude each other: evidence against r3 (issue 23)
+    assert fourth["tag"] == "UNRELIABLE" and not fourth["reproduces"]["ok"]
+    assert fourth["tag_reasons"] == [
+        "contradicts r3: `score` [b]: improved x2 [2, 2] here, improved x1.5 [1.5, 1.5] in r3: "
+        "the 95% intervals exclude each other"
+    ]
     project.write("data/b.txt", "2\n")  # now b is no better than a: the verdict flips
     fifth = run_as(project, "r5")
-    assert fifth["tag"] == "UNRELIABLE"
+    assert fifth["tag"] == "UNRELIABLE"  # an UNRELIABLE run (r4) is no reference: r3 is
     assert fifth["tag_reasons"] == [
-        "contradicts r4: `score` [b]: no_change x1 here, improved x2 in r4"
+        "contradicts r3: `score` [b]: no_change x1 [1, 1] here, improved x1.5 [1.5, 1.5] in r3: "
+        "the 95% intervals exclude each other"
     ]
     report = (project.home / "runs" / "r5" / "report.md").read_text()
-    assert "Gate failed (the run is UNRELIABLE): contradicts r4" in report
+    assert "Gate failed (the run is UNRELIABLE): contradicts r3" in report
     index = (project.home / "results_index.md").read_text()
     sections = {part.split("\n", 1)[0]: part for part in index.split("## ")[1:]}
-    assert "r2" in sections["RELIABLE (1)"] and "r4" in sections["QUALIFIED (2)"]
-    assert "r5" in sections["UNRELIABLE (1)"] and "r1" in sections["EXPLORATORY (1)"]
+    assert "r2" in sections["RELIABLE (1)"] and "r3" in sections["QUALIFIED (1)"]
+    assert "r5" in sections["UNRELIABLE (2)"] and "r1" in sections["EXPLORATORY (1)"]
     assert "score: b=1.5 improved" in sections["RELIABLE (1)"]
 
 

@@ -66,18 +66,21 @@ def check_replicates_can_decide(config: BenchmarkConfig) -> list[Problem]:
     x treatments other than the control) needs p <= alpha / m. An explicit ``replicates`` (or
     ``replicates.max``) below that count is refused with the arithmetic; the default is left to
     the verdicts, which say "could never decide". A count below every compared metric's
-    ``min_replicates`` is a smoke run that refuses to compare anyway, and is left alone.
+    ``min_replicates`` is a smoke run that refuses to compare anyway, and is left alone. So are
+    seeded designs (the seeds are the paired units, and each is a training whose cost is the
+    user's call): their verdicts say "could never decide" with the same arithmetic.
     """
-    if "replicates" not in config.model_fields_set or one_configuration(config):
+    if (
+        "replicates" not in config.model_fields_set
+        or one_configuration(config)
+        or config.seeds is not None
+    ):
         return []
     compared = [m for m in config.metrics.values() if m.direction != "equal"]
     others = len(treatment_values(config)) - 1
-    seeds = len(config.seeds) if config.seeds is not None else 1
-    samples = config.max_replicates * seeds
-    if not compared or others < 1 or samples < min(m.min_replicates for m in compared):
+    units = config.max_replicates
+    if not compared or others < 1 or units < min(m.min_replicates for m in compared):
         return []
-    # with seeds, the seeds (each the median of its replicates) are the paired units
-    units = seeds if config.seeds is not None else config.max_replicates
     comparisons = len(compared) * others
     level = ALPHA / comparisons
     need = 1
@@ -85,23 +88,17 @@ def check_replicates_can_decide(config: BenchmarkConfig) -> list[Problem]:
         need += 1
     if units >= need:
         return []
-    what = "seeds" if config.seeds is not None else "blocks"
     field = "replicates" if isinstance(config.replicates, int) else "replicates.max"
     return [
         (
-            "seeds" if config.seeds is not None else field,
-            f"{units} {what} can never decide: an exact paired test's smallest two-sided p is "
+            field,
+            f"{units} blocks can never decide: an exact paired test's smallest two-sided p is "
             f"2/2^{units} = {2 / 2**units:.4g}, above the {ALPHA:g}/{comparisons} = {level:.4g} "
             f"that Holm's first step needs over {comparisons} comparison(s) "
             f"({len(compared)} metric(s) x {others} treatment(s) against the control).",
-            f"use at least {need} {what}"
-            + (
-                f" (replicates: {need}, or replicates: {{min: {min(units, need)}, max: "
-                f"{need * 2}}} to stop early on a clear effect)"
-                if what == "blocks"
-                else ""
-            )
-            + ", or compare fewer metrics or treatments (docs/benchmark/STATISTICS.md).",
+            f"use at least {need} blocks (replicates: {need}, or replicates: "
+            f"{{min: {need}, max: {need * 2}}} to stop early on a clear effect), or compare "
+            "fewer metrics or treatments (docs/benchmark/STATISTICS.md).",
         )
     ]
 
