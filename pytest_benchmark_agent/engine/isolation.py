@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.records.fsutil import open_creating
+from pytest_benchmark_agent.records.recover import start_ticks
 
 POLICIES = ("host", "none")
 CAVEAT_NONE = (
@@ -123,15 +124,6 @@ if [ "$mode" = cgroup ]; then
 fi
 exit 0
 """
-
-
-def _start_ticks(pid: int) -> int | None:
-    """A process's start time in clock ticks since boot (with its pid, its identity)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def _kill_cgroup(folder: Path) -> None:
@@ -242,7 +234,7 @@ class Containment:
 
     def _spawn_watchdog(self, own: CgroupMemory | None) -> None:
         """Start the watchdog (its own session: no terminal signal reaches it)."""
-        name = f"{_SESSION_PREFIX}{os.getpid()}-{_start_ticks(os.getpid())}-{self.token[-8:]}"
+        name = f"{_SESSION_PREFIX}{os.getpid()}-{start_ticks(os.getpid())}-{self.token[-8:]}"
         folder = own.path / name if own is not None else None
         read, write = os.pipe()
         try:
@@ -319,7 +311,7 @@ def sweep_orphan_sessions(own: Path) -> list[Path]:
         pid_text, ticks = (name[len(_SESSION_PREFIX) :].split("-") + ["", ""])[:2]
         if not (pid_text.isdigit() and ticks.isdigit()):
             continue
-        if _start_ticks(int(pid_text)) == int(ticks):
+        if start_ticks(int(pid_text)) == int(ticks):
             continue  # its session still runs
         folder = own / name
         with contextlib.suppress(OSError):

@@ -28,7 +28,7 @@ OWNERS = "owners"
 _LOCK = ".recover.lock"
 
 
-def _start_ticks(pid: int) -> int | None:
+def start_ticks(pid: int) -> int | None:
     """A process's start time in clock ticks since boot (with its pid, its identity)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
@@ -46,7 +46,7 @@ def _boot_id() -> str | None:
 
 
 def _process(pid: int) -> dict[str, Any]:
-    return {"pid": pid, "start_ticks": _start_ticks(pid)}
+    return {"pid": pid, "start_ticks": start_ticks(pid)}
 
 
 def claim(run_dir: Path, *, worker: bool = False) -> Path:
@@ -63,7 +63,7 @@ def claim(run_dir: Path, *, worker: bool = False) -> Path:
 
 def _alive(process: dict[str, Any]) -> bool:
     pid, ticks = process.get("pid"), process.get("start_ticks")
-    return isinstance(pid, int) and ticks is not None and _start_ticks(pid) == ticks
+    return isinstance(pid, int) and ticks is not None and start_ticks(pid) == ticks
 
 
 def owner_state(owner: dict[str, Any]) -> str:
