@@ -430,7 +430,7 @@ def _marked(construct: Any) -> Any:
     return checked
 
 
-for _tag in ("int", "float", "timestamp", "binary"):
+for _tag in ("int", "timestamp"):  # what a plain scalar can make fail; a tag's error: below
     _Loader.add_constructor(
         f"tag:yaml.org,2002:{_tag}",
         _marked(yaml.constructor.SafeConstructor.yaml_constructors[f"tag:yaml.org,2002:{_tag}"]),
@@ -488,22 +488,26 @@ def _check_graph(root: yaml.Node, max_depth: int) -> None:
                 stack.append((child, False))
 
 
-def _check_depth(text: str, max_depth: int) -> None:
-    """Refuse ``text`` nesting deeper than ``max_depth``, from the parser's events alone.
+def _check_depth(text: str, max_depth: int) -> bool:
+    """Refuse ``text`` nesting deeper than ``max_depth``, from the parser's events alone;
+    whether it may hold an alias (a node graph to check).
 
     Each level of nesting takes a ``[``, ``{``, ``-`` or ``?``, or more indentation (a level
     of which costs a line as long as its depth): where those cannot add up to ``max_depth``,
-    nothing is parsed twice.
+    nothing is parsed twice, and a text with an ``&`` and a ``*`` may hold an alias.
     """
     bound = sum(text.count(c) for c in "[{-?") + math.isqrt(2 * len(text)) + 1
     if bound <= max_depth:
-        return
+        return "&" in text and "*" in text
     parser = _SAFE_LOADER(text)
+    aliased = False
     try:
         depth = 0
         while not parser.check_event(yaml.StreamEndEvent):
             event = parser.get_event()
-            if isinstance(event, yaml.CollectionStartEvent):
+            if isinstance(event, yaml.AliasEvent):
+                aliased = True
+            elif isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > max_depth:
                     raise YamlLimitError(
@@ -513,17 +517,20 @@ def _check_depth(text: str, max_depth: int) -> None:
                 depth -= 1
     finally:
         parser.dispose()
+    return aliased
 
 
 def parse_yaml(text: str, max_depth: int = MAX_DEPTH) -> Any:
     """Parse YAML as ``yaml.safe_load`` does (with libyaml when available), refusing with a
     ``yaml.YAMLError`` what :class:`_Loader` refuses and nesting past ``max_depth``."""
-    _check_depth(text, max_depth)
+    aliased = _check_depth(text, max_depth)
     loader = _Loader(text)
     loader.max_depth = max_depth
-    loader.aliases = "&" in text and "*" in text  # no anchor or no alias: no graph to check
+    loader.aliases = aliased  # without an alias the graph is a tree, as deep as checked
     try:
         return loader.get_single_data()
+    except (ValueError, OverflowError, RecursionError) as error:  # e.g. ``!!float abc``
+        raise YamlLimitError(None, None, f"cannot read a value ({error})", None) from None
     finally:
         loader.dispose()
 

@@ -94,7 +94,7 @@ def test_a_merge_key_may_be_overridden(tmp_path: Path) -> None:
         ("params:\n" + "- " * 30_000 + "x\n", "nests deeper than"),
         ("size: " + "9" * 5000 + "\n", "cannot read '9999"),
         ("when: 2026-13-45\n", "cannot read '2026-13-45' (month must be in 1..12)"),
-        ("x: !!float abc\n", "cannot read 'abc'"),
+        ("x: !!float abc\n", "cannot read a value (could not convert string to float: 'abc')"),
         ("x: !!python/object/apply:os.system [echo hi]\n", "could not determine a constructor"),
         ("? [1, 2]\n: x\n", "found unhashable key"),
         ("a: b\x01\n", "the character U+0001 is not allowed in YAML"),
