@@ -32,21 +32,22 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
-from pytest_benchmark_agent.guards.cgroup import (
-    MIB,
-    CgroupMemory,
-    ChildCgroup,
-    child_cgroup_unavailable,
-)
+from pytest_benchmark_agent.guards.cgroup import MIB, CgroupMemory, child_cgroup_unavailable
 from pytest_benchmark_agent.guards.memory import (
     GuardReport,
     MemoryGuard,
     _ProcessTree,
     child_preexec,
 )
+
+# The hard-limited child cgroup and the threaded sampling are test support, shared with the tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.cgroups import ChildCgroup  # noqa: E402
+from support.guarding import Sampling  # noqa: E402
 
 # PROCS processes (forked, so the guard must see the tree) together make TOP MiB resident at
 # RATE MiB/s in 4 MiB steps; MAP_POPULATE faults the pages in during mmap, fast enough for 2 GiB/s.
@@ -131,10 +132,11 @@ def run_guarded(
         proc = child.popen(argv, preexec_fn=child_preexec, **kwargs)
     else:
         proc = subprocess.Popen(argv, preexec_fn=child_preexec, **kwargs)
-    guard = policy.guard(proc.pid, ceiling_mb, None if child is None else child.memory).start()
+    guard = policy.guard(proc.pid, ceiling_mb, None if child is None else child.memory)
+    sampling = Sampling(guard)
     _, _, rusage = os.wait4(proc.pid, 0)
     proc.returncode = 0  # reaped above
-    return guard.stop(), proc
+    return sampling.stop(), proc
 
 
 def runaway_trial(policy: Policy, rate: int, ceiling_mb: float, use_cgroup: bool) -> Trial:
@@ -185,7 +187,7 @@ def shared_cgroup_trial(rate: int, watch_cgroup: bool, raise_adj: bool) -> tuple
         proc = child.popen(
             runaway, preexec_fn=child_preexec if raise_adj else None, start_new_session=True
         )
-        guard = MemoryGuard(proc.pid, 256, "bench", memory if watch_cgroup else None).start()
+        guard = Sampling(MemoryGuard(proc.pid, 256, "bench", memory if watch_cgroup else None))
         proc.wait()
         report = guard.stop()
         survived = tenant.poll() is None
@@ -203,7 +205,7 @@ def steady_cpu(policy: Policy, hold_mb: int, ceiling_mb: float, hold_s: float) -
     )
     assert proc.stdout is not None
     proc.stdout.readline()
-    guard = policy.guard(proc.pid, ceiling_mb, CgroupMemory.of_self()).start()
+    guard = Sampling(policy.guard(proc.pid, ceiling_mb, CgroupMemory.of_self()))
     proc.wait()
     report = guard.stop()
     if report.event is not None:

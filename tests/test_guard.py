@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from support.guarding import Sampling
 
 from pytest_benchmark_agent.guards.cgroup import MIB, CgroupMemory
 from pytest_benchmark_agent.guards.memory import (
@@ -61,7 +62,7 @@ def run_stage(
     script.write_text(STAGE)
     cmd = f"{sys.executable} {script} {step} {pause} {top} {forks} {hold}"
     proc = subprocess.Popen(cmd, shell=True, start_new_session=True, preexec_fn=child_preexec)
-    guard = MemoryGuard(proc.pid, ceiling_mb, stage="search", cgroup=cgroup).start()
+    guard = Sampling(MemoryGuard(proc.pid, ceiling_mb, stage="search", cgroup=cgroup))
     try:
         _, status, rusage = os.wait4(proc.pid, 0)
     finally:
@@ -175,16 +176,15 @@ def test_reclaimable_page_cache_does_not_trigger_the_cgroup_line(tmp_path: Path)
 
 def test_a_stopped_guard_reports_once_and_bad_ceilings_are_refused() -> None:
     proc = subprocess.Popen(["sleep", "0.2"], start_new_session=True)
-    guard = MemoryGuard(proc.pid, 64, stage="build").start()
+    guard = MemoryGuard(proc.pid, 64, stage="build")
+    sampling = Sampling(guard)
     proc.wait()
-    first = guard.stop()
-    assert guard.stop() is first
+    first = sampling.stop()
+    assert guard.finish() is first  # the report is final once given
     with pytest.raises(RuntimeError, match="already started"):
-        guard.start()
+        guard.begin()
     with pytest.raises(ValueError, match="mem_mb"):
         MemoryGuard(proc.pid, 0, stage="build")
-    with pytest.raises(RuntimeError, match="never started"):
-        MemoryGuard(proc.pid, 64, stage="build").stop()
 
 
 def test_long_series_are_bounded_and_keep_the_peak() -> None:

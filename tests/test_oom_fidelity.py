@@ -23,8 +23,10 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from support.cgroups import ChildCgroup
+from support.guarding import Sampling
 
-from pytest_benchmark_agent.guards.cgroup import MIB, ChildCgroup, child_cgroup_unavailable
+from pytest_benchmark_agent.guards.cgroup import MIB, child_cgroup_unavailable
 from pytest_benchmark_agent.guards.memory import REASON_CGROUP, MemoryGuard, child_preexec
 
 UNAVAILABLE = child_cgroup_unavailable()
@@ -136,7 +138,7 @@ def test_the_guard_stops_the_runaway_before_the_kernel_acts(cgroup: ChildCgroup,
     kills_before = memory.oom_kills()
     tenant = start_co_tenant(cgroup)
     runaway = start_runaway(cgroup, rate, preexec=True)
-    guard = MemoryGuard(runaway.pid, 256, stage="search", cgroup=memory).start()
+    guard = Sampling(MemoryGuard(runaway.pid, 256, stage="search", cgroup=memory))
     _, status, rusage = os.wait4(runaway.pid, 0)
     runaway.returncode = 0  # reaped above
     report = guard.stop()

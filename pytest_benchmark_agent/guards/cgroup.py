@@ -1,23 +1,16 @@
 """Memory cgroups, v1 and v2: find a process's own, read usage, limit and OOM kills, make children.
 
 The memory guard and the preflight check read the enclosing cgroup because the kernel's OOM killer
-acts on the cgroup's total, not on any one process. ``ChildCgroup`` makes a hard-limited child
-cgroup under this process's own one (root only) for the OOM-fidelity tests and the overshoot
-benchmark; processes are started inside it, because moving a running process does not move the
-memory it has already charged.
+acts on the cgroup's total, not on any one process. :func:`child_cgroup_unavailable` says whether
+a child cgroup can be made here (the engine's containment makes one per stage; the tests' and the
+overshoot benchmark's hard-limited ``ChildCgroup`` lives in ``tests/support/cgroups.py``).
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import time
-import uuid
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 MIB = 1024 * 1024
 # v1 reports "no limit" as PAGE_COUNTER_MAX pages (about 2**63); anything this large is no limit.
@@ -93,7 +86,7 @@ class CgroupMemory:
                         return cls(found, 1, mount)
         if v2_path is not None:
             for mount in (root, root / "unified"):
-                if "memory" in _read_words(mount / "cgroup.controllers"):
+                if "memory" in read_words(mount / "cgroup.controllers"):
                     found = _locate(mount, v2_path, "cgroup.procs")
                     if found is not None:
                         return cls(found, 2, mount)
@@ -161,7 +154,7 @@ class CgroupMemory:
 
     def pids(self) -> list[int]:
         """The processes directly in this cgroup."""
-        return [int(word) for word in _read_words(self.path / "cgroup.procs")]
+        return [int(word) for word in read_words(self.path / "cgroup.procs")]
 
 
 def _v1_mounts(root: Path) -> list[Path]:
@@ -187,7 +180,7 @@ def _locate(mount: Path, path: str, marker: str) -> Path | None:
     return None
 
 
-def _read_words(path: Path) -> list[str]:
+def read_words(path: Path) -> list[str]:
     try:
         return path.read_text().split()
     except OSError:
@@ -213,113 +206,10 @@ def child_cgroup_unavailable(parent: CgroupMemory | None = None) -> str | None:
     if not os.access(parent.path, os.W_OK):
         return f"the memory cgroup {parent.path} is not writable"
     if parent.version == 2 and parent.path != parent.mount:
-        enabled = _read_words(parent.path / "cgroup.subtree_control")
+        enabled = read_words(parent.path / "cgroup.subtree_control")
         if "memory" not in enabled and parent.pids():
             return (
                 f"cgroup v2 {parent.path} holds processes and does not delegate the memory "
                 "controller to children (cgroup.subtree_control lacks 'memory')"
             )
     return None
-
-
-class ChildCgroup:
-    """A child memory cgroup with a hard limit and no swap, made under this process's own.
-
-    Use as a context manager: it is created on entry and, on exit (failure included), every
-    process left in it is killed and the directory removed.
-    """
-
-    def __init__(self, limit_mb: float, *, parent: CgroupMemory | None = None) -> None:
-        if limit_mb <= 0:
-            raise ValueError(f"ChildCgroup: limit_mb must be > 0 MiB, got {limit_mb}")
-        self.limit_bytes = int(limit_mb * MIB)
-        self._parent = parent
-        self.memory: CgroupMemory | None = None
-
-    def __enter__(self) -> ChildCgroup:
-        reason = child_cgroup_unavailable(self._parent)
-        if reason is not None:
-            raise PermissionError(f"cannot make a child memory cgroup: {reason}")
-        parent = self._parent or CgroupMemory.of_self()
-        assert parent is not None  # child_cgroup_unavailable checked it
-        path = parent.path / f"pba-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        path.mkdir()
-        self.memory = CgroupMemory(path, parent.version, parent.mount)
-        try:
-            self._set_limit(parent)
-        except BaseException:
-            self.remove()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
-    @property
-    def path(self) -> Path:
-        return self._require().path
-
-    def _require(self) -> CgroupMemory:
-        if self.memory is None:
-            raise RuntimeError("ChildCgroup is used outside its `with` block")
-        return self.memory
-
-    def _set_limit(self, parent: CgroupMemory) -> None:
-        path = self._require().path
-        if parent.version == 1:
-            (path / "memory.limit_in_bytes").write_text(str(self.limit_bytes))
-            memsw = path / "memory.memsw.limit_in_bytes"
-            if memsw.exists():  # absent when the kernel runs without swap accounting
-                memsw.write_text(str(self.limit_bytes))
-            return
-        subtree = parent.path / "cgroup.subtree_control"
-        if "memory" not in _read_words(subtree):
-            subtree.write_text("+memory")
-        (path / "memory.max").write_text(str(self.limit_bytes))
-        swap = path / "memory.swap.max"
-        if swap.exists():
-            swap.write_text("0")
-
-    def join(self) -> None:
-        """Move the calling process into the cgroup; meant as (part of) a Popen ``preexec_fn``."""
-        with open(self.path / "cgroup.procs", "w") as procs:
-            procs.write(str(os.getpid()))
-
-    def popen(
-        self,
-        args: str | Sequence[str],
-        *,
-        preexec_fn: Callable[[], None] | None = None,
-        **kwargs: Any,
-    ) -> subprocess.Popen[Any]:
-        """Start a process inside the cgroup, so that all its memory is charged here."""
-        self._require()
-
-        def enter() -> None:
-            self.join()
-            if preexec_fn is not None:
-                preexec_fn()
-
-        return subprocess.Popen(args, preexec_fn=enter, **kwargs)
-
-    def remove(self, timeout_s: float = 10.0) -> None:
-        """Kill every process left in the cgroup, wait for them to leave, remove the directory."""
-        if self.memory is None or not self.memory.path.exists():
-            return
-        deadline = time.monotonic() + timeout_s
-        while True:
-            pids = self.memory.pids()
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                self.memory.path.rmdir()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"could not remove cgroup {self.memory.path}: processes {pids} remain"
-                    ) from None
-                time.sleep(0.02)

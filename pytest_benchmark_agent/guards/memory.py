@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -295,7 +294,6 @@ class _State:
     event: GuardEvent | None = None
     oom_kills: int = 0
     cpu_s: float = 0.0
-    error: BaseException | None = None
     series: _Series = field(default_factory=_Series)
     # Pacing of the samples, carried from one to the next.
     last_discovery: float = 0.0
@@ -313,10 +311,9 @@ class MemoryGuard:
     stage's own cgroup is looked up). Every limited level of its lineage is watched against its
     limit minus ``cgroup_margin_mb`` (default: the larger of 64 MiB and 2% of the limit).
 
-    Two ways to drive it: a caller that already waits for the stage in a loop (``run_stage``)
-    calls ``begin()``, then ``sample()`` whenever the interval it returned has passed, then
-    ``finish()``; any other caller uses ``start()`` and ``stop()``, which run the same samples
-    in a daemon thread.
+    Its caller waits for the stage in a loop (``run_stage``): ``begin()``, then ``sample()``
+    whenever the interval it returned has passed, then ``finish()``. (The tests drive the same
+    three calls from a thread: ``tests/support/guarding.py``.)
     """
 
     def __init__(
@@ -354,13 +351,9 @@ class MemoryGuard:
         self._rate = assumed_rate_mb_s * MIB
         self._discover_every = discover_interval_s
         self._full_scan_every = full_scan_interval_s
-        # Held until stop(): the sampler sleeps in acquire(timeout), cheaper than Event.wait.
-        self._stop = threading.Lock()
-        self._stop.acquire()
         self._state = _State()
         self._tree: _ProcessTree | None = None
         self._watched: list[_CgroupLevel] = []
-        self._thread: threading.Thread | None = None
         self._report: GuardReport | None = None
         self._t0 = 0.0
 
@@ -440,43 +433,8 @@ class MemoryGuard:
         )
         return self._report
 
-    def start(self) -> MemoryGuard:
-        """Sample in a daemon thread until ``stop()``; returns self."""
-        self.begin()
-        self._thread = threading.Thread(
-            target=self._run, name=f"memory-guard-{self.stage}", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> GuardReport:
-        """Stop the sampling thread and report what was seen."""
-        if self._report is not None:
-            return self._report
-        if self._thread is None:
-            raise RuntimeError(f"memory guard for stage {self.stage!r} was never started")
-        self._stop.release()
-        self._thread.join()
-        error = self._state.error
-        report = self.finish()
-        if error is not None:
-            raise self._stopped_watching(error) from error
-        return report
-
     def _stopped_watching(self, error: BaseException) -> RuntimeError:
         return RuntimeError(f"memory guard for stage {self.stage!r} stopped watching: {error!r}")
-
-    def _run(self) -> None:
-        cpu0 = time.thread_time()
-        try:
-            while True:
-                interval = self._sample()
-                if interval is None or self._stop.acquire(timeout=interval):
-                    return
-        except BaseException as error:  # surfaced by stop(): a guard must never fail silently
-            self._state.error = error
-        finally:
-            self._state.cpu_s = time.thread_time() - cpu0
 
     def _sample(self) -> float | None:
         state, tree = self._state, self._tree
