@@ -23,14 +23,19 @@ from typing import Any
 
 import yaml
 
-from pytest_benchmark_agent.cli.common import DEVIATIONS, runs_in
 from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_value, read_input
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
 from pytest_benchmark_agent.records.lessons import Note, notes_for
-from pytest_benchmark_agent.records.writer import dump_yaml, load_yaml
+from pytest_benchmark_agent.records.store import DEVIATIONS, runs_in
+from pytest_benchmark_agent.records.writer import (
+    UnreadableRecord,
+    dump_yaml,
+    load_yaml,
+    skip_unreadable,
+)
 
 _MISSING = "(not declared)"
 _CELL = 36
@@ -136,14 +141,18 @@ def variables_of(config: BenchmarkConfig) -> list[str]:
 def latest_reliable(home: Path, name: str) -> Baseline | None:
     """The newest run of benchmark ``name`` whose record is tagged RELIABLE."""
     for run_dir in reversed(runs_in(home)):
-        results = load_yaml(run_dir / "results.yaml") or {}
+        try:  # an unreadable earlier record is skipped, with a warning naming it
+            results = load_yaml(run_dir / "results.yaml") or {}
+            config_path = run_dir / "config.yaml"
+            document = (load_yaml(config_path) or {}) if config_path.is_file() else {}
+        except UnreadableRecord as error:
+            skip_unreadable(error)
+            continue
+        frozen = document.get("config", {}) if isinstance(document, dict) else None
+        if not isinstance(results, dict) or not isinstance(frozen, dict):
+            continue
         if results.get("name") != name or results.get("tag") != "RELIABLE":
             continue
-        frozen = (
-            (load_yaml(run_dir / "config.yaml") or {}).get("config", {})
-            if (run_dir / "config.yaml").is_file()
-            else {}
-        )
         variable = frozen.get("treatment_variable") or results.get("treatment_variable")
         variables = [variable] if isinstance(variable, str) else list(variable or [])
         return Baseline(
