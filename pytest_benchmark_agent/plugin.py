@@ -138,7 +138,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker is not None:
         bench = BenchSession(
             config,
-            Path(worker["bench_home"]),
+            default_home(config),  # the worker's own: machines need share no folder
             _parse_overrides(config),
             _round_points(config),
             token=tuple(worker["bench_token"]),
@@ -151,10 +151,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = bench
     config.pluginmanager.register(bench, "benchmark_agent_session")
     config.pluginmanager.register(HeartbeatWriter(config), "benchmark_agent_heartbeat")
-    config.pluginmanager.register(
-        RecordWriter(journal_only=worker is not None), "benchmark_agent_records"
-    )
-    if worker is None:
+    if worker is None:  # under xdist the controller alone writes the records
+        config.pluginmanager.register(RecordWriter(), "benchmark_agent_records")
         config.pluginmanager.register(ReportWriter(), "benchmark_agent_reports")
     if worker is None and (summary := step_summary_writer()) is not None:
         config.pluginmanager.register(summary, "benchmark_agent_step_summary")
@@ -162,6 +160,11 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_benchmark_agent.engine.distributed import DistributedController
 
         config.pluginmanager.register(DistributedController(bench), "benchmark_agent_controller")
+    if worker is not None:
+        from pytest_benchmark_agent.engine.distributed import WorkerChannel
+
+        channel = WorkerChannel(bench, worker["workerid"], config.workeroutput)
+        config.pluginmanager.register(channel, "benchmark_agent_channel")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:

@@ -279,8 +279,10 @@ def _progress(beat: dict[str, Any]) -> str:
     )
     eta = beat.get("eta_s")
     peak = f"{beat['peak_rss_mb']:.1f} MB" if beat.get("peak_rss_mb") is not None else "?"
+    hosts = beat.get("hosts") or {}
+    per_host = "".join(f"; {host} {done}" for host, done in sorted(hosts.items()))
     return (
-        f" ({beat['trials_done']} of {beat['trials_total']} trials done), {stage}, "
+        f" ({beat['trials_done']} of {beat['trials_total']} trials done{per_host}), {stage}, "
         f"elapsed {duration(beat['elapsed_s'] + since)}, "
         f"eta {duration(None if eta is None else max(eta - since, 0))}, "
         f"peak {peak}, heartbeat {duration(since)} ago"

@@ -1,29 +1,44 @@
-"""pytest-xdist: one run record per benchmark file, however many workers measured it.
+"""pytest-xdist: one run record per benchmark file, written by the controller alone.
 
-The controller picks the session token (so every worker records into the same run folder),
-schedules whole **blocks** (replicate k of every treatment, per seed) to one worker, so each
-worker, and each host, runs every treatment of a comparison, and at the end merges what the
-workers recorded: the shared journal of trials, and each worker's hand-over file (preps,
-caveats, fingerprint). A worker that crashed leaves its running trial recorded as
-``interrupted``; every other trial stays as it was recorded.
+Workers need share nothing with the controller but xdist's own channel. A worker attaches what
+it recorded since its last report (each finished trial, new prep events and caveats, and the
+first time its host and fingerprint) to the report of the phase that recorded it, and its last
+part to ``workeroutput``; the controller appends each trial to its own journal the moment the
+report arrives, so a crash of any process loses no finished trial the controller received, and
+it alone writes ``trials.jsonl``, ``results.yaml``, the report and the index. Preps are built and
+cached in each worker's own data directory; stage output stays there, its path and host named.
+
+The controller schedules whole **blocks** (replicate k of every treatment, per seed) to one
+worker, so each worker, and each host, runs every treatment of a comparison. What cannot be
+trusted is said, never dropped: a crashed worker's running trial is recorded ``interrupted``; a
+trial that ran but whose record never arrived is recorded ``interrupted`` too; a worker that went
+down before its last part, or whose environment differs from the others', is named in a caveat.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from importlib.metadata import version
 from typing import Any
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.engine.isolation import host_id
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.engine.session import BenchSession
+from pytest_benchmark_agent.records import recover, redact
+from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.run import BenchRun
-from pytest_benchmark_agent.records.writer import load_yaml, read_journal
+from pytest_benchmark_agent.records.views import FrozenMapping, RunView, thaw
 
+#: The name of the benchmark's entry in a report's ``user_properties`` and in ``workeroutput``.
+KEY = "benchmark_agent"
+#: Fingerprint parts that must agree between workers (hardware and host names may differ: the
+#: analysis is blocked by host).
+_SAME = ("python", "implementation", "packages", "tool_packages")
 _BLOCK = re.compile(r"-rep(\d+)(?:-seed([^\]]+))?\]$")
 
 
@@ -33,6 +48,12 @@ def block_scope(nodeid: str) -> str:
     if not match:
         return nodeid
     return f"{nodeid.split('::')[0]}::block-{match.group(1)}-{match.group(2)}"
+
+
+def _split(nodeid: str) -> tuple[str, str]:
+    """(benchmark file, trial id) of a test id."""
+    base = nodeid.split("@")[0]
+    return base.split("::")[0], base.split("::")[-1]
 
 
 class BlockScheduling(LoadScopeScheduling):
@@ -73,75 +94,251 @@ class BlockScheduling(LoadScopeScheduling):
             node.shutdown()
 
 
+class WorkerChannel:
+    """A worker's side: what it records travels to the controller with its reports."""
+
+    def __init__(self, bench: BenchSession, worker_id: str, output: dict[str, Any]):
+        self.bench = bench
+        self.worker_id = worker_id
+        #: xdist's ``workeroutput``: sent to the controller when the worker's session ends.
+        self.output = output
+        self.host = host_id()
+        self._pending: dict[str, list[dict[str, Any]]] = {}
+        #: Per run id: how many of its prep events and caveats were sent already.
+        self._sent: dict[str, tuple[int, int]] = {}
+
+    @pytest.hookimpl
+    def pytest_bench_trial_finished(self, trial: FrozenMapping, run: RunView) -> None:
+        self._pending.setdefault(run.run_id, []).append(thaw(trial))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]):
+        report = yield  # outermost: a record the session adds to this report is taken too
+        text = self._parts()
+        if text is not None:
+            # A new list: the report's list is the item's, shared with its next phases.
+            report.user_properties = [*report.user_properties, (KEY, text)]
+        return report
+
+    @pytest.hookimpl
+    def pytest_sessionfinish(self) -> None:
+        """The last part (caveats added at the end); its presence says the worker ended well."""
+        self.output[KEY] = self._parts() or "[]"
+
+    def _parts(self) -> str | None:
+        """What each run recorded here since the last call, as JSON; None when nothing."""
+        parts = []
+        for run in self.bench.runs:
+            if run.started is None:
+                continue
+            trials = self._pending.pop(run.run_id, [])
+            preps, caveats = self._sent.get(run.run_id, (0, 0))
+            first = run.run_id not in self._sent
+            if not (first or trials or len(run.preps) > preps or len(run.caveats) > caveats):
+                continue
+            part: dict[str, Any] = {
+                "run_id": run.run_id,
+                "worker": self.worker_id,
+                "host": self.host,
+                "trials": trials,
+                "preps": run.preps[preps:],
+                "caveats": run.caveats[caveats:],
+                "stop_reason": run.stop_reason,
+            }
+            if first:
+                part |= {"started": run.started, "fingerprint": run.fingerprint}
+            self._sent[run.run_id] = (len(run.preps), len(run.caveats))
+            parts.append(part)
+        return json.dumps(redact.scrub(parts), default=str) if parts else None
+
+
 class DistributedController:
-    """The controller's side of a ``pytest --bench -n N`` session."""
+    """The controller's side of a ``pytest --bench -n N`` session: it writes every record."""
 
     def __init__(self, bench: BenchSession):
         self.bench = bench
-        self.collected: set[str] = set()
-        self.crashed: dict[str, str] = {}
+        #: Trial ids collected, per benchmark file (relative to the root, as in test ids).
+        self.collected: dict[str, set[str]] = {}
+        self.runs: dict[str, BenchRun] = {}
+        self._by_file: dict[str, BenchRun] = {}
+        #: Per run id: worker id -> (host, fingerprint), in the order they reported.
+        self._workers: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
+        self._recorded: dict[str, set[tuple[str, Any]]] = {}
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["bench_token"] = list(self.bench.token)
-        node.workerinput["bench_home"] = str(self.bench.home)
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> BlockScheduling:
         return BlockScheduling(config, log)
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self.collected.update(nodeid.split("@")[0] for nodeid in ids)
+        for nodeid in ids:
+            file, name = _split(nodeid)
+            self.collected.setdefault(file, set()).add(name)
+        for file, names in self.collected.items():
+            if file in self._by_file or not file.endswith((".yaml", ".yml", ".py")):
+                continue
+            run = self._plan(file)
+            if run is not None:
+                run.planned = [s for s in run.plan.trials if run.trial_id(s) in names]
 
-    def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
-        self.crashed[crashitem.split("@")[0].split("::")[-1]] = str(report.longrepr)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        forced = self.bench.config.getoption("bench_run_id")
-        suffix = forced or f"-{self.bench.token[1]}"
-        runs = self.bench.home / "runs"
-        folders = (
-            sorted(p for p in runs.glob(f"*{suffix}") if (p / "config.yaml").is_file())
-            if runs.is_dir()
-            else []
-        )
-        for folder in folders:
-            if folder.name.startswith(self.bench.token[0]) or forced:
-                run = self._merge(folder)
-                self.bench.runs.append(run)
-                self.bench.finish_run(run)
-
-    def _merge(self, folder: Path) -> BenchRun:
-        """Rebuild a run from its frozen config, the shared journal and the workers' parts."""
-        frozen = load_yaml(folder / "config.yaml")
-        source = Path(frozen["source"])
+    def _plan(self, file: str) -> BenchRun | None:
+        """The run of a benchmark file the workers collected, planned from this checkout."""
+        source = self.bench.config.rootpath / file
+        if source.suffix == ".py" or not source.is_file():
+            return None  # a test module, not a benchmark file
         config = load_benchmark(source, self.bench.overrides)
         points = self.bench.round_points if config.search_space is not None else None
-        run = BenchRun(
-            plan=build_plan(config, source, points), home=self.bench.home, run_id=folder.name
-        )
-        names = {nodeid.split("::")[-1] for nodeid in self.collected}
-        run.planned = [spec for spec in run.plan.trials if run.trial_id(spec) in names]
-        run.trials = sorted(
-            read_journal(folder), key=lambda t: t.get("started") or t.get("ended") or ""
-        )
-        parts = [json.loads(p.read_text()) for p in sorted((folder / "workers").glob("*.json"))]
-        run.started = min((p["started"] for p in parts if p.get("started")), default=None)
-        run.fingerprint = parts[0]["fingerprint"] if parts else {}
-        for part in parts:
-            run.preps += [
-                {**prep, "worker": part["worker"], "host": part["host"]} for prep in part["preps"]
-            ]
-            run.caveats += [c for c in part["caveats"] if c not in run.caveats]
-        hosts = sorted({part["host"] for part in parts})
-        if len(hosts) > 1:
-            run.fingerprint = {
-                **run.fingerprint,
-                "hosts": {part["host"]: part["fingerprint"] for part in parts},
-            }
-        done = {t["id"] for t in run.trials}
-        for spec in run.planned:
-            trial_id = run.trial_id(spec)
-            if trial_id in self.crashed and trial_id not in done:
-                run.trials.append(run.blank_trial(spec, "interrupted", self.crashed[trial_id]))
-                run.caveats.append(f"{self.crashed[trial_id]}; its other trials are kept")
+        run = self.bench.new_run(build_plan(config, source, points))
+        self._by_file[file] = self.runs[run.run_id] = run
         return run
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Take the records a report carries (hidden from every later reader of it), and
+        record a trial that ran but whose record did not come."""
+        texts = [value for name, value in report.user_properties if name == KEY]
+        if texts:
+            report.user_properties = [p for p in report.user_properties if p[0] != KEY]
+        for text in texts:
+            for part in json.loads(text):
+                self._take(part)
+        file, name = _split(report.nodeid)
+        run = self._by_file.get(file)
+        if report.when == "call" and run is not None and name in self.collected.get(file, ()):
+            if not any(key[0] == name for key in self._recorded.get(run.run_id, ())):
+                worker = getattr(getattr(report, "node", None), "gateway", None)
+                self._lost(
+                    run,
+                    name,
+                    f"it ran on worker {getattr(worker, 'id', '?')}, but its record never "
+                    f"reached the controller (pytest-xdist {version('pytest-xdist')} carried "
+                    "none with its report)",
+                )
+
+    def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
+        file, name = _split(crashitem)
+        run = self._by_file.get(file)
+        if run is not None:
+            self._lost(run, name, str(report.longrepr))
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Take a worker's last part; a worker that went down without one is named."""
+        worker = node.gateway.id
+        text = getattr(node, "workeroutput", {}).get(KEY)
+        if text is not None:
+            for part in json.loads(text):
+                self._take(part)
+            return
+        for run_id, workers in self._workers.items():
+            if worker in workers:
+                run = self.runs[run_id]
+                caveat = (
+                    f"worker {worker} (host {workers[worker][0]}) went down before handing over "
+                    f"the end of its part ({error or 'no reason given'}); every trial it "
+                    "recorded before is kept"
+                )
+                run.caveats += [caveat] if caveat not in run.caveats else []
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session):
+        """Before the session finishes the runs: trials in execution order, hosts named."""
+        for run in self.runs.values():
+            run.trials.sort(key=lambda t: t.get("started") or t.get("ended") or "")
+            hosts = {host: fp for host, fp in self._workers.get(run.run_id, {}).values()}
+            if len(hosts) > 1:
+                run.fingerprint = {**run.fingerprint, "hosts": hosts}
+        return (yield)
+
+    def _take(self, part: dict[str, Any]) -> None:
+        """Merge one worker's part into its run, each trial journalled as it comes."""
+        run = self.runs.get(part["run_id"])
+        if run is None:
+            return  # a run this checkout did not plan: its collection error says why
+        worker, host = part["worker"], part["host"]
+        if run.started is None:
+            self._start(run, part.get("started"), part.get("fingerprint") or {})
+        if "fingerprint" in part:
+            self._add_worker(run, worker, host, part["fingerprint"])
+        run.preps += [{**prep, "worker": worker, "host": host} for prep in part["preps"]]
+        run.caveats += [c for c in part["caveats"] if c not in run.caveats]
+        run.stop_reason = run.stop_reason or part.get("stop_reason")
+        for trial in part["trials"]:
+            self._record(run, trial)
+
+    def _start(self, run: BenchRun, started: str | None, fingerprint: dict[str, Any]) -> None:
+        run.started = started or utc_now()
+        run.fingerprint = fingerprint
+        try:
+            recover.claim(run.dir)
+            self.bench.hook.pytest_bench_run_started(run=RunView(run))
+        except OSError as exc:
+            self.bench._write_failed(run, exc)
+
+    def _record(self, run: BenchRun, trial: dict[str, Any]) -> None:
+        key = (trial["id"], trial.get("started"))
+        seen = self._recorded.setdefault(run.run_id, set())
+        if key in seen:
+            return
+        seen.add(key)
+        run.trials.append(trial)
+        try:
+            self.bench.hook.pytest_bench_trial_finished(
+                trial=FrozenMapping(trial), run=RunView(run)
+            )
+        except OSError as exc:
+            self.bench._write_failed(run, exc)
+
+    def _lost(self, run: BenchRun, trial_id: str, why: str) -> None:
+        """Record ``interrupted`` a trial whose own record will never come."""
+        spec = next((s for s in run.planned if run.trial_id(s) == trial_id), None)
+        if spec is None:
+            return
+        if run.started is None:
+            self._start(run, None, {})
+        trial = run.blank_trial(spec, "interrupted", why)
+        trial["ended"] = utc_now()
+        self._record(run, trial)
+        caveat = f"{why}; its other trials are kept"
+        run.caveats += [caveat] if caveat not in run.caveats else []
+
+    def _add_worker(self, run: BenchRun, worker: str, host: str, fp: dict[str, Any]) -> None:
+        """Name a worker whose environment differs from the first one's."""
+        workers = self._workers.setdefault(run.run_id, {})
+        if worker in workers:
+            return
+        if workers:
+            first, (first_host, first_fp) = next(iter(workers.items()))
+            differences = _differences(first_fp, fp)
+            if differences:
+                run.caveats.append(
+                    f"worker {worker} (host {host}) runs another environment than {first} "
+                    f"(host {first_host}): {'; '.join(differences)}; its trials are kept, but "
+                    "they measured something else"
+                )
+        workers[worker] = (host, fp)
+
+
+def _differences(first: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """What differs between two fingerprints in what every worker must share: the Python,
+    its packages, the code's content (its paths may differ) and the declared variables."""
+    found = []
+    env_a, env_b = first.get("env") or {}, other.get("env") or {}
+    for name in _SAME:
+        if env_a.get(name) != env_b.get(name):
+            found.append(f"{name} {_short(env_a.get(name))} vs {_short(env_b.get(name))}")
+    code_a, code_b = (sorted(map(_canon, (fp.get("code") or {}).values())) for fp in (first, other))
+    if code_a != code_b:
+        found.append("the code's content")
+    if (first.get("vars") or {}) != (other.get("vars") or {}):
+        found.append(f"vars {_short(first.get('vars'))} vs {_short(other.get('vars'))}")
+    return found
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _short(value: Any) -> str:
+    text = _canon(value) if not isinstance(value, str) else value
+    return text if len(text) <= 80 else f"{text[:77]}..."

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import json
 import os
 import signal
 import time
@@ -32,7 +31,7 @@ from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
 from pytest_benchmark_agent.engine.execute import BUDGET_STOP, StageContext
-from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE, HostIsolation, host_id
+from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE, HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan
 from pytest_benchmark_agent.engine.preflight import check_resources
 from pytest_benchmark_agent.engine.protocol import TrialProtocol
@@ -41,9 +40,9 @@ from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
-from pytest_benchmark_agent.records import recover, redact
+from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
-from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
+from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.run import BenchRun, new_run_id, new_session_token
 from pytest_benchmark_agent.records.views import FrozenMapping, RunView
 from pytest_benchmark_agent.records.writer import read_journal
@@ -223,7 +222,8 @@ class BenchSession:
                 if wall_clock is not None:
                     self.stage_context.deadlines[run.run_id] = self._t0 + wall_clock
                 try:
-                    recover.claim(run.dir, worker=self.worker_id is not None)
+                    if self.worker_id is None:  # a worker's runs are the controller's to own
+                        recover.claim(run.dir)
                     self.hook.pytest_bench_run_started(run=RunView(run))
                     self._take_caveats(run)
                 except OSError as exc:
@@ -299,8 +299,7 @@ class BenchSession:
             self._stop(run, f"the disk is full ({self.stage_context.disk_full})")
         run.stop_reason = run.stop_reason or self._budget_spent(run)
         if not (run.stop_reason or run.decided):
-            # An xdist worker sees every worker's trials in the shared journal.
-            trials = run.trials if self.worker_id is None else read_journal(run.dir)
+            trials = run.trials if self.worker_id is None else _seen_by_worker(run)
             run.decided = judge.sequential_stop(
                 run, trials, self._looked.setdefault(run.run_id, set())
             )
@@ -356,11 +355,10 @@ class BenchSession:
         for run in self.runs:
             if run.started is None or run.ended is not None:
                 continue
+            if self.worker_id is not None:
+                continue  # the controller finishes it (engine/distributed.py)
             try:
-                if self.worker_id is None:
-                    self.finish_run(run)
-                else:
-                    hand_over(run, self.worker_id)
+                self.finish_run(run)
             except OSError as exc:
                 self._write_failed(run, exc)
         if self._write_errors and session.exitstatus in (0, 1):
@@ -427,21 +425,12 @@ class BenchSession:
                 terminalreporter.write_line(line, red=loud, bold=loud)
 
 
-def hand_over(run: BenchRun, worker_id: str) -> None:
-    """An xdist worker's part of a run, for the controller to merge: its trials are already in
-    the shared journal; this adds the preps it saw, its caveats and its host's fingerprint."""
-    part = {
-        "worker": worker_id,
-        "host": host_id(),
-        "started": run.started,
-        "ended": utc_now(),
-        "preps": run.preps,
-        "caveats": run.caveats,
-        "fingerprint": run.fingerprint,
-    }
-    atomic_write(
-        run.dir / "workers" / f"{worker_id}.json", json.dumps(redact.scrub(part), default=str)
-    )
+def _seen_by_worker(run: BenchRun) -> list[dict[str, Any]]:
+    """The trials an xdist worker can see: its own, and with a shared data directory every
+    trial the controller journalled (machines that share nothing see only their own)."""
+    journal = read_journal(run.dir)
+    known = {(t["id"], t.get("started")) for t in journal}
+    return journal + [t for t in run.trials if (t["id"], t.get("started")) not in known]
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

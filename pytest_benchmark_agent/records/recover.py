@@ -49,13 +49,11 @@ def _process(pid: int) -> dict[str, Any]:
     return {"pid": pid, "start_ticks": start_ticks(pid)}
 
 
-def claim(run_dir: Path, *, worker: bool = False) -> Path:
-    """Record this process as an owner of ``run_dir`` (made if missing); ``worker``: an xdist
-    worker, whose controller (its parent) finishes the run and so owns it too."""
+def claim(run_dir: Path) -> Path:
+    """Record this process as an owner of ``run_dir`` (made if missing); under xdist only the
+    controller, which alone writes the record."""
     me = _process(os.getpid())
     owner = {"host": socket.gethostname(), "boot_id": _boot_id(), **me}
-    if worker:
-        owner["controller"] = _process(os.getppid())
     path = run_dir / OWNERS / f"{me['pid']}-{me['start_ticks']}.json"
     atomic_write(path, json.dumps(owner))
     return path

@@ -122,9 +122,7 @@ def load_yaml(path: Path) -> Any:
 class RecordWriter:
     """Writes every run's folder and keeps ``results_index.md`` current."""
 
-    def __init__(self, *, journal_only: bool = False) -> None:
-        #: In an xdist worker only the journal is written; the controller writes the rest.
-        self.journal_only = journal_only
+    def __init__(self) -> None:
         self._next_snapshot: dict[str, float] = {}
         #: Each run's trials.jsonl, open for appending from its first trial to the run's end.
         self._journals: dict[str, int] = {}
@@ -133,8 +131,7 @@ class RecordWriter:
     def pytest_bench_run_started(self, run: RunView) -> None:
         run.dir.mkdir(parents=True, exist_ok=True)
         self._write_config(run)
-        if not self.journal_only:
-            self._snapshot(run)
+        self._snapshot(run)
 
     @pytest.hookimpl
     def pytest_bench_trial_finished(self, trial: Mapping[str, Any], run: RunView) -> None:
@@ -142,7 +139,7 @@ class RecordWriter:
         if fd is None:
             fd = self._journals[run.run_id] = open_appending(run.dir / JOURNAL)
         write_line(fd, _journal_line(redact.scrub(thaw(trial))))  # on disk before the next trial
-        if not self.journal_only and time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
+        if time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
             self._snapshot(run)
 
     @pytest.hookimpl(tryfirst=True)

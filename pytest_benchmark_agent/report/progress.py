@@ -60,6 +60,8 @@ class Beat:
     started_unix: float
     updated: str
     updated_unix: float
+    #: Trials done per host, where they ran on more than one (an xdist session's machines).
+    hosts: dict[str, int] | None = None
 
 
 def read_heartbeat(run_dir: Path) -> dict[str, Any] | None:
@@ -95,6 +97,7 @@ class _Live:
         self.peak_rss_mb: float | None = None
         self.total = len(run.planned)
         self.done = 0
+        self.by_host: dict[str, int] = {}
         self.last_write = 0.0
         self.pending = False  # a change not written yet (the flusher writes it)
 
@@ -190,6 +193,8 @@ class HeartbeatWriter:
         live.see_peak(trial.get("peak_rss_mb"))
         live.stage = live.trial_id = live.stage_t0 = None
         live.done += trial["status"] != "not_run"
+        if trial["status"] != "not_run" and trial.get("host"):
+            live.by_host[trial["host"]] = live.by_host.get(trial["host"], 0) + 1
         self._write(run, throttled=True)
 
     @pytest.hookimpl
@@ -246,6 +251,7 @@ class HeartbeatWriter:
             started_unix=live.started_unix,
             updated=utc_now(),
             updated_unix=time.time(),
+            hosts=dict(live.by_host) if len(live.by_host) > 1 else None,
         )
         _replace(run.dir / HEARTBEAT, json.dumps(asdict(beat), indent=1))
 
