@@ -34,7 +34,7 @@ class BenchProject:
         return runner("--bench", "-p", "no:cacheprovider", "-p", "no:randomly", *args)
 
     def runs(self) -> list[Path]:
-        from pytest_benchmark_agent.cli.common import run_order
+        from pytest_benchmark_agent.records.store import run_order
 
         folder = self.home / "runs"
         return sorted(folder.iterdir(), key=run_order) if folder.exists() else []

@@ -1,5 +1,6 @@
-"""`benchmark-agent domain NAME [--recipe R]`: what it writes plans at once, and the Python
-Domain skeleton's own test passes."""
+"""`benchmark-agent domain NAME [--recipe R]`: what it writes plans at once (once the params
+without a default are given: until then gate 1 names each placeholder), and the Python Domain
+skeleton's own test passes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from benchhelpers import BenchProject
 from nvml_double import FakeDevice, FakeNvml
 
 from pytest_benchmark_agent.cli.main import main
-from pytest_benchmark_agent.config.recipe import available_recipes
+from pytest_benchmark_agent.config.recipe import available_recipes, load_recipe
 from pytest_benchmark_agent.guards import gpu as nvml
 
 GPU_RECIPES = ("llm-finetune-eval", "llm-eval-only")
@@ -25,6 +26,14 @@ def test_recipe_scaffold_passes_collect_only(
     assert "wrote" in capsys.readouterr().out
     bench = project.path / "mine" / "bench.yaml"
     assert f"recipe: {recipe}" in bench.read_text()
+    unset = [n for n, e in load_recipe(recipe, bench).manifest.items() if e.default is None]
+    if unset:  # a param without a default is a placeholder until given, then it plans
+        refused = project.run("--collect-only", "-q", str(bench)).stdout.str()
+        assert all(f"params.{name}: is a placeholder" in refused for name in unset), refused
+        text = bench.read_text()
+        for name in unset:
+            text = text.replace(f"  {name}: CHANGE-ME", f"  {name}: a-real-{name}")
+        bench.write_text(text)
     if recipe in GPU_RECIPES:  # preflight asks NVML for the GPU stages: a double answers here
         with nvml.use_backend(FakeNvml([FakeDevice()])):
             result = project.run("--collect-only", "-q", str(bench))

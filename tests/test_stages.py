@@ -185,3 +185,12 @@ def test_a_missing_folder_fails_the_stage_with_the_shells_reason(tmp_path: Path)
     assert result.exit_code == 126
     assert "can't cd" in result.stderr_tail() or "No such file" in result.stderr_tail()
     assert result.stdout() == ""
+
+
+def test_a_peak_a_few_pages_over_the_ceiling_reads_over_it() -> None:
+    """A breach's peak is rounded up: 96 MiB + 4 KiB once read 96.0 against a ceiling of 96."""
+    from pytest_benchmark_agent.guards.memory import _peak_mb
+
+    mib = 1 << 20
+    assert _peak_mb(96 * mib + 4096) > 96
+    assert _peak_mb(96 * mib) == 96.0

@@ -5,7 +5,9 @@ declared at its default, with why as a comment; the recipe's example treatment) 
 per stage, each parsing exactly the flags its command passes and saying what it must do. Without
 a recipe it writes a Python Domain skeleton (a small, working benchmark to replace), the
 benchmark file naming it, and a test running it with the ``bench`` fixture. Either passes
-``pytest --bench --collect-only NAME/bench.yaml`` as written (GPU recipes where NVML answers).
+``pytest --bench --collect-only NAME/bench.yaml`` as written (GPU recipes where NVML answers),
+except that a manifest param without a default is written ``CHANGE-ME``: gate 1 names it until
+a real value (the recipe's ``example`` shows one) replaces it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from pytest_benchmark_agent.config.framing import Frame
+from pytest_benchmark_agent.config.models import ManifestEntry
 from pytest_benchmark_agent.config.recipe import Recipe, available_recipes, load_recipe
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -33,28 +37,36 @@ def _scalar(value: Any) -> str:
     )
 
 
-def recipe_files(name: str, recipe_name: str, recipe: Recipe) -> dict[str, str]:
-    """File name -> content of a CommandDomain benchmark built on ``recipe``."""
-    example = recipe.example
-    lines = [
-        f"# Written by `benchmark-agent domain {name} --recipe {recipe_name}`: make each "
-        "stage script do what it says,",
-        f"# set the params to what you use, then run: pytest --bench {name}/bench.yaml",
-        f"recipe: {recipe_name}",
-        f"name: {name}",
-        f"hypothesis: {_scalar(example.get('hypothesis', 'State what you expect and why'))}",
-        "params:",
-    ]
-    for param, entry in recipe.manifest.items():
+def _param_lines(manifest: dict[str, ManifestEntry]) -> list[str]:
+    """Every manifest param at its default (``CHANGE-ME`` where it has none), with why."""
+    lines = ["params:"]
+    for param, entry in manifest.items():
         if param == "seeds":
             continue
         value = entry.default if entry.default is not None else "CHANGE-ME"
-        note = "required, no default" if entry.default is None else "required"
-        lines.append(f"  {param}: {_scalar(value)}    # {note}: {entry.why}")
-    variable = example.get("treatment_variable")
-    lines += [
-        f"treatment_variable: {variable}",
-        f"treatments: {_scalar(example.get('treatments', []))}",
+        note = "required" if entry.default is not None else "required, no default"
+        looks = f"; e.g. {entry.example}" if entry.example is not None else ""
+        lines.append(f"  {param}: {_scalar(value)}    # {note}: {entry.why}{looks}")
+    return lines
+
+
+def recipe_files(
+    name: str, recipe_name: str, recipe: Recipe, framed: Frame | None = None
+) -> dict[str, str]:
+    """File name -> content of a CommandDomain benchmark built on ``recipe`` (testing the
+    ``framed`` hypothesis, else the recipe's example)."""
+    example = recipe.example
+    hypothesis = framed.hypothesis if framed else example.get("hypothesis", "State what you expect")
+    lines = [
+        f"# Written by `benchmark-agent {'plan' if framed else 'domain'} {name} --recipe "
+        f"{recipe_name}`: make each stage script do what it says,",
+        f"# set the params to what you use, then run: pytest --bench {name}/bench.yaml",
+        f"recipe: {recipe_name}",
+        f"name: {name}",
+        f"hypothesis: {_scalar(hypothesis)}",
+        *_param_lines(recipe.manifest),
+        f"treatment_variable: {framed.variable if framed else example.get('treatment_variable')}",
+        f"treatments: {_scalar(framed.treatments if framed else example.get('treatments', []))}",
     ]
     if "seeds" in recipe.manifest:
         entry = recipe.manifest["seeds"]
@@ -113,6 +125,39 @@ def main() -> None:
 if __name__ == "__main__":
     main()
 '''
+
+
+def typed_domain_file(
+    name: str, domain: str, manifest: dict[str, ManifestEntry], framed: Frame
+) -> str:
+    """The benchmark file of a registered Python Domain testing the ``framed`` hypothesis."""
+    lines = [
+        f"# Written by `benchmark-agent plan {domain}`: set the params to what you use, then",
+        f"# run: pytest --bench {name}/bench.yaml",
+        f"domain: {domain}",
+        f"name: {name}",
+        f"hypothesis: {_scalar(framed.hypothesis)}",
+        *_param_lines(manifest),
+        f"treatment_variable: {framed.variable}",
+        f"treatments: {_scalar(framed.treatments)}",
+    ]
+    if "seeds" in manifest:
+        lines.append(f"seeds: {_scalar(manifest['seeds'].default or [1, 2, 3])}")
+    return "\n".join(lines) + "\n"
+
+
+def write_files(folder: Path, files: dict[str, str], verb: str) -> None:
+    """Write the scaffold's files into ``folder``, refusing to overwrite any."""
+    existing = [name for name in files if (folder / name).exists()]
+    if existing:
+        raise SystemExit(
+            f"benchmark-agent {verb}: {folder} already holds {', '.join(existing)}; "
+            "choose another name or remove them"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+        print(f"wrote {folder / name}")
 
 
 def domain_files(name: str) -> dict[str, str]:
@@ -215,16 +260,7 @@ def cmd_domain(args: argparse.Namespace) -> int:
         files = recipe_files(args.name, args.recipe, recipe)
     else:
         files = domain_files(args.name)
-    existing = [name for name in files if (folder / name).exists()]
-    if existing:
-        raise SystemExit(
-            f"benchmark-agent domain: {folder} already holds {', '.join(existing)}; "
-            "choose another name or remove them"
-        )
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (folder / name).write_text(text)
-        print(f"wrote {folder / name}")
+    write_files(folder, files, "domain")
     print(f"next: pytest --bench --collect-only {folder / 'bench.yaml'}   (plans, runs nothing)")
     return 0
 

@@ -21,7 +21,7 @@ from pytest_benchmark_agent.cli import records as cli_records
 from pytest_benchmark_agent.cli import schema as cli_schema
 from pytest_benchmark_agent.cli import session as cli_session
 from pytest_benchmark_agent.cli import tune as cli_tune
-from pytest_benchmark_agent.cli.common import home_of
+from pytest_benchmark_agent.cli.common import announce_home, home_of
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records import lessons, recover
 from pytest_benchmark_agent.records.writer import UnreadableRecordWarning
@@ -44,7 +44,8 @@ VERB_MODULES = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="benchmark-agent", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--home", help="data directory (default $BENCHMARK_HOME or ./benchmark_data)"
+        "--home",
+        help="data directory (default $BENCHMARK_HOME, else benchmark_data/ at the project root)",
     )
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for module in VERB_MODULES:
@@ -60,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.simplefilter("default", UnreadableRecordWarning)
         warnings.showwarning = _print_warning
         try:
+            announce_home(args)
             _check_home(args)
             # A run left "running" by a killed session is finalized before any verb reads
             # the records.

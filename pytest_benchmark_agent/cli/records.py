@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.cli.common import find_run, home_of, runs_in
+from pytest_benchmark_agent.cli.common import find_run, home_of
 from pytest_benchmark_agent.judge.baseline import (
     FINISHED,
     RecordView,
@@ -22,6 +22,7 @@ from pytest_benchmark_agent.judge.baseline import (
     resolve_ref,
 )
 from pytest_benchmark_agent.records.safetext import one_line
+from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records.writer import (
     UnreadableRecord,

@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 from pytest_benchmark_agent.cli.common import home_of
+from pytest_benchmark_agent.config.framing import frame
 from pytest_benchmark_agent.config.models import load_config
+from pytest_benchmark_agent.config.recipe import available_recipes, load_recipe
 from pytest_benchmark_agent.config.review import (
     accept_deviation,
     accepted_deviation,
@@ -39,6 +41,16 @@ def _own_options(parser: argparse.ArgumentParser, verb: str) -> None:
             "follow it with 'benchmark-agent status RUN'",
         )
     else:
+        parser.add_argument(
+            "--name",
+            help="planning from a domain or recipe: the benchmark's name and folder "
+            "(default: the domain's or recipe's name)",
+        )
+        parser.add_argument(
+            "--dir",
+            default=None,
+            help="planning from a domain or recipe: where NAME/ is written (default: .)",
+        )
         parser.add_argument(
             "--hypothesis",
             metavar="TEXT",
@@ -115,11 +127,66 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sources() -> tuple[list[str], list[str]]:
+    """The recipes and registered Python Domains a plan can start from."""
+    from pytest_benchmark_agent.domains.api import available_domains
+
+    return available_recipes(), [d for d in available_domains() if d != "command"]
+
+
+def _scaffold(source: str, words: list[str], own: argparse.Namespace) -> str:
+    """Frame the hypothesis over ``source``'s manifest, write its benchmark file (and, for a
+    recipe, its stage scripts) as ``domain NAME --recipe R`` does; the file's path."""
+    from pytest_benchmark_agent.cli.domain import recipe_files, typed_domain_file, write_files
+    from pytest_benchmark_agent.domains.api import domain_class
+
+    hypothesis = " ".join(words) if words else own.hypothesis
+    if not hypothesis:
+        raise SystemExit(
+            f"benchmark-agent plan {source}: give the hypothesis, e.g. benchmark-agent plan "
+            f'{source} "the candidate is faster than the baseline at the same results"'
+        )
+    name = own.name or source
+    folder = Path(own.dir or ".") / name
+    bench = folder / "bench.yaml"
+    if bench.exists():
+        raise SystemExit(
+            f"benchmark-agent plan: {bench} already exists; plan it with benchmark-agent plan "
+            f"{bench}, or give another --name"
+        )
+    recipes, _ = _sources()
+    if source in recipes:
+        recipe = load_recipe(source, bench)
+        framed = frame(hypothesis, recipe.manifest, recipe.example, f"recipe {source}")
+        files = recipe_files(name, source, recipe, framed)
+    else:
+        manifest = domain_class(source, bench).manifest_entries()
+        framed = frame(hypothesis, manifest, {}, f"domain {source}")
+        files = {"bench.yaml": typed_domain_file(name, source, manifest, framed)}
+    print(f"framed from {source}:", *framed.lines(), sep="\n")
+    write_files(folder, files, "plan")
+    return str(bench)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """Gate 1 and preflight (nothing is executed), then the comparison with the latest RELIABLE
-    run, the lessons and risks that apply, and a challenge of any misaligned request."""
+    run, the lessons and risks that apply, and a challenge of any misaligned request.
+
+    ``plan DOMAIN|RECIPE "HYPOTHESIS"`` first frames the hypothesis (the param it names varies,
+    the others are controls) and writes the benchmark file as ``domain NAME --recipe R`` does."""
     files, own, pytest_args = _command_line(args)
     home = home_of(args)
+    recipes, domains = _sources()
+    if not Path(files[0]).is_file() and files[0] in {*recipes, *domains}:
+        files = [_scaffold(files[0], files[1:], own)]
+        own.hypothesis = None  # framed into the file already
+    missing = [file for file in files if not Path(file).exists()]
+    if missing:
+        raise SystemExit(
+            f"benchmark-agent plan: {missing[0]} is no benchmark file, recipe or domain; give a "
+            f"file, or plan from a recipe ({', '.join(recipes)}) or a domain "
+            f"({', '.join(domains)}) with a hypothesis"
+        )
     if own.hypothesis is not None:
         if len(files) != 1:
             raise SystemExit("benchmark-agent plan --hypothesis: give exactly one benchmark file")
@@ -201,7 +268,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
             "rest",
             nargs=argparse.REMAINDER,
             metavar="FILE... [-- PYTEST_ARGS]",
-            help="benchmark YAML files, then further pytest options after --",
+            help="benchmark YAML files (plan: or a recipe or domain and a hypothesis), then "
+            "further pytest options after --",
         )
         verb.set_defaults(func=func)
     status = verbs.add_parser(

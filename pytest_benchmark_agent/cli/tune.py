@@ -11,7 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from pytest_benchmark_agent.cli.common import find_run, home_of, runs_in
+from pytest_benchmark_agent.cli.common import find_run, home_of
+from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.writer import UnreadableRecord, load_yaml, skip_unreadable
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import BUILTIN_METRICS, BenchmarkConfig, Stage
 from pytest_benchmark_agent.config.placeholders import as_text, names_in
+from pytest_benchmark_agent.config.recipe import placeholder_problems
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.redact import secret_params
 from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line, simple_name_problem
@@ -40,6 +41,7 @@ def check(
     problems: list[Problem] = []
     problems += _check_treatments(config, tuning)
     problems += _check_manifest(config, home)
+    problems += placeholder_problems(config)
     problems += _check_secrets(config)
     problems += _check_names(config)
     stage_problems = _check_stages(config)

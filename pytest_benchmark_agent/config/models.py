@@ -146,6 +146,15 @@ class MetricsFrom(FileModel):
         return self
 
 
+class StageResources(FileModel):
+    """A GPU stage's own ``resources:`` (the same as its flat ``gpus``/``vram_mb``), and what
+    one execution of it (a trial, or a prep's build) is estimated to cost in GPU-hours."""
+
+    gpus: NonNegativeInt | None = None
+    vram_mb: Positive | None = None
+    est_gpu_hours: NonNegative | None = None
+
+
 class Stage(FileModel):
     """One step of the pipeline: a prep (cached by signature) or a measure (always re-run)."""
 
@@ -161,7 +170,28 @@ class Stage(FileModel):
     mem_mb: Positive | None = None
     gpus: NonNegativeInt | None = None
     vram_mb: Positive | None = None
+    #: GPU-hours one execution is estimated to cost (preflight and the tuner's budget check).
+    est_gpu_hours: NonNegative | None = None
     timeout_s: Positive | None = None
+    #: Lifted into ``gpus``, ``vram_mb`` and ``est_gpu_hours`` as read (declared for the schema).
+    resources: StageResources | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_resources(cls, data: Any) -> Any:
+        """``resources: {gpus, vram_mb, est_gpu_hours}`` stands for the flat fields."""
+        if not isinstance(data, dict) or not isinstance(data.get("resources"), dict):
+            return data
+        data = dict(data)
+        for key, value in data["resources"].items():
+            if key in data and data[key] != value:
+                raise ValueError(
+                    f"{key} is given twice, as {data[key]!r} and as resources.{key}: "
+                    f"{value!r}; keep one"
+                )
+            if key in StageResources.model_fields:
+                data[key] = value
+        return data
 
     @field_validator("env")
     @classmethod
@@ -274,6 +304,8 @@ class ManifestEntry(FileModel):
 
     why: str
     default: Any = None
+    #: What a real value looks like (shown where the param is missing or a placeholder).
+    example: Any = None
     must_match: bool = False
     secret: bool = False
 

@@ -59,6 +59,43 @@ class Recipe(FileModel):
     example: dict[str, Any] = Field(default_factory=dict)
 
 
+#: Values left to mean "fill this in" (compared stripped and case-folded): never provenance.
+PLACEHOLDER_VALUES = frozenset({"", "?", "??", "change-me", "changeme", "todo", "tbd", "fixme"})
+
+
+def placeholder_problems(config: BenchmarkConfig) -> list[tuple[str, str, str]]:
+    """Gate 1's refusal of a manifest param declared with a placeholder value (``CHANGE-ME``,
+    ``TODO``, empty, ``?``): the key is there, but the record would state no provenance."""
+    owner = f"recipe '{config.recipe}'" if config.recipe else f"domain '{config.domain}'"
+    problems = []
+    for name, entry in config.manifest.items():
+        if name == "seeds" or name not in config.params:
+            continue
+        value = config.params[name]
+        if not (value is None or (isinstance(value, str) and _is_placeholder(value))):
+            continue
+        looks = (
+            f"a real value looks like {entry.example!r}"
+            if entry.example is not None
+            else f"e.g. its default {entry.default!r}"
+            if entry.default is not None
+            else "name the one you use"
+        )
+        problems.append(
+            (
+                f"params.{name}",
+                f"is a placeholder ({'empty' if value is None else repr(value)}), not a value; "
+                f"the manifest of {owner} requires it: {entry.why.rstrip('.')}.",
+                f"give the value you use ({looks}).",
+            )
+        )
+    return problems
+
+
+def _is_placeholder(value: str) -> bool:
+    return value.strip().casefold() in PLACEHOLDER_VALUES
+
+
 def available_recipes() -> list[str]:
     return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
 

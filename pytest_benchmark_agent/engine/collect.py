@@ -40,8 +40,8 @@ class BenchFile(pytest.File):
         config = load_benchmark(self.path, bench.overrides)
         points = bench.round_points if config.search_space is not None else None
         gate1.check(config, self.path, tuning=points is not None, home=bench.home)
-        caveat = bench.preflight(config, self.path)
         plan = build_plan(config, self.path, points)
+        caveat = bench.preflight(plan)
         run = bench.new_run(plan)
         if caveat:
             run.caveats.append(f"preflight: {caveat}")

@@ -6,15 +6,23 @@ memory cgroup (v1 or v2; its limit minus its working set, i.e. usage less inacti
 ``resources.disk_mb`` plus 10% must fit on every filesystem holding the cache or the run folder.
 A need larger than what is available is an error; a need that fits with less than the margin to
 spare runs only when the risk is accepted, and is then recorded as a caveat.
+
+GPU-hours are estimated before anything runs: each measure trial at its stage's
+``est_gpu_hours`` (else ``resources.est_gpu_hours``, the estimate per trial), each prep build at
+its stage's; a plan whose estimate, or that times ``resources.price_per_gpu_hour``, exceeds
+``budget.gpu_hours`` or ``budget.cost_usd`` is refused with the arithmetic. The tuner sizes its
+rounds with the same per-trial estimate (:func:`declared_per_trial`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_benchmark_agent.config.models import BenchmarkConfig, Stage
 from pytest_benchmark_agent.guards.cgroup import MIB, CgroupMemory
 
 MARGIN = 0.10
@@ -196,3 +204,64 @@ def check_resources(
         message="\n".join([head, *lines]),
         lines=lines,
     )
+
+
+def _stage_estimate(stage: Stage, config: BenchmarkConfig) -> tuple[float, str]:
+    """GPU-hours of one execution of ``stage`` and the field it comes from."""
+    if stage.est_gpu_hours is not None:
+        return stage.est_gpu_hours, f"stage {stage.name}'s resources.est_gpu_hours"
+    if stage.kind == "measure":
+        return config.resources.est_gpu_hours, "resources.est_gpu_hours"
+    return 0.0, "no est_gpu_hours"
+
+
+def declared_per_trial(config: BenchmarkConfig) -> float:
+    """The declared GPU-hours of one trial: the mean over the measure stages' estimates."""
+    measures = [s for s in config.stages if s.kind == "measure"]
+    if not measures:
+        return config.resources.est_gpu_hours
+    return sum(_stage_estimate(s, config)[0] for s in measures) / len(measures)
+
+
+def check_gpu_budget(
+    config: BenchmarkConfig, trial_stages: Iterable[Stage], prep_stages: Iterable[Stage]
+) -> list[str] | None:
+    """The arithmetic of a plan's estimated GPU-hours and cost when it exceeds the budget
+    (None: it fits, or nothing is estimated or budgeted). ``trial_stages`` holds one stage per
+    planned trial, ``prep_stages`` one per planned prep build."""
+    budget = config.budget
+    if budget.gpu_hours is None and budget.cost_usd is None:
+        return None
+    trials = Counter(stage.name for stage in trial_stages)
+    builds = Counter(stage.name for stage in prep_stages)
+    by_name = {stage.name: stage for stage in config.stages}
+    planned = sum(trials.values())
+    share = 1.0
+    lines: list[str] = []
+    if budget.trials is not None and budget.trials < planned:
+        share = budget.trials / planned
+        lines.append(f"budget.trials stops the run after {budget.trials} of {planned} trials")
+    total = 0.0
+    for name, count in (*trials.items(), *builds.items()):
+        each, source = _stage_estimate(by_name[name], config)
+        if each == 0:
+            continue
+        ran = count * share if name in trials else count
+        what = "trial(s)" if name in trials else "build(s), if none is cached,"
+        lines.append(f"{name}: {ran:g} {what} x {each:g} GPU-hours ({source}) = {ran * each:g}")
+        total += ran * each
+    if total == 0:
+        return None
+    price = config.resources.price_per_gpu_hour
+    over = []
+    if budget.gpu_hours is not None and total > budget.gpu_hours:
+        over.append(f"estimated {total:g} GPU-hours > budget.gpu_hours {budget.gpu_hours:g}")
+    if budget.cost_usd is not None and total * price > budget.cost_usd:
+        over.append(
+            f"estimated {total:g} GPU-hours x ${price:g}/GPU-hour "
+            f"(resources.price_per_gpu_hour) = ${total * price:g} > budget.cost_usd "
+            f"${budget.cost_usd:g}"
+        )
+    if not over:
+        return None
+    return [f"the plan does not fit its budget: {'; '.join(over)}", *lines]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import os
 import signal
 import time
 from pathlib import Path
@@ -26,18 +25,18 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
 from pytest_benchmark_agent.engine.execute import BUDGET_STOP, StageContext
 from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE, HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan
-from pytest_benchmark_agent.engine.preflight import check_resources
+from pytest_benchmark_agent.engine.preflight import check_gpu_budget, check_resources
 from pytest_benchmark_agent.engine.protocol import TrialProtocol
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
+from pytest_benchmark_agent.home import data_home
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
 from pytest_benchmark_agent.records import recover
@@ -107,11 +106,34 @@ class BenchSession:
     def hook(self):
         return self.config.hook
 
-    def preflight(self, config: BenchmarkConfig, path: Path) -> str | None:
-        """Refuse (a collection error) a benchmark whose declared resources do not fit here.
+    def pytest_report_header(self) -> str:
+        """The terminal names the data home this session records into."""
+        return f"benchmark data home: {self.home}"
+
+    def preflight(self, plan: BenchPlan) -> str | None:
+        """Refuse (a collection error) a benchmark whose declared resources do not fit here, or
+        whose estimated GPU-hours or cost exceed its budget (a tuner checks its own rounds).
 
         Returns the caveat to record when the fit is tight and ``--bench-accept-risk`` was given.
         """
+        config, path = plan.config, plan.path
+        over = None
+        if config.search_space is None:
+            over = check_gpu_budget(
+                config, [t.stage for t in plan.trials], [n.stage for n in plan.preps.values()]
+            )
+        if over:
+            raise ConfigError(
+                path,
+                [
+                    (
+                        "budget",
+                        "\n    ".join(over),
+                        "raise the budget, lower the estimate if it is wrong, or plan fewer "
+                        "trials (treatments, replicates, seeds).",
+                    )
+                ],
+            )
         resources = config.resources
         accept = self.config.getoption("bench_accept_risk")
         result = check_resources(resources.mem_mb, resources.disk_mb, [self.home], accept)
@@ -439,10 +461,8 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 def default_home(config: pytest.Config) -> Path:
-    """``--bench-home``, else ``$BENCHMARK_HOME``, else ``./benchmark_data``."""
-    option = config.getoption("bench_home")
-    if option:
-        return Path(option).resolve()
-    env = os.environ.get("BENCHMARK_HOME")
-    base = config.invocation_params.dir
-    return (base / env).resolve() if env else (base / "benchmark_data").resolve()
+    """``--bench-home``, else ``$BENCHMARK_HOME``, else ``benchmark_data/`` at the project root
+    (:func:`pytest_benchmark_agent.home.data_home`; pytest's rootdir when it found its config)."""
+    rootdir = config.rootpath if config.inipath is not None else None
+    home, _ = data_home(config.getoption("bench_home"), config.invocation_params.dir, rootdir)
+    return home

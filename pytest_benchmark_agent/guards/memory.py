@@ -28,6 +28,7 @@ them the kernel's first choice if the kernel ever acts before the guard.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import time
@@ -51,6 +52,12 @@ def child_preexec() -> None:
     """
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adj:
         adj.write("1000")
+
+
+def _peak_mb(peak_bytes: int) -> float:
+    """A peak in MiB at 0.1 MiB, rounded up: a tree killed a few pages over its ceiling must
+    not read as a peak at the ceiling (96 MiB + 4 KiB rounded to nearest read 96.0)."""
+    return math.ceil(peak_bytes * 10 / MIB) / 10
 
 
 def _utc_now() -> str:
@@ -371,7 +378,7 @@ class MemoryGuard:
     @property
     def peak_rss_mb(self) -> float:
         """The tree's peak RSS seen so far (for progress lines while the stage still runs)."""
-        return round(self._state.peak / MIB, 1)
+        return _peak_mb(self._state.peak)
 
     def begin(self) -> None:
         """Open what the samples read; the first sample reads the leader alone.
@@ -424,7 +431,7 @@ class MemoryGuard:
                 os.close(level.fd)
         self._report = GuardReport(
             stage=self.stage,
-            peak_rss_mb=round(state.peak / MIB, 1),
+            peak_rss_mb=_peak_mb(state.peak),
             event=state.event,
             n_samples=state.samples,
             oom_kills=state.oom_kills,
@@ -489,7 +496,7 @@ class MemoryGuard:
         self._state.event = GuardEvent(
             stage=self.stage,
             reason=reason,
-            peak_mb=round(self._state.peak / MIB, 1),
+            peak_mb=_peak_mb(self._state.peak),
             ceiling_mb=self.ceiling_mb,
             at=at,
             series=self._state.series.finish(point),

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_benchmark_agent.cli.common import DEVIATIONS
 from pytest_benchmark_agent.records.fsutil import append_line, utc_now
+from pytest_benchmark_agent.records.store import DEVIATIONS
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.records.views import RunView

@@ -3,7 +3,8 @@
 ``budget.trials`` is checked before a round starts (a round that does not fit is not started),
 ``budget.wall_clock_s`` between rounds (a running round gets only the time left), and
 ``budget.gpu_hours`` / ``budget.cost_usd`` as spent so far plus the next round estimated from
-the GPU-hours per trial so far. GPU-hours are each trial's and built prep's wall time times its
+the GPU-hours per trial so far (before any trial, the declared ``est_gpu_hours`` per trial, as
+preflight estimates a plan). GPU-hours are each trial's and built prep's wall time times its
 stage's ``gpus``; cost is that times ``resources.price_per_gpu_hour``.
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.engine.preflight import declared_per_trial
 from pytest_benchmark_agent.guards.gpu import cost_usd, gpu_hours
 
 
@@ -68,7 +70,8 @@ def overrun(config: BenchmarkConfig, spent: Spent, needed: int) -> str | None:
             f"budget.wall_clock_s spent ({spent.wall_s:.0f}s of "
             f"{budget.wall_clock_s:g}s). Raise it and resume."
         )
-    per_trial = spent.gpu_hours / spent.trials if spent.trials else 0.0
+    # Measured once trials have run; before that, the estimate preflight uses.
+    per_trial = spent.gpu_hours / spent.trials if spent.trials else declared_per_trial(config)
     uses_gpus = bool(config.resources.gpus or any(stage.gpus for stage in config.stages))
     for name, used, limit, unit in (
         ("gpu_hours", spent.gpu_hours, budget.gpu_hours, "GPU-hours"),
@@ -78,13 +81,14 @@ def overrun(config: BenchmarkConfig, spent: Spent, needed: int) -> str | None:
             continue
         scale = 1.0 if name == "gpu_hours" else config.resources.price_per_gpu_hour
         estimate = per_trial * needed * scale
+        price_text = "" if name == "gpu_hours" else f" x ${scale:g}/GPU-hour"
         if uses_gpus and limit == 0:
             return f"budget.{name} is 0 but the stages use GPUs. Raise it to run GPU trials."
         if used + estimate > limit:
             return (
-                f"budget.{name}: {used:.4g} {unit} spent and the next "
-                f"round is estimated at {estimate:.4g} more (of {limit:g}). Raise "
-                f"budget.{name} and resume."
+                f"budget.{name}: {used:.4g} {unit} spent and the next round is estimated "
+                f"at {estimate:.4g} more (of {limit:g}): {needed} trials x {per_trial:.4g} "
+                f"GPU-hours{price_text}. Raise budget.{name} and resume."
             )
     return None
 

@@ -19,8 +19,8 @@ import pytest
 import yaml
 from hostilehelpers import CRASH_MARKS, assert_clean_exit, assert_trials_on_disk, tiny_bench
 
-from pytest_benchmark_agent.cli.common import run_order
 from pytest_benchmark_agent.cli.main import main
+from pytest_benchmark_agent.records.store import run_order
 
 
 def _session(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
