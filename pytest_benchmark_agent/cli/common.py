@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 from pathlib import Path
 
+from pytest_benchmark_agent.home import data_home
 from pytest_benchmark_agent.records.store import runs_in
 
 
-#: The data directory's folder of accepted plan-time deviations (one YAML per benchmark name).
 def home_of(args: argparse.Namespace) -> Path:
-    """``--home``, else ``$BENCHMARK_HOME``, else ``./benchmark_data`` (as the plugin does)."""
-    if getattr(args, "home", None):
-        return Path(args.home).resolve()
-    return Path(os.environ.get("BENCHMARK_HOME", "benchmark_data")).resolve()
+    """``--home``, else ``$BENCHMARK_HOME``, else ``benchmark_data/`` at the project root above
+    the current folder (:func:`pytest_benchmark_agent.home.data_home`, as the plugin does)."""
+    home, _ = data_home(getattr(args, "home", None), Path.cwd())
+    return home
+
+
+def announce_home(args: argparse.Namespace) -> None:
+    """Name the data home on stderr when it was defaulted (set by no option or variable)."""
+    home, how = data_home(getattr(args, "home", None), Path.cwd())
+    if how.startswith("default"):
+        print(f"benchmark-agent: data home {home} ({how})", file=sys.stderr)
 
 
 def find_run(home: Path, ref: str) -> Path:
