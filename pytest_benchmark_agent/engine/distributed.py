@@ -163,7 +163,9 @@ class DistributedController:
         self._by_file: dict[str, BenchRun] = {}
         #: Per run id: worker id -> (host, fingerprint), in the order they reported.
         self._workers: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
+        #: Per run id: the (trial id, started) pairs recorded, and the trial ids.
         self._recorded: dict[str, set[tuple[str, Any]]] = {}
+        self._ids: dict[str, set[str]] = {}
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["bench_token"] = list(self.bench.token)
@@ -206,7 +208,7 @@ class DistributedController:
         file, name = _split(report.nodeid)
         run = self._by_file.get(file)
         if report.when == "call" and run is not None and name in self.collected.get(file, ()):
-            if not any(key[0] == name for key in self._recorded.get(run.run_id, ())):
+            if name not in self._ids.setdefault(run.run_id, set()):
                 worker = getattr(getattr(report, "node", None), "gateway", None)
                 self._lost(
                     run,
@@ -281,6 +283,7 @@ class DistributedController:
         if key in seen:
             return
         seen.add(key)
+        self._ids.setdefault(run.run_id, set()).add(trial["id"])
         run.trials.append(trial)
         try:
             self.bench.hook.pytest_bench_trial_finished(
@@ -322,23 +325,24 @@ class DistributedController:
 def _differences(first: dict[str, Any], other: dict[str, Any]) -> list[str]:
     """What differs between two fingerprints in what every worker must share: the Python,
     its packages, the code's content (its paths may differ) and the declared variables."""
-    found = []
     env_a, env_b = first.get("env") or {}, other.get("env") or {}
-    for name in _SAME:
-        if env_a.get(name) != env_b.get(name):
-            found.append(f"{name} {_short(env_a.get(name))} vs {_short(env_b.get(name))}")
+    found = [_differs(name, env_a.get(name), env_b.get(name)) for name in _SAME]
+    found.append(_differs("vars", first.get("vars") or {}, other.get("vars") or {}))
     code_a, code_b = (sorted(map(_canon, (fp.get("code") or {}).values())) for fp in (first, other))
     if code_a != code_b:
         found.append("the code's content")
-    if (first.get("vars") or {}) != (other.get("vars") or {}):
-        found.append(f"vars {_short(first.get('vars'))} vs {_short(other.get('vars'))}")
-    return found
+    return [text for text in found if text]
+
+
+def _differs(name: str, a: Any, b: Any) -> str | None:
+    """``name`` and how it differs (per key, for a mapping), or None when it does not."""
+    if a == b:
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+        return f"{name} " + ", ".join(f"{k} {a.get(k)} vs {b.get(k)}" for k in keys[:5])
+    return f"{name} {a} vs {b}"
 
 
 def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
-
-
-def _short(value: Any) -> str:
-    text = _canon(value) if not isinstance(value, str) else value
-    return text if len(text) <= 80 else f"{text[:77]}..."
