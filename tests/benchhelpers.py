@@ -45,6 +45,26 @@ class BenchProject:
         return load_results(self.runs()[index])
 
 
+def host_owns_extension_modules() -> None:
+    """Import, in this test process, the compiled modules a session loads (numpy through the
+    statistics, matplotlib for the plots). An in-process pytester run drops from
+    ``sys.modules`` every module first imported during it, and numpy's C core cannot load
+    twice in a process: the next in-process session importing it failed with "cannot load
+    module more than once per process" (``pytest -m happy`` alone, where no earlier test had
+    imported them in the host). pytester takes its snapshot when its fixture is made, so this
+    runs when the helpers are imported, before any."""
+    import pytest_benchmark_agent.stats.analysis  # noqa: F401  (numpy)
+
+    try:
+        import matplotlib.collections  # noqa: F401  (what report/plots.py imports)
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        pass
+
+
+host_owns_extension_modules()
+
+
 def simple_bench(**overrides) -> dict:
     """A small two-treatment benchmark: a prep writing an artifact, a measure reading it."""
     document = {
