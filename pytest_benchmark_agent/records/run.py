@@ -23,6 +23,7 @@ from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import BenchPlan, TrialSpec
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.safetext import NAME_MAX
+from pytest_benchmark_agent.records.trial import TrialRecord
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
 
 #: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
@@ -147,23 +148,18 @@ class BenchRun:
         status: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
-        """A trial record before (or instead of) measuring: the fixed keys, in contract order."""
-        record: dict[str, Any] = {
-            "id": self.trial_id(spec),
-            "treatment": spec.treatment_label,
-            "replicate": spec.replicate,
-            "seed": spec.seed,
-            "position": spec.position,
-            "status": status,
-            "metrics": {},
-            "started": None,
-            "ended": None,
-            "peak_rss_mb": None,
-            "stage": spec.stage.name,
-        }
-        if reason is not None:
-            record["reason"] = reason
-        return record
+        """A trial record before (or instead of) measuring: the fixed keys, in FORMAT.md's order
+        (:class:`.TrialRecord`)."""
+        return TrialRecord(
+            id=self.trial_id(spec),
+            treatment=spec.treatment_label,
+            replicate=spec.replicate,
+            seed=spec.seed,
+            position=spec.position,
+            status=status,
+            stage=spec.stage.name,
+            reason=reason,
+        ).to_dict()
 
     def metric_names(self) -> list[str]:
         """Declared metrics first, then any built-in metric the trials carry."""

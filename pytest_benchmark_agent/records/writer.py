@@ -41,6 +41,7 @@ from pytest_benchmark_agent.records.fsutil import (
 )
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
 from pytest_benchmark_agent.records.safetext import md
+from pytest_benchmark_agent.records.trial import TrialRecord, TrialRecordError
 from pytest_benchmark_agent.records.views import RunView, thaw
 from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
 
@@ -282,12 +283,13 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
     for number, line in enumerate(lines, 1):
         try:
             trial = json.loads(line)
-        except ValueError:
-            trial = None
-        if isinstance(trial, dict) and isinstance(trial.get("id"), str):
-            trials.append(trial)
-        elif number < len(lines) or data.endswith(b"\n"):  # not a torn last line
-            skip_unreadable(f"{journal}: line {number} is not a trial record; left out")
+            TrialRecord.from_dict(trial)
+        except (ValueError, TrialRecordError) as problem:
+            if number < len(lines) or data.endswith(b"\n"):  # not a torn last line
+                why = problem if isinstance(problem, TrialRecordError) else "not JSON"
+                skip_unreadable(f"{journal}: line {number} is not a trial record ({why}); left out")
+            continue
+        trials.append(trial)
     return trials
 
 
@@ -305,6 +307,12 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     trials = results.get("trials") or []
     if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials):
         raise UnreadableRecord(path, "its trials are not a list of trial mappings")
+    for number, trial in enumerate(trials, 1):
+        try:
+            TrialRecord.from_dict(trial)
+        except TrialRecordError as problem:
+            where = f"trial {number} ({trial.get('id')!r})"
+            raise UnreadableRecord(path, f"{where}: {problem}") from None
     known = {(t.get("id"), t.get("started")) for t in trials}
     for trial in read_journal(run_dir):
         if (trial["id"], trial.get("started")) not in known:

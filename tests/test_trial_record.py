@@ -1,0 +1,85 @@
+"""The trial record as a type: what a reader accepts back, and the field it names when not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_benchmark_agent.records.trial import TrialRecord, TrialRecordError
+from pytest_benchmark_agent.records.writer import (
+    UnreadableRecord,
+    UnreadableRecordWarning,
+    load_results,
+    read_journal,
+)
+
+TRIAL = {
+    "id": "measure[mode=a-rep0]",
+    "treatment": "a",
+    "replicate": 0,
+    "seed": None,
+    "position": 0,
+    "status": "passed",
+    "metrics": {"score": 6},
+    "started": "2026-12-04T10:00:00.000Z",
+    "ended": "2026-12-04T10:00:01.000Z",
+    "peak_rss_mb": 3.5,
+    "stage": "measure",
+    "host": "h",
+    "command": "echo score=6",
+    "effective": {"mode": "a"},
+}
+
+
+def test_a_record_reads_back_as_written_unknown_fields_kept() -> None:
+    record = TrialRecord.from_dict(TRIAL)
+    assert record.metrics == {"score": 6} and record.position == 0
+    assert record.extra == {"command": "echo score=6", "effective": {"mode": "a"}}
+    assert record.to_dict() == TRIAL
+    assert list(record.to_dict())[:6] == [
+        "id",
+        "treatment",
+        "replicate",
+        "seed",
+        "position",
+        "status",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "problem"),
+    [
+        ({"id": None}, "id", "missing"),
+        ({"replicate": "0"}, "replicate", "is not an integer"),
+        ({"replicate": True}, "replicate", "is not an integer"),
+        ({"status": "great"}, "status", "is none of"),
+        ({"metrics": [1, 2]}, "metrics", "is not a mapping"),
+        ({"peak_rss_mb": "big"}, "peak_rss_mb", "is not a number"),
+    ],
+)
+def test_a_record_of_the_wrong_shape_names_its_field(change, field, problem) -> None:
+    with pytest.raises(TrialRecordError, match=problem) as caught:
+        TrialRecord.from_dict({**TRIAL, **change})
+    assert caught.value.field == field
+    assert "FORMAT.md" in str(caught.value)
+
+
+def test_a_journal_line_of_the_wrong_shape_is_left_out_naming_the_field(tmp_path: Path) -> None:
+    bad = {**TRIAL, "id": "measure[mode=b-rep0]", "replicate": "zero"}
+    lines = [json.dumps(TRIAL), json.dumps(bad), json.dumps({**TRIAL, "id": "x", "position": 1})]
+    (tmp_path / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.warns(
+        UnreadableRecordWarning, match=r"line 2 is not a trial record \(trial field `replicate`"
+    ):
+        trials = read_journal(tmp_path)
+    assert [t["id"] for t in trials] == ["measure[mode=a-rep0]", "x"]
+
+
+def test_a_snapshot_holding_a_trial_of_the_wrong_shape_is_unreadable(tmp_path: Path) -> None:
+    (tmp_path / "results.yaml").write_text(
+        "schema_version: 1\ntrials:\n- id: t\n  treatment: a\n  replicate: 0\n  status: passed\n"
+    )
+    with pytest.raises(UnreadableRecord, match=r"trial 1 \('t'\): trial field `stage`: missing"):
+        load_results(tmp_path)
