@@ -14,6 +14,8 @@ import pytest
 from benchhelpers import BenchProject
 from test_distributed import distributed_bench
 
+from pytest_benchmark_agent.engine.detach import _progress
+
 pytest.importorskip("xdist")
 
 
@@ -66,8 +68,10 @@ def test_isolated_workers_send_every_record_to_the_controller(project: BenchProj
     assert not (project.home / "cache").exists()
     beat = json.loads((run_dir / "heartbeat.json").read_text())
     assert beat["trials_done"] == 8
-    if len(hosts) > 1:
+    if len(hosts) > 1:  # what `benchmark-agent status` of a live detached run prints
         assert set(beat["hosts"]) == hosts and sum(beat["hosts"].values()) == 8
+        line = _progress(beat)
+        assert all(f"; {host} {beat['hosts'][host]}" in line for host in hosts), line
 
 
 def test_a_killed_isolated_worker_keeps_every_finished_trial(project: BenchProject) -> None:

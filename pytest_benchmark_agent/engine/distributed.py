@@ -266,7 +266,11 @@ class DistributedController:
         run.caveats += [c for c in part["caveats"] if c not in run.caveats]
         run.stop_reason = run.stop_reason or part.get("stop_reason")
         for trial in part["trials"]:
-            self._record(run, trial)
+            if isinstance(trial, dict) and isinstance(trial.get("id"), str):
+                self._record(run, trial)
+            else:  # a worker of another version, most likely: said, not guessed at
+                caveat = f"worker {worker} (host {host}) sent a trial record without an id"
+                run.caveats += [caveat] if caveat not in run.caveats else []
 
     def _start(self, run: BenchRun, started: str | None, fingerprint: dict[str, Any]) -> None:
         run.started = started or utc_now()
