@@ -63,9 +63,21 @@ WINDOW = 2
 #: Up to this many units every label swap is enumerated (an exact p); beyond, random swaps.
 EXACT_BLOCKS = 12
 RANDOM_SWAPS = 4000
-#: The interval's half-width in standard errors of the estimate, measured by simulation: power
-#: at the reported MDE 80% (STATISTICS.md, the issue-23 table).
-HALF_WIDTH_SE = 2.1
+#: The paired MDE's terms by units n: ``(a, b)`` in ``log(1 + band) + a w + b se`` (``w`` the
+#: interval's half-width, ``se`` the paired differences' standard error), fitted by simulation so
+#: that the power at the reported MDE is 80% on three noise shapes (normal, a 10% right-tail
+#: burst, 30% heavy bursts): ``benchmarks/stats_calibration.py --mde-table``; STATISTICS.md.
+#: Linear between the rows; below the first and past the last, the end rows.
+MDE_TERMS = (
+    (6, 1.32, 0.45),
+    (7, 1.14, 1.00),
+    (8, 1.10, 0.80),
+    (10, 1.08, 0.85),
+    (12, 1.10, 0.75),
+    (15, 1.36, 0.25),
+    (20, 1.42, 0.10),
+    (30, 1.42, 0.00),
+)
 _BISECTIONS = 26
 _BOUNDARY_PATHS = 100_000
 _BOUNDARY_SEED = 20240917
@@ -144,6 +156,7 @@ class _Comparison:
     ci: tuple[float, float] | None = None
     p: float | None = None
     half_width: float = 0.0  # half the interval's width on the test's scale
+    se: float = 0.0  # the estimate's standard error on the test's scale (the MDE's noise term)
     smallest_p: float = 0.0  # the smallest p the test can give with these units
     log_scale: bool = True
     test: str | None = None
@@ -580,6 +593,7 @@ def _paired(
         ci=(1 + _relative(lo, log_scale), 1 + _relative(hi, log_scale)),
         p=p,
         half_width=(hi - lo) / 2,
+        se=float(d.std(ddof=1)) / math.sqrt(size),
         smallest_p=smallest,
         log_scale=log_scale,
         test=f"block-swap rank test ({'exact' if exhaustive else f'{RANDOM_SWAPS} swaps'}; "
@@ -646,6 +660,7 @@ def _unpaired(
         ci=(1 + _relative(float(lo), log_scale), 1 + _relative(float(hi), log_scale)),
         p=p,
         half_width=float(hi - lo) / 2,
+        se=float(hi - lo) / 2 / ndtri(1 - (1 - CI_LEVEL) / 2),
         smallest_p=2 / math.comb(len(c) + len(t), len(c)),
         log_scale=log_scale,
         test="Mann-Whitney U",
@@ -747,21 +762,33 @@ def _mde(c: _Comparison, level: float, threshold: float) -> float:
     """The smallest relative effect the rule detects with 80% power at this n, noise and level
     (inf when the units can never reach the level).
 
-    The rule needs the test to pass at ``level`` and the interval to clear the noise band, so
-    the MDE is the larger of ``(z_{1-level/2} + z_0.8) * se`` and ``log(1 + threshold) + w +
-    z_0.8 * se``, ``w`` the interval's half-width and ``se`` the estimate's standard error,
-    ``w / HALF_WIDTH_SE``: the rank test's inverted interval is wider than a normal one, by a
-    ratio measured by simulation at the MDE (benchmarks/stats_calibration.py --issue23).
+    The rule needs the interval to clear the noise band and the test to pass at ``level``. By
+    shift equivariance the interval's lower edge at a true effect d is d less its edge at none,
+    so the MDE is the band plus the 80th percentile of that null edge: ``a w + b se`` with
+    :func:`mde_terms` (no closed form holds for the inverted rank test at small n); the test's
+    term scales ``w`` from the 95% interval to ``level``.
     """
     if c.smallest_p > level:
         return math.inf
-    if c.half_width == 0:
+    if c.half_width == 0 and c.se == 0:
         return threshold
-    se = c.half_width / HALF_WIDTH_SE
-    power = ndtri(MDE_POWER)
+    a, b = mde_terms(c.units) if c.design != "unpaired" else (1.0, ndtri(MDE_POWER))
+    widen = ndtri(1 - level / 2) / ndtri(1 - (1 - CI_LEVEL) / 2)
     band = math.log1p(threshold) if c.log_scale else threshold
-    k = max((ndtri(1 - level / 2) + power) * se, band + c.half_width + power * se)
+    k = max(band + a * c.half_width + b * c.se, a * widen * c.half_width + b * c.se)
     return max(threshold, _relative(k, c.log_scale))
+
+
+def mde_terms(units: int) -> tuple[float, float]:
+    """The MDE's ``(a, b)`` at ``units`` paired units, from :data:`MDE_TERMS`."""
+    rows = MDE_TERMS
+    if units <= rows[0][0]:
+        return rows[0][1], rows[0][2]
+    for (n0, a0, b0), (n1, a1, b1) in zip(rows, rows[1:], strict=False):
+        if units <= n1:
+            f = (units - n0) / (n1 - n0)
+            return a0 + f * (a1 - a0), b0 + f * (b1 - b0)
+    return rows[-1][1], rows[-1][2]
 
 
 def _apply_guards(
