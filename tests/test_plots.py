@@ -1,4 +1,6 @@
-"""The per-metric plot: a column per treatment, a dot per passed trial, a grey line per block."""
+"""The per-metric plot: a column per treatment, a dot per passed trial, a grey line per block;
+axes labelled with the metric's unit, a log axis for far-apart treatments, no offset notation,
+and the SVG that report.html inlines."""
 
 from __future__ import annotations
 
@@ -133,3 +135,72 @@ def test_a_missing_matplotlib_part_the_figure_needs_gives_the_report_sentence(
         NO_MATPLOTLIB,
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def _valued(values: dict[str, list[float]], metric: str = "wall_s") -> list[dict]:
+    """Passed trials with the given values of ``metric``, block k holding each list's k-th."""
+    return [
+        {
+            "status": "passed",
+            "treatment": label,
+            "replicate": k,
+            "seed": None,
+            "host": "h",
+            "metrics": {metric: value},
+        }
+        for label, column in values.items()
+        for k, value in enumerate(column)
+    ]
+
+
+def test_the_axes_name_the_metric_its_unit_and_the_treatment_variable() -> None:
+    trials = _valued({"a": [1.0, 1.1, 1.2], "b": [1.3, 1.4, 1.5]})
+    axes = _figure("wall_s", trials, ["a", "b"], {}, variable="mode").axes[0]
+    assert axes.get_ylabel() == "wall_s (s)"
+    assert axes.get_xlabel() == "treatment (mode)"
+    sized = _valued({"a": [5.0, 6.0], "b": [5.5, 6.5]}, "peak_rss_mb")
+    assert _figure("peak_rss_mb", sized, ["a", "b"], {}).axes[0].get_ylabel() == (
+        "peak_rss_mb (MiB)"
+    )
+
+
+def test_a_treatment_far_from_the_control_gets_a_log_axis() -> None:
+    """x0.07 on a linear axis would sit on the floor; on a log one both columns are readable."""
+    trials = _valued({"a": [100.0, 101.0, 99.0], "b": [7.0, 7.2, 6.9]}, "score")
+    axes = _figure("score", trials, ["a", "b"], {}).axes[0]
+    assert axes.get_yscale() == "log"
+    assert axes.get_ylabel() == "score (log scale)"
+
+
+def test_a_small_difference_has_a_linear_axis_from_zero_without_offset() -> None:
+    """23% apart at 8.9e6: no ``1e6`` offset (which made it look like 100%), the axis from 0."""
+    trials = _valued(
+        {"a": [8.925e6, 8.926e6, 8.927e6], "b": [1.0977e7, 1.0978e7, 1.0979e7]}, "bytes"
+    )
+    figure = _figure("bytes", trials, ["a", "b"], {})
+    axes = figure.axes[0]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure).draw()
+    assert axes.get_yscale() == "linear"
+    assert axes.get_ylim()[0] == 0
+    assert axes.yaxis.get_offset_text().get_text() == ""
+    labels = [t.get_text() for t in axes.get_yticklabels() if t.get_text()]
+    assert labels and not any("e" in label for label in labels), labels
+
+
+def test_the_title_quotes_the_verdict_with_its_ratio_and_interval() -> None:
+    trials = _valued({"a": [1.0, 1.1], "b": [2.0, 2.1]})
+    verdicts = {"b": {"verdict": "regressed", "ratio": 1.93, "ci": [1.8, 2.05]}}
+    axes = _figure("wall_s", trials, ["a", "b"], verdicts).axes[0]
+    assert axes.get_title() == "wall_s (b: regressed x1.93 [1.8, 2.05])"
+
+
+def test_the_svg_for_the_html_report_is_an_element_that_fetches_nothing(tmp_path) -> None:
+    svg: dict[str, str] = {}
+    files, note = write_plots(tmp_path, _trials(3, ["a", "b"]), ["wall_s"], ["a", "b"], {}, svg=svg)
+    assert files == ["plot-wall_s.png"] and note is None
+    assert list(svg) == ["wall_s"] and svg["wall_s"].startswith("<svg")
+    assert "<!DOCTYPE" not in svg["wall_s"] and "<metadata" not in svg["wall_s"]
+    assert 'href="http' not in svg["wall_s"] and "<script" not in svg["wall_s"]
+    assert "wall_s (s)" in svg["wall_s"]  # its labels are text a browser draws

@@ -1,4 +1,5 @@
-"""Verbs that move a run between data directories (CI jobs): ``export`` and ``import``."""
+"""Verbs that move a run between data directories (CI jobs), ``export`` and ``import``; and
+``export --format csv|json|markdown``, a run's samples for other tools."""
 
 from __future__ import annotations
 
@@ -16,13 +17,20 @@ from pytest_benchmark_agent.records.portable import (
     read_document,
     to_json,
 )
+from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.report.exports import FORMATS, export_text
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write one run (record, frozen config and fingerprints, every trial's samples) as one
-    portable JSON file, for ``benchmark-agent import`` in another data directory."""
+    """Write one run as one file: by default the portable record (record, frozen config and
+    fingerprints, every trial's samples) for ``benchmark-agent import`` in another data
+    directory; with --format csv (one row per trial and metric), json (one self-describing
+    file) or markdown (a table per metric), its samples for other tools."""
     run_dir = find_run(home_of(args), args.run)
-    text = to_json(export_run(run_dir))
+    if args.format == "portable":
+        text = to_json(export_run(run_dir))
+    else:
+        text = export_text(load_results(run_dir), args.format)
     if args.output == "-":
         sys.stdout.write(text)
     else:
@@ -65,9 +73,17 @@ def register(verbs: argparse._SubParsersAction) -> None:
     export.add_argument(
         "-o",
         "--output",
-        required=True,
+        default="-",
         metavar="FILE",
-        help="the file to write ('-': standard output)",
+        help="the file to write (default '-': standard output)",
+    )
+    export.add_argument(
+        "--format",
+        choices=("portable", *FORMATS),
+        default="portable",
+        help="portable (default): the record for 'benchmark-agent import'; csv: one row per "
+        "trial and metric; json: the run, its summaries, verdicts and trials in one file; "
+        "markdown: a table per metric",
     )
     export.add_argument("--home", **home)
     export.set_defaults(func=cmd_export)

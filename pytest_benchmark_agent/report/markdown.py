@@ -3,10 +3,14 @@
 Per metric the report shows the descriptive figures of each treatment and gate 2's verdict on
 it: effect with its 95% CI, p-value (raw and after Holm), n per side, CV, the smallest effect
 the run could have detected (MDE), the design used, and why; then a plot of the samples (a PNG
-beside the report, when matplotlib is installed). It always has a non-empty **What Went Wrong**
-section: every refusal and why, failed and non-comparable trials, caveats, high variance, a
-failed gate, or, when nothing went wrong, what the run did not test (so a clean run is never
-read as proof of more than it is).
+beside the report; a guard metric has none: its bounds are what matter, so it gets a short
+table). One ratio is quoted for a comparison everywhere (tables, terminal, tag lines): gate 2's
+estimate of treatment / control, the centre of its interval. ``report.html`` beside it
+(:mod:`.html`) is the same report as one self-contained page.
+
+The report always has a non-empty **What Went Wrong** section: every refusal and why, failed
+and non-comparable trials, caveats, high variance, a failed gate, or, when nothing went wrong,
+what the run did not test (so a clean run is never read as proof of more than it is).
 
 User text (names, labels, values, reasons) goes through ``records/safetext.py`` (one line,
 Markdown-escaped) and the finished report through ``redact.scrub_text``: a hostile name cannot
@@ -32,27 +36,54 @@ from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.safetext import md, md_code, one_line
 from pytest_benchmark_agent.records.views import RunView
+from pytest_benchmark_agent.report.html import render_html
+from pytest_benchmark_agent.report.junit import add_run_properties, add_trial_properties
 from pytest_benchmark_agent.report.plots import plot_file, write_plots
+from pytest_benchmark_agent.report.units import human
 from pytest_benchmark_agent.stats.describe import values_text
 
 HIGH_CV = 0.05
 
 
 class ReportWriter:
-    """Writes the plots and ``report.md`` when a run finishes (after the record)."""
+    """Writes the plots, ``report.md`` and ``report.html`` when a run finishes (after the
+    record), and gives ``--junitxml`` each trial's metrics and the run's verdicts
+    (:mod:`.junit`)."""
+
+    config: pytest.Config | None = None  # None when called outside a session (recovery)
+
+    @pytest.hookimpl
+    def pytest_configure(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        if call.when == "call":
+            add_trial_properties(item)
+        return report
 
     @pytest.hookimpl
     def pytest_bench_run_finished(self, run: RunView) -> None:
+        add_run_properties(self.config, run)
         metrics = run.plan.config.metrics
+        svgs: dict[str, str] = {}
+        exact = exact_metrics(metrics)
+        # a guard's figures are a short table; a hash's plot shows which treatment gave which
+        plotted = [m for m, spec in metrics.items() if not spec.guard or m in exact]
         files, note = write_plots(
             run.dir,
             run.trials,
-            list(metrics),
+            plotted,
             run.treatment_labels,
             run.verdicts,
-            exact=exact_metrics(metrics),
+            exact=exact,
+            svg=svgs,
+            variable=run.variable,
         )
         atomic_write(run.dir / "report.md", redact.scrub_text(render_report(run, files, note)))
+        page = render_html(run, svgs, note)
+        atomic_write(run.dir / "report.html", redact.scrub_text(page))
 
 
 def render_report(
@@ -74,7 +105,8 @@ def render_report(
         *[f"  - {one_line(reason)}" for reason in run.tag_reasons],
         "- **Trials:** " + _counts_text(run),
         f"- **Started / ended (UTC):** {run.started} / {run.ended}",
-        "- **Record:** [results.yaml](results.yaml), [config.yaml](config.yaml)",
+        "- **Record:** [results.yaml](results.yaml), [config.yaml](config.yaml); "
+        "[report.html](report.html) is this report as one page",
         "",
         "## Controls",
         "",
@@ -143,7 +175,10 @@ def _design(run: BenchRun) -> list[str]:
         "with Holm's correction across every metric and treatment of the run: `improved` "
         "or `regressed` needs the corrected test to pass, the 95% CI of the ratio to "
         "exclude 1 and the effect to exceed the metric's noise threshold. The MDE is the "
-        "smallest change this run could have detected (80% power) at its n and noise."
+        "smallest change this run could have detected (80% power) at its n and noise. "
+        "The ratio is gate 2's estimate of treatment / control (the centre of its 95% CI), "
+        "the one figure quoted for a comparison everywhere; a metric without a verdict has "
+        "only its medians."
     ]
     if run.sequential:
         seq = run.sequential
@@ -192,12 +227,15 @@ def _metric_tables(run: BenchRun, plots: set[str]) -> list[str]:
             + ("across runs)" if alone else "the control)"),
             "",
         ]
+        guard = role == "guard"
         if direction == "equal":
             lines += _exact_table(run, metric, per)
+        elif guard:
+            lines += _guard_table(run, metric, per)
         else:
-            lines += _alone_table(per) if alone else _treatment_table(run, metric, per)
+            lines += _alone_table(metric, per) if alone else _treatment_table(run, metric, per)
         lines.append("")
-        if metric in run.verdicts and direction != "equal":
+        if metric in run.verdicts and direction != "equal" and not guard:
             lines += _verdict_table(run.verdicts[metric], per, f"against {md_code(run.control)}")
         if plot_file(metric) in plots:
             lines += [f"![{metric}: samples per treatment]({plot_file(metric)})", ""]
@@ -228,35 +266,61 @@ def _exact_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _alone_table(per: dict[str, Any]) -> list[str]:
+def _alone_table(metric: str, per: dict[str, Any]) -> list[str]:
     """One configuration's descriptive figures (no ratio, no verdict: nothing is compared)."""
     return [
         "| configuration | n | median | mean | stdev | CV | min | max |",
         "|---|---|---|---|---|---|---|---|",
     ] + [
         f"| {md_code(label)} | {row.get('n', 0)} | "
-        + " | ".join(_fmt(row.get(k)) for k in ("median", "mean", "stdev"))
-        + f" | {_pct(row.get('cv'))} | {_fmt(row.get('min'))} | {_fmt(row.get('max'))} |"
+        + " | ".join(human(row.get(k), metric) for k in ("median", "mean", "stdev"))
+        + f" | {_pct(row.get('cv'))} | {human(row.get('min'), metric)} | "
+        f"{human(row.get('max'), metric)} |"
         for label, row in per.items()
     ]
 
 
 def _treatment_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[str]:
-    """Each treatment's descriptive figures, its ratio to the control and its verdict."""
+    """Each treatment's descriptive figures (in human units), gate 2's ratio to the control
+    (the same figure as the verdict table's) and its verdict."""
     lines = [
-        "| treatment | n | median | mean | stdev | CV | min | max | ratio of medians | verdict |",
+        "| treatment | n | median | mean | stdev | CV | min | max | ratio | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, row in per.items():
         verdict = run.verdicts.get(metric, {}).get(label, {})
-        ratio = row.get("ratio_to_control")
         lines.append(
             f"| {md_code(label)}{' (control)' if label == run.control else ''} | "
             f"{row.get('n', 0)} | "
-            + " | ".join(_fmt(row.get(k)) for k in ("median", "mean", "stdev"))
-            + f" | {_pct(row.get('cv'))} | {_fmt(row.get('min'))} | {_fmt(row.get('max'))} | "
-            f"{'-' if label == run.control else _fmt(ratio)} | "
+            + " | ".join(human(row.get(k), metric) for k in ("median", "mean", "stdev"))
+            + f" | {_pct(row.get('cv'))} | {human(row.get('min'), metric)} | "
+            f"{human(row.get('max'), metric)} | "
+            f"{'-' if label == run.control else _fmt(verdict.get('ratio'))} | "
             f"{verdict.get('verdict', '-')} |"
+        )
+    return lines
+
+
+def _guard_table(run: BenchRun, metric: str, per: dict[str, Any]) -> list[str]:
+    """A guard metric: what it reached per treatment and its verdict (a guard holds a bound,
+    so no ratio, interval or p-value: the full statistics are in results.yaml)."""
+    compared = not run.one_configuration
+    lines = [
+        "| treatment | n | median | min | max |" + (" verdict | why |" if compared else ""),
+        "|---|---|---|---|---|" + ("---|---|" if compared else ""),
+    ]
+    for label, row in per.items():
+        verdict = run.verdicts.get(metric, {}).get(label, {})
+        lines.append(
+            f"| {md_code(label)}{' (control)' if label == run.control else ''} | "
+            f"{row.get('n', 0)} | "
+            + " | ".join(human(row.get(k), metric) for k in ("median", "min", "max"))
+            + " |"
+            + (
+                f" {verdict.get('verdict', '-')} | {verdict.get('reason') or '-'} |"
+                if compared
+                else ""
+            )
         )
     return lines
 
@@ -594,13 +658,12 @@ def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[st
             if not row.get("n"):
                 cells.append("-")
                 continue
-            text = _fmt(row["median"])
-            ratio = row.get("ratio_to_control")
-            if ratio is not None:
-                text += f" x{ratio:.3g}"
-            verdict = run.verdicts.get(metric, {}).get(label, {}).get("verdict")
-            if verdict:
-                text += f" {verdict}"
+            text = human(row["median"], metric)
+            judged = run.verdicts.get(metric, {}).get(label, {})
+            if judged.get("ratio") is not None:  # gate 2's estimate: the tag lines' figure
+                text += f" x{judged['ratio']:.3g}"
+            if judged.get("verdict"):
+                text += f" {judged['verdict']}"
             cells.append(text)
         rows.append((metric, cells))
     width = (
@@ -679,7 +742,7 @@ def _alone_lines(run: BenchRun) -> list[str]:
 
 def _central(row: dict[str, Any], quote: str = "") -> str:
     """A summary row's median, or an exact metric's values verbatim with their counts."""
-    return values_text(row, quote) if "values" in row else _fmt(row.get("median"))
+    return values_text(row, quote) if "values" in row else human(row.get("median"))
 
 
 def _fmt(value: Any) -> str:

@@ -1,16 +1,22 @@
-"""One PNG per metric beside a run's report: every sample of every treatment, with its blocks.
+"""One PNG per metric beside a run's report (and its SVG, inlined by ``report.html``): every
+sample of every treatment, with its blocks.
 
-Optional: matplotlib is the ``plots`` extra. Without it no file is written and the report says
+matplotlib is a dependency; should it fail to import, no file is written and the report says
 so (every number is in its tables, so it is complete without the pictures). Each figure shows a
 column per treatment (one dot per passed trial, the median as a bar) and a grey line through the
 values of each block (its dots share an offset), so a reader sees both the spread and whether
-the blocks agree. A ``direction: equal`` metric (a hash) is drawn on a categorical axis: its
-distinct values, verbatim, are the ticks, and there is no median bar (its values are identities,
-not numbers). matplotlib's object API is used (no pyplot, no global backend switch).
+the blocks agree. The y axis is labelled with the metric and the unit its name declares
+(:mod:`.units`) and never uses offset notation (``1e6`` above the axis turned 23% into what
+looked like 100%); it starts at zero unless the treatments' medians differ by more than
+:data:`LOG_RATIO`, when it is logarithmic (a x0.07 treatment is not squashed against zero). A
+``direction: equal`` metric (a hash) is drawn on a categorical axis: its distinct values,
+verbatim, are the ticks, and there is no median bar. matplotlib's object API is used (no
+pyplot, no global backend switch).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import statistics
@@ -19,15 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.engine.metrics import show_value
+from pytest_benchmark_agent.report.units import axis_label
 
 NO_MATPLOTLIB = (
-    "matplotlib is not installed, so this report has no plots (install the extra: "
-    "pip install 'pytest-benchmark-agent[plots]'); every figure is in the tables, "
-    "so the report is complete without them"
+    "matplotlib is not installed, so this report has no plots (it is a dependency: "
+    "pip install matplotlib); every figure is in the tables, so the report is complete "
+    "without them"
 )
 SINGLE_BLOCK = (
     "one block of trials passed, so this report has no plots (its tables show every sample)"
 )
+#: Medians further apart than this factor get a logarithmic axis.
+LOG_RATIO = 5.0
 _JITTER = (0.0, -0.06, 0.06, -0.12, 0.12, -0.03, 0.03, -0.09, 0.09)
 
 
@@ -42,10 +51,13 @@ def write_plots(
     treatments: Sequence[str],
     verdicts: Mapping[str, Mapping[str, Any]],
     exact: Collection[str] = (),
+    svg: dict[str, str] | None = None,
+    variable: str | None = None,
 ) -> tuple[list[str], str | None]:
     """Write a plot per metric that has samples (the ``exact`` ones on a categorical axis of
     their values); returns the file names and, when plotting is not possible, the sentence the
-    report shows instead.
+    report shows instead. With ``svg``, each figure's SVG text is put there under its metric
+    (for ``report.html``); ``variable`` labels the x axis.
 
     A run with a single block has nothing a picture adds to its table, so it is not plotted and
     matplotlib (about half a second to import) is not loaded for it.
@@ -70,7 +82,9 @@ def write_plots(
         )
     files = []
     for metric in metrics:
-        figure = _figure(metric, trials, treatments, verdicts.get(metric, {}), metric in exact)
+        figure = _figure(
+            metric, trials, treatments, verdicts.get(metric, {}), metric in exact, variable
+        )
         if figure is None:
             continue
         name = plot_file(metric)
@@ -78,7 +92,19 @@ def write_plots(
         figure.savefig(temporary, format="png")
         os.replace(temporary, folder / name)
         files.append(name)
+        if svg is not None:
+            svg[metric] = _svg_text(figure)
     return files, None
+
+
+def _svg_text(figure: Any) -> str:
+    """The figure as an ``<svg>`` element to inline in HTML: no XML prolog, DOCTYPE or
+    metadata (they name w3.org and purl.org addresses a page need not load)."""
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    return text[text.index("<svg") :]
 
 
 def _figure(
@@ -87,6 +113,7 @@ def _figure(
     treatments: Sequence[str],
     verdicts: Mapping[str, Any],
     exact: bool = False,
+    variable: str | None = None,
 ) -> Any:
     """The figure of one metric, or None when no passed trial has a value for it; an
     ``exact`` one's y axis is its distinct values as recorded (the control's first).
@@ -160,10 +187,45 @@ def _figure(
     if exact:
         axes.set_yticks(range(len(ticks)), ticks, fontsize=7)
         axes.set_ylim(-0.6, len(ticks) - 0.4)
+    else:
+        _value_axis(axes, blocks.values())
     axes.set_xticks(range(len(treatments)), [str(t) for t in treatments])
     axes.set_xlim(-0.6, len(treatments) - 0.4)
-    axes.set_ylabel(metric)
+    axes.set_ylabel(axis_label(metric) + (" (log scale)" if axes.get_yscale() == "log" else ""))
+    axes.set_xlabel(f"treatment ({variable})" if variable else "treatment")
     axes.grid(axis="y", alpha=0.3)
-    said = ", ".join(f"{t}: {v.get('verdict')}" for t, v in verdicts.items())
+    said = ", ".join(f"{t}: {_said(v)}" for t, v in verdicts.items())
     axes.set_title(f"{metric}" + (f" ({said})" if said else ""), fontsize=9)
     return figure
+
+
+def _value_axis(axes: Any, blocks: Any) -> None:
+    """A numeric axis a reader can trust: logarithmic when the treatments' medians differ by
+    more than :data:`LOG_RATIO` (all positive), else linear from zero (for positive values)
+    with plain tick labels, no offset and no scientific notation."""
+    columns: dict[str, list[float]] = {}
+    for values in blocks:
+        for label, value in values.items():
+            columns.setdefault(label, []).append(value)
+    medians = [statistics.median(v) for v in columns.values()]
+    everything = [x for v in columns.values() for x in v]
+    positive = min(everything) > 0
+    if positive and max(medians) / min(medians) > LOG_RATIO:
+        axes.set_yscale("log")
+        return
+    formatter = axes.yaxis.get_major_formatter()
+    formatter.set_useOffset(False)
+    formatter.set_scientific(False)
+    if positive:
+        axes.set_ylim(bottom=0, top=max(everything) * 1.08)
+
+
+def _said(verdict: Mapping[str, Any]) -> str:
+    """A verdict with gate 2's ratio and its interval, as in the report's tables."""
+    text = str(verdict.get("verdict"))
+    ratio, ci = verdict.get("ratio"), verdict.get("ci")
+    if ratio is not None:
+        text += f" x{ratio:.4g}"
+    if ci:
+        text += f" [{ci[0]:.4g}, {ci[1]:.4g}]"
+    return text

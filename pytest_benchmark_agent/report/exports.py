@@ -1,0 +1,178 @@
+"""A run's samples for other tools, as hyperfine exports them: CSV, one JSON file, Markdown.
+
+Each reads the finished record (``results.yaml``) only:
+
+* ``csv``: one row per trial and metric (``run_id, trial, stage, treatment, replicate, seed,
+  position, host, status, metric, value``), every trial that ran, in the order it ran; a trial
+  without metrics (failed before measuring) is one row with an empty metric.
+* ``json``: one self-describing file: the run (name, state, tag and why, the treatment variable
+  and its values with the control first), each metric's summary and verdicts, and every trial
+  with its metrics. Non-finite numbers are written as the strings ``"nan"``, ``"inf"``.
+* ``markdown``: per metric a table of the treatments (control first): n, median, min, max in
+  human units, gate 2's ratio and interval, and the verdict.
+
+The portable record that ``benchmark-agent import`` reads is another format
+(:mod:`pytest_benchmark_agent.records.portable`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_benchmark_agent.records.safetext import md, md_code
+from pytest_benchmark_agent.report.units import human
+from pytest_benchmark_agent.stats.describe import values_text
+
+#: ``--format`` values of ``benchmark-agent export`` besides the portable record.
+FORMATS = ("csv", "json", "markdown")
+CSV_COLUMNS = (
+    "run_id",
+    "trial",
+    "stage",
+    "treatment",
+    "replicate",
+    "seed",
+    "position",
+    "host",
+    "status",
+    "metric",
+    "value",
+)
+_RUN_FIELDS = (
+    "run_id",
+    "name",
+    "state",
+    "tag",
+    "tag_reasons",
+    "treatment_variable",
+    "control",
+    "started",
+    "ended",
+    "stop_reason",
+    "counts",
+    "caveats",
+    "what_went_wrong",
+)
+_TRIAL_FIELDS = (
+    "id",
+    "stage",
+    "treatment",
+    "replicate",
+    "seed",
+    "position",
+    "host",
+    "status",
+    "reason",
+    "started",
+    "ended",
+    "metrics",
+)
+
+
+def export_text(record: Mapping[str, Any], form: str) -> str:
+    """The record in ``form`` (one of :data:`FORMATS`)."""
+    return {"csv": to_csv, "json": to_json, "markdown": to_markdown}[form](record)
+
+
+def treatments_control_first(record: Mapping[str, Any]) -> list[str]:
+    """The record's treatment labels, the control first, the others as declared."""
+    labels = [str(t) for t in record.get("treatments") or []]
+    control = str(record.get("control"))
+    return [control] + [t for t in labels if t != control] if control in labels else labels
+
+
+def to_csv(record: Mapping[str, Any]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for trial in record.get("trials") or []:
+        head = [record.get("run_id")] + [
+            trial.get(key)
+            for key in ("id", "stage", "treatment", "replicate", "seed", "position", "host")
+        ]
+        metrics = trial.get("metrics") or {}
+        if not metrics:
+            writer.writerow([*_cells(head), trial.get("status"), "", ""])
+        for metric, value in metrics.items():
+            writer.writerow([*_cells(head), trial.get("status"), metric, _cell(value)])
+    return buffer.getvalue()
+
+
+def to_json(record: Mapping[str, Any]) -> str:
+    document = {
+        "format": "pytest-benchmark-agent run export",
+        "schema_version": record.get("schema_version"),
+        "run": {key: record.get(key) for key in _RUN_FIELDS},
+        "treatments": treatments_control_first(record),
+        "summary": record.get("summary") or {},
+        "verdicts": record.get("verdicts") or {},
+        "trials": [
+            {key: trial.get(key) for key in _TRIAL_FIELDS} for trial in record.get("trials") or []
+        ],
+    }
+    return json.dumps(_finite(document), indent=2, ensure_ascii=False) + "\n"
+
+
+def to_markdown(record: Mapping[str, Any]) -> str:
+    labels = treatments_control_first(record)
+    control = str(record.get("control"))
+    lines = [
+        f"# {md(record.get('name'))}: {md(record.get('run_id'))} ({record.get('tag')})",
+        "",
+        f"Treatment variable {md_code(record.get('treatment_variable'))}, control "
+        f"{md_code(control)}. ratio: gate 2's estimate of treatment / control with its 95% CI.",
+    ]
+    verdicts = record.get("verdicts") or {}
+    for metric, per in (record.get("summary") or {}).items():
+        lines += [
+            "",
+            f"## {md_code(metric)}",
+            "",
+            "| treatment | n | median | min | max | ratio | 95% CI | verdict |",
+            "|---|--:|--:|--:|--:|--:|---|---|",
+        ]
+        for label in [t for t in labels if t in per] + [t for t in per if t not in labels]:
+            row = per[label]
+            v = (verdicts.get(metric) or {}).get(label) or {}
+            ci = v.get("ci")
+            central = (
+                [md(values_text(row))] * 3
+                if "values" in row
+                else [human(row.get(k), metric) for k in ("median", "min", "max")]
+            )
+            lines.append(
+                f"| {md_code(label)}{' (control)' if label == control else ''} | "
+                f"{row.get('n', 0)} | "
+                + " | ".join(central)
+                + " | "
+                + (f"x{v['ratio']:.4g}" if v.get("ratio") is not None else "-")
+                + " | "
+                + (f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "-")
+                + f" | {v.get('verdict') or '-'} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _cells(values: list[Any]) -> list[str]:
+    return ["" if value is None else str(value) for value in values]
+
+
+def _cell(value: Any) -> str:
+    """A metric value as recorded: an int's every digit, a float's shortest repr."""
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _finite(data: Any) -> Any:
+    """``data`` with non-finite floats as strings (JSON has no NaN or infinity)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return str(data)
+    if isinstance(data, Mapping):
+        return {str(k): _finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(v) for v in data]
+    return data

@@ -1,0 +1,255 @@
+"""``report.html``: the run's report as one self-contained page (criterion's report the model).
+
+Beside ``report.md`` and with the same content a person looks for first: per metric a summary
+table (in human units, :mod:`.units`), gate 2's verdict with its ratio and 95% interval, and the
+samples' plot inlined as SVG; then What Went Wrong, the hosts, the preps and the environment.
+It opens from disk with no server: the style is inline, there are no scripts, and nothing is
+fetched (no ``src`` or ``href`` leaves the page except the record's own files beside it).
+
+User text is escaped with :func:`html.escape` (a hostile name cannot open a tag), and the page
+goes through ``redact.scrub_text`` like the Markdown one.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_benchmark_agent.config.models import BUILTIN_METRICS
+from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.safetext import one_line
+from pytest_benchmark_agent.report.units import human, unit_of
+from pytest_benchmark_agent.stats.describe import values_text
+
+_STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em}
+th{background:#f3f3f3;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.verdict{font-weight:bold}.improved{color:#17692b}.regressed{color:#a3141d}
+.tag{display:inline-block;padding:0 .5em;border-radius:3px;background:#eee;font-weight:bold}
+.plot svg{max-width:100%;height:auto}code{background:#f6f6f6;padding:0 .2em}
+.wrong li{margin:.2em 0}
+"""
+
+
+def render_html(
+    run: BenchRun, svgs: Mapping[str, str] | None = None, plot_note: str | None = None
+) -> str:
+    """The whole page; ``svgs`` maps a metric to its inline plot (``plots.write_plots``)."""
+    from pytest_benchmark_agent.report.markdown import what_went_wrong
+
+    config = run.plan.config
+    e = _text
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e(run.name)}: {e(run.run_id)}</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>{e(run.name)} <small>{e(run.run_id)}</small></h1>",
+        "<table>",
+        _row("Hypothesis", e(config.hypothesis or "(none stated)")),
+        _row("Treatment", _treatments(run)),
+        _row(
+            "State",
+            e(run.state + (f" ({run.stop_reason})" if run.stop_reason else "")),
+        ),
+        _row(
+            "Tag",
+            f'<span class="tag">{e(run.tag)}</span>'
+            + "".join(f"<br>{e(reason)}" for reason in run.tag_reasons),
+        ),
+        _row("Trials", e(", ".join(f"{k}: {v}" for k, v in sorted(run.counts().items())))),
+        _row("Started / ended (UTC)", e(f"{run.started} / {run.ended}")),
+        _row(
+            "Record",
+            '<a href="results.yaml">results.yaml</a>, <a href="config.yaml">config.yaml</a>, '
+            '<a href="report.md">report.md</a>',
+        ),
+        "</table>",
+        "<h2>Results</h2>",
+    ]
+    if not run.one_configuration:
+        parts.append(
+            f"<p>Each treatment is compared with the control <code>{e(run.control)}</code> "
+            "within blocks. <b>ratio</b> is gate 2's estimate of treatment / control (the "
+            "centre of its 95% interval), the one figure quoted everywhere for a comparison; "
+            "the medians are in the tables.</p>"
+        )
+    parts += _metrics(run, svgs or {})
+    if plot_note:
+        parts.append(f"<p>Plots: {e(plot_note)}.</p>")
+    parts += ['<h2>What Went Wrong</h2><ul class="wrong">']
+    parts += [f"<li>{_prose(item)}</li>" for item in (run.what_went_wrong or what_went_wrong(run))]
+    parts += ["</ul>", "<h2>Controls</h2>", "<table><tr><th>param</th><th>value</th>"]
+    parts[-1] += "<th>role</th></tr>"
+    for name, value in config.params.items():
+        role = "TREATMENT" if name == run.variable else "CONTROL"
+        parts.append(
+            f"<tr><td><code>{e(name)}</code></td><td><code>{e(as_text(value))}</code></td>"
+            f"<td>{role}</td></tr>"
+        )
+    parts += ["</table>", "<h2>Hosts and preps</h2><ul>"]
+    parts.append(f"<li>Hosts: {e(', '.join(run.hosts()) or '(none recorded)')}</li>")
+    overlaps = run.overlapping_measurements()
+    parts.append(f"<li>Measurement windows: {len(overlaps)} overlap(s) on a host</li>")
+    for prep in run.preps:
+        parts.append(
+            f"<li>prep <code>{e(prep['stage'])}</code> {e(prep['action'])} "
+            f"(<code>{e(prep['signature'][:12])}</code>)</li>"
+        )
+    parts += ["</ul>", "<h2>Environment</h2>", _environment(run), "</body></html>"]
+    return "\n".join(parts) + "\n"
+
+
+def _metrics(run: BenchRun, svgs: Mapping[str, str]) -> list[str]:
+    """Per metric: its heading, summary table, verdicts and plot."""
+    specs = run.plan.config.metrics
+    parts: list[str] = []
+    for metric, per in run.summary.items():
+        spec = specs.get(metric)
+        role = (
+            "primary"
+            if spec and spec.primary
+            else "guard"
+            if spec and spec.guard
+            else "built-in"
+            if metric in BUILTIN_METRICS
+            else "secondary"
+        )
+        direction = spec.direction if spec else "lower"
+        better = "must equal" if direction == "equal" else f"{direction} is better"
+        unit = unit_of(metric)
+        parts.append(
+            f"<h3><code>{_text(metric)}</code> ({role}, {better}"
+            + (f", {_text(unit)}" if unit else "")
+            + ")</h3>"
+        )
+        verdicts = run.verdicts.get(metric, {})
+        parts += _summary(run, metric, per, verdicts, direction, role == "guard")
+        if metric in svgs:
+            parts.append(f'<div class="plot">{svgs[metric]}</div>')
+    if not parts:
+        parts = ["<p>No trial passed, so there is nothing to summarize.</p>"]
+    return parts
+
+
+def _summary(
+    run: BenchRun,
+    metric: str,
+    per: Mapping[str, Any],
+    verdicts: Mapping[str, Any],
+    direction: str,
+    guard: bool,
+) -> list[str]:
+    """The metric's table: descriptive figures per treatment and, for a comparison, the
+    verdict, its ratio and interval (a guard's: only its bounds' verdict, no statistics)."""
+    compared = not run.one_configuration
+    if direction == "equal":
+        head = ["treatment", "n", "values (count of each)"]
+    elif guard:
+        head = ["treatment", "n", "median", "min", "max"]
+    else:
+        head = ["treatment", "n", "median", "mean", "CV", "min", "max"]
+    if compared:
+        head += (
+            ["verdict", "why"]
+            if direction == "equal" or guard
+            else ["verdict", "ratio", "95% CI", "p (Holm)", "MDE", "why"]
+        )
+    rows = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for label, row in per.items():
+        cells = [
+            f"<code>{_text(label)}</code>" + (" (control)" if label == run.control else ""),
+            _num(row.get("n", 0)),
+        ]
+        if direction == "equal":
+            cells.append(_text(values_text(row)))
+        else:
+            keys = ("median", "min", "max") if guard else ("median", "mean", "cv", "min", "max")
+            cells += [
+                _pct(row.get(k)) if k == "cv" else _num(human(row.get(k), metric)) for k in keys
+            ]
+        if compared:
+            v = verdicts.get(label) or {}
+            verdict = str(v.get("verdict") or "-")
+            cells.append(f'<span class="verdict {_text(verdict)}">{_text(verdict)}</span>')
+            if direction != "equal" and not guard:
+                ci = v.get("ci")
+                cells += [
+                    _num(_ratio(v.get("ratio"))),
+                    _num(f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "-"),
+                    _num(_p(v.get("p_holm"))),
+                    _pct(v.get("mde")),
+                ]
+            cells.append(_text(v.get("reason") or "-"))
+        cells = [c if c.startswith("<td") else f"<td>{c}</td>" for c in cells]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return rows + ["</table>"]
+
+
+def _treatments(run: BenchRun) -> str:
+    if run.one_configuration:
+        return f"one configuration, <code>{_text(run.control)}</code>"
+    return f"<code>{_text(run.variable)}</code> = " + ", ".join(
+        f"<code>{_text(t)}</code>" + (" (control)" if t == run.control else "")
+        for t in run.treatment_labels
+    )
+
+
+def _environment(run: BenchRun) -> str:
+    fingerprint = run.fingerprint or {}
+    env = fingerprint.get("env") or {}
+    items = [
+        f"<li>{_text(k)}: {_text(v)}</li>"
+        for k, v in env.items()
+        if isinstance(v, (str, int, float))
+    ]
+    packages = env.get("packages") or {}
+    if packages:
+        items.append(
+            "<li>packages: " + _text(", ".join(f"{k} {v}" for k, v in packages.items())) + "</li>"
+        )
+    devices = (fingerprint.get("accelerator") or {}).get("devices") or []
+    items.append(
+        "<li>accelerator: " + _text(", ".join(str(d.get("name")) for d in devices) or "none")
+    )
+    return "<ul>" + "".join(items) + "</ul>" if items else "<p>(no fingerprint recorded)</p>"
+
+
+def _row(name: str, value: str) -> str:
+    return f"<tr><th>{name}</th><td>{value}</td></tr>"
+
+
+def _text(value: Any) -> str:
+    """User text: one line, HTML-escaped (quotes too: it may sit in an attribute)."""
+    return html.escape(one_line(value), quote=True)
+
+
+def _prose(item: str) -> str:
+    """A What Went Wrong line (written for Markdown) as HTML: its Markdown escapes undone,
+    then escaped for HTML, its code spans as ``<code>``."""
+    plain = item.replace("&lt;", "<").replace("&gt;", ">").replace("\\|", "|")
+    plain = plain.replace("\\\\", "\\")
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", _text(plain))
+
+
+def _num(text: Any) -> str:
+    return f'<td class="n">{_text(text)}</td>'
+
+
+def _ratio(value: Any) -> str:
+    return "-" if value is None else f"x{value:.4g}"
+
+
+def _pct(value: Any) -> str:
+    return _num("-" if value is None else f"{100 * value:.1f}%")
+
+
+def _p(value: Any) -> str:
+    if value is None:
+        return "-"
+    return "<0.0001" if value < 1e-4 else f"{value:.4f}"

@@ -1,0 +1,73 @@
+"""A metric's unit, read from its name, and its values as a person reads them.
+
+The benchmark file declares no unit, so the name's suffix is the convention (the built-ins
+follow it: ``wall_s``, ``cpu_s``, ``peak_rss_mb``): ``_s``/``_ms``/``_us``/``_ns`` are times,
+``_b``/``_bytes``/``_kb``/``_mb``/``_gb`` sizes (binary multiples), ``/s`` or ``_per_s``
+rates. Values print with four significant figures in a scaled unit (``8.512 MiB``,
+``76.7 ms``) or with thousands separators (``8,925,741``), never as ``8.925e+06``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+_TIMES = {"_ns": 1e-9, "_us": 1e-6, "_ms": 1e-3, "_s": 1.0}
+_SIZES = {"_bytes": 1, "_b": 1, "_kb": 1024, "_mb": 1024**2, "_gb": 1024**3}
+_TIME_STEPS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+_SIZE_STEPS = ((1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"), (1, "B"))
+
+
+def unit_of(metric: str) -> str:
+    """The unit a metric's name declares ("s", "MiB", "per second"), or "" for none."""
+    name = metric.lower()
+    if name.endswith(("/s", "_per_s", "_per_sec")):
+        return "per second"
+    for suffix in _TIMES:
+        if name.endswith(suffix):
+            return suffix[1:]
+    for suffix in _SIZES:
+        if name.endswith(suffix):
+            return {"_kb": "KiB", "_mb": "MiB", "_gb": "GiB"}.get(suffix, "B")
+    return ""
+
+
+def axis_label(metric: str) -> str:
+    """``metric (unit)``, the axis label of its plot."""
+    unit = unit_of(metric)
+    return f"{metric} ({unit})" if unit else metric
+
+
+def human(value: Any, metric: str = "") -> str:
+    """A number for a person: times and sizes in a scaled unit, large counts with thousands
+    separators, others in four significant figures; anything else as text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-" if value is None else str(value)
+    if not math.isfinite(value):
+        return str(value)
+    name = metric.lower()
+    for suffix, scale in _TIMES.items():
+        if name.endswith(suffix) and not name.endswith("/s"):
+            return _scaled(value * scale, _TIME_STEPS)
+    for suffix, scale in _SIZES.items():
+        if name.endswith(suffix):
+            return _scaled(value * scale, _SIZE_STEPS)
+    return plain(value)
+
+
+def plain(value: float) -> str:
+    """Four significant figures below 100,000, else the integer part with separators."""
+    if isinstance(value, int) or abs(value) >= 1e5:
+        return f"{value:,.0f}"
+    if value != 0 and abs(value) < 1e-3:
+        return f"{value:.3e}"
+    return f"{value:.4g}"
+
+
+def _scaled(value: float, steps: tuple[tuple[float, str], ...]) -> str:
+    """``value`` (in the base unit) in the largest step it reaches, four significant figures."""
+    for scale, name in steps:
+        if abs(value) >= scale or value == 0 and name in ("s", "B"):
+            return f"{value / scale:.4g} {name}"
+    scale, name = steps[-1]
+    return f"{value / scale:.4g} {name}"
