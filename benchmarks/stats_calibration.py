@@ -16,6 +16,8 @@ Rules: ours (pytest_benchmark_agent.stats.analysis.analyze_run), plain Mann-Whit
     python benchmarks/stats_calibration.py                     # ~4-5 minutes
     python benchmarks/stats_calibration.py --blocks 1000 --experiments 4000   # tighter
     python benchmarks/stats_calibration.py --save s.json; ... --load s.json   # reuse samples
+    python benchmarks/stats_calibration.py --issue23 300       # issue 23's synthetic cells
+    python benchmarks/stats_calibration.py --mde-table 400     # refit analysis.MDE_TERMS
 """
 
 from __future__ import annotations
@@ -239,11 +241,20 @@ def evaluate(pool: dict[str, dict], args: argparse.Namespace) -> list[list[str]]
     return rows
 
 
-def synthetic_noise(rng: np.random.Generator, shape: tuple[int, ...], cv: float) -> np.ndarray:
+#: Noise shapes on the log scale: (share of runs in a right-tail burst, the burst's mean in
+#: units of ``cv``, the normal part's sd in units of ``cv``).
+NOISE_KINDS = {"burst": (0.1, 3.0, 1.0), "normal": (0.0, 0.0, 1.0), "heavy": (0.3, 5.0, 0.4)}
+
+
+def synthetic_noise(
+    rng: np.random.Generator, shape: tuple[int, ...], cv: float, kind: str = "burst"
+) -> np.ndarray:
     """Log-scale noise like a timing's: normal with sd ``cv``, plus a right-tail burst (10% of
-    runs slowed by an exponential factor of mean 3 ``cv``)."""
-    burst = (rng.random(shape) < 0.1) * rng.exponential(3 * cv, shape)
-    return rng.normal(0.0, cv, shape) + burst
+    runs slowed by an exponential factor of mean 3 ``cv``); ``kind`` picks another shape of
+    :data:`NOISE_KINDS` (plain normal; 30% of runs in bursts of mean 12.5 times the normal sd)."""
+    share, mean, sd = NOISE_KINDS[kind]
+    burst = (rng.random(shape) < share) * rng.exponential(mean * cv, shape)
+    return rng.normal(0.0, sd * cv, shape) + burst
 
 
 def synthetic_run(
@@ -256,13 +267,14 @@ def synthetic_run(
     position: float = 0.0,
     balanced: bool = True,
     quantum: float | None = None,
+    kind: str = "burst",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Control and treatment values of n blocks: multiplicative ``effect``, noise, a random-walk
     drift shared by a block, the first run of each block ``position`` slower (the plan's
     alternating order when ``balanced``, else the control always first), values rounded to
-    ``quantum`` (ties)."""
+    ``quantum`` (ties); ``kind`` the noise's shape (:func:`synthetic_noise`)."""
     walk = np.cumsum(rng.normal(0.0, drift, n)) if drift else np.zeros(n)
-    noise = synthetic_noise(rng, (2, n), cv)
+    noise = synthetic_noise(rng, (2, n), cv, kind)
     control_first = (np.arange(n) % 2 == 0) if balanced else np.ones(n, dtype=bool)
     c = np.exp(walk + noise[0] + position * control_first)
     t = np.exp(walk + noise[1] + position * ~control_first) * (1 + effect)
@@ -274,6 +286,56 @@ def synthetic_run(
 def _verdict_of(c: np.ndarray, t: np.ndarray, threshold: float = 0.01) -> Any:
     spec = {"t": MetricSpec(direction="lower", primary=True, noise_threshold=threshold)}
     return analyze_run(_observations(c, t), spec, TREATMENTS, "control").verdicts["t"]["treatment"]
+
+
+#: (noise kind, cv, n) of the MDE cells: the table's three shapes, and noise small beside the band.
+MDE_CELLS = (
+    ("burst", 0.05, 10),
+    ("burst", 0.05, 20),
+    ("normal", 0.05, 10),
+    ("normal", 0.05, 20),
+    ("heavy", 0.05, 10),
+    ("heavy", 0.05, 20),
+    ("burst", 0.005, 10),
+)
+MDE_UNITS = (6, 7, 8, 10, 12, 15, 20, 30)
+
+
+def mde_table(runs: int, seed: int) -> list[tuple[int, float, float, str]]:
+    """Rows ``(n, a, b, powers)`` for ``analysis.MDE_TERMS``: at each n, A/A runs of each shape
+    of :data:`NOISE_KINDS` give the interval's lower edge, half-width ``w`` and the paired
+    standard error ``se``; by shift equivariance a true effect d is detected when d exceeds the
+    negated edge (plus the band, which cancels), so the power at the median MDE ``a w + b se``
+    is read off the null runs. (a, b) on a grid minimises the worst miss of 80% (normal and
+    burst weighted twice over heavy)."""
+    grid = [(a / 100, b / 100) for a in range(100, 200, 2) for b in range(0, 101, 5)]
+    rows = []
+    for n in MDE_UNITS:
+        rng = np.random.default_rng([seed, n])
+        null = {}
+        for kind in NOISE_KINDS:
+            found = []
+            for _ in range(runs):
+                c, t = synthetic_run(rng, n, 0.0, cv=0.05, kind=kind)
+                lo, hi = np.log(_verdict_of(c, t, threshold=0.0).ci)
+                d = np.log(t) - np.log(c)
+                found.append((-lo, (hi - lo) / 2, float(d.std(ddof=1)) / np.sqrt(n)))
+            null[kind] = np.array(found).T
+
+        fits = {ab: _powers(null, *ab) for ab in grid}
+        (a, b), p = min(
+            fits.items(),
+            key=lambda f: 2 * max(abs(f[1][0] - 0.8), abs(f[1][1] - 0.8)) + abs(f[1][2] - 0.8),
+        )
+        rows.append((n, a, b, "/".join(f"{x:.0%}" for x in p)))
+    return rows
+
+
+def _powers(null: dict[str, np.ndarray], a: float, b: float) -> list[float]:
+    """Per shape, the share of A/A runs whose negated lower edge is below the median MDE."""
+    return [
+        float(np.mean(edge < np.median(a * width + b * se))) for edge, width, se in null.values()
+    ]
 
 
 def issue23_cells(experiments: int, seed: int) -> list[tuple[str, str, str, str]]:
@@ -339,19 +401,30 @@ def issue23_cells(experiments: int, seed: int) -> list[tuple[str, str, str, str]
             ">= 94%",
             share(covered) >= 0.94,
         )
-    for n in (10, 20):
-        mdes = [_verdict_of(*synthetic_run(rng, n, 0.0, cv=0.05)).mde for _ in range(experiments)]
+    for kind, cv, n in MDE_CELLS:
+        noise = {"kind": kind, "cv": cv}
+        mdes = [_verdict_of(*synthetic_run(rng, n, 0.0, **noise)).mde for _ in range(experiments)]
         mde = float(np.median(mdes))
         hits = [
-            _verdict_of(*synthetic_run(rng, n, mde, cv=0.05)).verdict == "regressed"
+            _verdict_of(*synthetic_run(rng, n, mde, **noise)).verdict == "regressed"
             for _ in range(experiments)
         ]
         row(
-            f"power at the median reported MDE ({mde:.1%}), n={n}",
+            f"power at the median reported MDE ({mde:.1%}), {kind} noise cv {cv:.1%}, n={n}",
             share(hits),
             "80% +/- 3%",
             abs(share(hits) - 0.8) <= 0.03,
         )
+    hits = []
+    for _ in range(experiments):
+        c, t = synthetic_run(rng, 20, 0.0, cv=0.05, position=0.03)
+        hits.append(sequential(c, t, 6, 20)[0] != 0)
+    row(
+        "A/A sequential (6..20 blocks), 3% position effect, alternating order",
+        share(hits),
+        "<= 5%",
+        share(hits) <= 0.05,
+    )
     for drift in (0.0, 0.03):
         for n in (10, 20):
             ours, mw = [], []
@@ -399,6 +472,12 @@ def main() -> None:
         metavar="EXPERIMENTS",
         help="only the cells of issue 23 on synthetic metrics, this many runs per cell",
     )
+    parser.add_argument(
+        "--mde-table",
+        type=int,
+        metavar="RUNS",
+        help="fit analysis.MDE_TERMS on this many A/A runs per shape and n (~10 min at 400)",
+    )
     parser.add_argument("--blocks", type=int, default=300, help="blocks collected per condition")
     parser.add_argument("--experiments", type=int, default=400, help="resampled runs per cell")
     parser.add_argument("--seq-experiments", type=int, default=300, help="sequential runs per cell")
@@ -416,6 +495,11 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
+    if args.mde_table:
+        print("n, a, b, power at the median MDE (burst/normal/heavy)")
+        for n, a, b, powers in mde_table(args.mde_table, args.seed):
+            print(f"({n}, {a:.2f}, {b:.2f}),  # {powers}", flush=True)
+        return
     if args.issue23:
         print(f"| cell ({args.issue23} runs each, seed {args.seed}) | measured | target | met |")
         print("|---|---|---|---|")
