@@ -21,6 +21,7 @@ from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import PrepNode, content_hash
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, utc_now
+from pytest_benchmark_agent.records.run import SCHEMA_VERSION
 
 MANIFEST = "manifest.json"
 SCRATCH = "_out"
@@ -108,6 +109,7 @@ class PrepCache:
             kind = "dir" if path.is_dir() else "file"
             artifacts[name] = {"kind": kind, "sha256": content_hash(path), "bytes": _size(path)}
         manifest = {
+            "schema_version": SCHEMA_VERSION,
             "signature": node.signature,
             "stage": node.stage.name,
             "params": {k: str(v) for k, v in node.params_used.items()},
