@@ -133,6 +133,8 @@ def recover_run(run_dir: Path, *, by: str) -> bool:
 
 def finalize(run_dir: Path, by: str) -> None:
     """Finish an ownerless run as its session would have, ``interrupted``."""
+    # The writers, the judge and the plan load here only: every verb and session scans for
+    # orphans first (``recover_orphans``), and a scan that finds none must stay cheap.
     from pytest_benchmark_agent.config.models import BenchmarkConfig
     from pytest_benchmark_agent.engine.plan import build_plan
     from pytest_benchmark_agent.judge import gate2 as judge
