@@ -93,6 +93,7 @@ VERBS = (
     "bisect",
     "export",
     "import",
+    "clean",
 )
 
 

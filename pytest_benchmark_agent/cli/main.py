@@ -10,12 +10,15 @@ file and exit code 2, never a traceback; a list verb skips an unreadable record 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import warnings
 from collections.abc import Sequence
+from importlib.metadata import version
 
 from pytest_benchmark_agent.cli import bisect as cli_bisect
 from pytest_benchmark_agent.cli import ci as cli_ci
+from pytest_benchmark_agent.cli import clean as cli_clean
 from pytest_benchmark_agent.cli import domain as cli_domain
 from pytest_benchmark_agent.cli import records as cli_records
 from pytest_benchmark_agent.cli import schema as cli_schema
@@ -27,7 +30,9 @@ from pytest_benchmark_agent.records import lessons, recover
 from pytest_benchmark_agent.records.writer import UnreadableRecordWarning
 
 #: Verbs that only read the records: for them a data home that does not exist is an error.
-READING_VERBS = frozenset({"history", "analyze", "compare", "reclassify", "status", "export"})
+READING_VERBS = frozenset(
+    {"history", "analyze", "compare", "reclassify", "status", "export", "clean"}
+)
 
 VERB_MODULES = (
     cli_session,
@@ -38,6 +43,7 @@ VERB_MODULES = (
     cli_bisect,
     cli_ci,
     cli_schema,
+    cli_clean,
 )
 
 
@@ -47,10 +53,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--home",
         help="data directory (default $BENCHMARK_HOME, else benchmark_data/ at the project root)",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {version('pytest-benchmark-agent')}"
+    )
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for module in VERB_MODULES:
         module.register(verbs)
+    for listed in verbs._choices_actions:  # the list of verbs: each one's first whole sentence
+        description = verbs.choices[listed.dest].description
+        listed.help = first_sentence(description or listed.help or "")
     return parser
+
+
+def first_sentence(text: str) -> str:
+    """``text``'s first sentence, whole, on one line (a docstring's first line may stop
+    mid-sentence; the rest stays in the verb's own ``--help``)."""
+    flat = " ".join(text.split())
+    end = re.search(r"\.(\s|$)", flat)
+    return flat[: end.start() + 1] if end else flat
 
 
 def main(argv: Sequence[str] | None = None) -> int:

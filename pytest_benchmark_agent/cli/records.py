@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -335,7 +336,7 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
             f"  {'treatment':<16}{'A median':>12}{'B median':>12}  {'verdict of B':<15}"
             f"{'ratio':>8}  {'95% CI':<18}{'p (Holm)':>9}  why",
         ]
-        for label, v in verdicts.get(metric, {}).items():
+        for label, v in sorted(verdicts.get(metric, {}).items(), key=_control_first(b)):
             target = label if label in a.treatments else a.control
             ci = v.get("ci")
             lines.append(
@@ -361,6 +362,18 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
             ]
             lines += [f"  {line}" for line in check.lines]
     return lines, not refusals
+
+
+def _control_first(view: RecordView) -> Callable[[tuple[str, Any]], tuple[int, int]]:
+    """Sort key of (treatment, item) pairs: the view's control, then its treatments as
+    declared, then any other."""
+    order = [str(t) for t in view.treatments]
+
+    def key(item: tuple[str, Any]) -> tuple[int, int]:
+        label = item[0]
+        return (label != str(view.control), order.index(label) if label in order else len(order))
+
+    return key
 
 
 def _median(view: RecordView, metric: str, label: str) -> str:

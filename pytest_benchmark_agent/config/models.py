@@ -15,6 +15,7 @@ import difflib
 import errno
 import math
 import types
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -688,10 +689,66 @@ def load_config(path: Path | str, overrides: dict[str, Any] | None = None) -> Be
                 for field in nul
             ],
         )
+    retyped = list(_retyped_treatments(path, raw))
+    if retyped:
+        raise ConfigError(path, retyped)
     try:
         return BenchmarkConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(path, _explain(exc, raw)) from None
+
+
+class RetypedValueWarning(UserWarning):
+    """A treatment YAML 1.1 reads as another spelling than typed (``3.10`` as 3.1)."""
+
+
+def _retyped_treatments(path: Path, raw: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """Treatments that YAML 1.1's typing reads as other than typed. A word read as a boolean
+    or null (``no`` is false) and two spellings read as one value (``3.1`` and ``3.10``) are
+    refused: the run would measure or merge values nobody wrote. A number spelled otherwise
+    (``3.10`` is 3.1, ``1.0e+3`` is 1000.0, ``010`` is 8) is a warning showing both."""
+    if not isinstance(raw.get("treatments"), list):
+        return
+    root = yaml.compose(read_input(path), Loader=_SAFE_LOADER)
+    node = next(
+        (v for k, v in getattr(root, "value", []) if getattr(k, "value", None) == "treatments"),
+        None,
+    )
+    if not isinstance(node, yaml.SequenceNode) or len(node.value) != len(raw["treatments"]):
+        return
+    typed: dict[Any, str] = {}
+    quote = "quote it to keep it as written"
+    for number, (item, value) in enumerate(zip(node.value, raw["treatments"], strict=True)):
+        if not isinstance(item, yaml.ScalarNode) or item.style not in (None, ""):
+            continue  # quoted, or a list or mapping: read as written
+        field = f"treatments[{number}]"
+        if value is None or isinstance(value, bool):
+            read = "null" if value is None else str(value).lower()
+            if item.value.lower() != read:
+                yield (
+                    field,
+                    f"is typed {item.value} but YAML reads it as {read}.",
+                    f"{quote}: '{item.value}' (see {FORMAT_DOC}).",
+                )
+        elif isinstance(value, (int, float)) and str(value) != item.value:
+            key = (type(value).__name__, value)
+            if key in typed:
+                yield (
+                    field,
+                    f"is typed {item.value} but YAML reads it as {value!r}, the same value as "
+                    f"{typed[key]}: the two would be one treatment.",
+                    f"{quote}: '{item.value}' (see {FORMAT_DOC}).",
+                )
+            else:
+                warnings.warn(
+                    RetypedValueWarning(
+                        f"{path}: {field} is typed {item.value} and YAML reads it as "
+                        f"{value!r}; it runs and is labelled {value!r} ({quote}: "
+                        f"'{item.value}'; see {FORMAT_DOC})"
+                    ),
+                    stacklevel=2,
+                )
+        typed.setdefault((type(value).__name__, value), item.value)
 
 
 def _nul_fields(node: Any, field: str = "") -> Iterator[str]:

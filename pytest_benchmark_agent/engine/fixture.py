@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.records.writer import load_results
@@ -82,19 +83,35 @@ class BenchResult:
         return (self.record.get("summary") or {}).get(metric, {})
 
     @property
+    def treatments(self) -> list[str]:
+        """The run's treatment labels as declared, each as its command line shows it (``9``,
+        ``true``)."""
+        return [str(t) for t in self.record.get("treatments") or []]
+
+    @property
     def verdicts(self) -> dict[str, dict[str, Any]]:
         """Metric -> non-control treatment -> gate 2's verdict record."""
         return self.record.get("verdicts") or {}
 
-    def verdict(self, metric: str, treatment: str) -> dict[str, Any]:
+    def verdict(self, metric: str, treatment: Any) -> dict[str, Any]:
         """Gate 2's verdict on ``metric`` for ``treatment`` against the control (a run of one
-        configuration has none: it is compared with other runs only)."""
-        try:
-            return self.verdicts[metric][treatment]
-        except KeyError:
+        configuration has none: it is compared with other runs only). ``treatment`` is its
+        value as the file wrote it (``9``, ``"9"``, ``True``) or its label."""
+        label = as_text(treatment)
+        if metric not in self.verdicts:
             raise KeyError(
-                f"no verdict on {metric!r} for treatment {treatment!r} in "
-                f"{self.run_dir}; verdicts cover {sorted(self.verdicts)}"
+                f"no verdict on {metric!r} for treatment {treatment!r} in {self.run_dir}: "
+                f"verdicts cover the metrics {sorted(self.verdicts)}"
+            )
+        try:
+            return self.verdicts[metric][label]
+        except KeyError:
+            judged = list(self.verdicts[metric])
+            raise KeyError(
+                f"no verdict on {metric!r} for treatment {treatment!r} in {self.run_dir}: "
+                f"the run's treatments are {self.treatments} (control "
+                f"{self.record.get('control')!r}, which has no verdict of its own); "
+                f"judged: {judged}"
             ) from None
 
 
