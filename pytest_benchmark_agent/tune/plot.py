@@ -32,8 +32,8 @@ def plot_objective(doc: dict[str, Any], png: Path) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return (
-            "No plot: matplotlib is not installed (`pip install matplotlib`, or the "
-            "`plots` extra of pytest-benchmark-agent)."
+            "No plot: matplotlib is not installed (it is a dependency of "
+            "pytest-benchmark-agent: `pip install matplotlib`)."
         )
     objective = doc["objective"]["metric"]
     points = _plot_points(doc)
