@@ -104,11 +104,13 @@ def test_a_metric_without_passed_values_has_no_figure(tmp_path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_single_block_is_not_plotted(tmp_path) -> None:
-    assert write_plots(tmp_path, _trials(1, ["a", "b"]), ["wall_s"], ["a", "b"], {}) == (
-        [],
-        SINGLE_BLOCK,
-    )
+def test_a_single_trial_of_one_configuration_is_not_plotted(tmp_path) -> None:
+    assert write_plots(tmp_path, _trials(1, ["a"]), ["wall_s"], ["a"], {}) == ([], SINGLE_BLOCK)
+
+
+def test_two_treatments_are_plotted_from_a_single_block(tmp_path) -> None:
+    files, note = write_plots(tmp_path, _trials(1, ["a", "b"]), ["wall_s"], ["a", "b"], {})
+    assert files == ["plot-wall_s.png"] and note is None
 
 
 def test_the_png_is_written_atomically_under_its_name(tmp_path) -> None:

@@ -33,7 +33,8 @@ NO_MATPLOTLIB = (
     "without them"
 )
 SINGLE_BLOCK = (
-    "one block of trials passed, so this report has no plots (its tables show every sample)"
+    "one trial of one configuration passed, so this report has no plots (its tables show "
+    "every sample)"
 )
 #: Medians further apart than this factor get a logarithmic axis.
 LOG_RATIO = 5.0
@@ -59,15 +60,13 @@ def write_plots(
     report shows instead. With ``svg``, each figure's SVG text is put there under its metric
     (for ``report.html``); ``variable`` labels the x axis.
 
-    A run with a single block has nothing a picture adds to its table, so it is not plotted and
-    matplotlib (about half a second to import) is not loaded for it.
+    Every run with two treatments or two blocks is plotted; a single block of a single
+    configuration has nothing a picture adds to its table, so matplotlib (about half a second
+    to import) is not loaded for it.
     """
-    blocks_run = {
-        (t.get("host"), t.get("replicate"), t.get("seed"))
-        for t in trials
-        if t.get("status") == "passed"
-    }
-    if len(blocks_run) < 2:
+    passed = [t for t in trials if t.get("status") == "passed"]
+    blocks_run = {(t.get("host"), t.get("replicate"), t.get("seed")) for t in passed}
+    if len(blocks_run) < 2 and len({t.get("treatment") for t in passed}) < 2:
         return [], SINGLE_BLOCK
     try:
         import matplotlib.collections  # noqa: F401  (only whether they import: _figure
