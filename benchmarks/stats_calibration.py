@@ -18,6 +18,14 @@ Rules: ours (pytest_benchmark_agent.stats.analysis.analyze_run), plain Mann-Whit
     python benchmarks/stats_calibration.py --save s.json; ... --load s.json   # reuse samples
     python benchmarks/stats_calibration.py --issue23 300       # issue 23's synthetic cells
     python benchmarks/stats_calibration.py --mde-table 400     # refit analysis.MDE_TERMS
+    python benchmarks/stats_calibration.py --counters          # counter arms, ~15 minutes
+    python benchmarks/stats_calibration.py --counters --counter-blocks 40 --experiments 1000
+
+Counter arms (``--counters``): the same workload (50,000 iterations) with +0.5%, +1% and +2%
+of its instructions, each block running every arm twice, once plain (wall and CPU time) and
+once under the counting backend (engine/counters.py: instructions, and its run-time overhead);
+A/A and power for n = 3, 5, 10 by ours and by a bare 95% t interval beyond the noise band
+(no test: what a rule without the exact test's 2 / 2^n floor could do at n = 3).
 """
 
 from __future__ import annotations
@@ -26,15 +34,20 @@ import argparse
 import json
 import os
 import random
+import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from pytest_benchmark_agent.config.models import COUNTER_NOISE_THRESHOLD
+from pytest_benchmark_agent.engine.counters import Counting, backend
 from pytest_benchmark_agent.stats.analysis import (
     MetricSpec,
     Observation,
@@ -464,6 +477,173 @@ def issue23_cells(experiments: int, seed: int) -> list[tuple[str, str, str, str]
     return rows
 
 
+# -- counter arms ------------------------------------------------------------------------------
+
+COUNTER_BASE = 50_000
+COUNTER_ARMS = ("A", "A'", "+0.5%", "+1%", "+2%")
+COUNTER_EFFECTS = {"A/A": "A'", "+0.5%": "+0.5%", "+1%": "+1%", "+2%": "+2%"}
+#: The noise band each metric is judged with: the engine's defaults (counters: calibrated here).
+COUNTER_BANDS = {"wall": 0.01, "cpu": 0.01, "instructions": COUNTER_NOISE_THRESHOLD}
+
+
+def run_counted(iterations: int, counting: Counting, block: int = 0) -> tuple[int, float]:
+    """Instructions of one workload process under the counting backend, and its wall time;
+    the block's hash seed, as the engine sets it (engine/counters.py)."""
+    command = f"{shlex.quote(sys.executable)} -S -c {shlex.quote(WORK)} {iterations}"
+    env = counting.environment(dict(os.environ), block)
+    start = time.perf_counter()
+    subprocess.run(["/bin/sh", "-c", counting.command(command)], check=True, env=env)
+    wall = time.perf_counter() - start
+    return counting.read()["instructions"], wall
+
+
+def counter_sizes(counting: Counting) -> dict[str, int]:
+    """Iterations per counter arm so that the whole process does +0.5/1/2% more instructions."""
+    empty = run_counted(0, counting)[0]
+    full = run_counted(COUNTER_BASE, counting)[0]
+    per_iteration = (full - empty) / COUNTER_BASE
+    sizes = {"A": COUNTER_BASE, "A'": COUNTER_BASE}
+    for arm in COUNTER_ARMS[2:]:
+        sizes[arm] = int(COUNTER_BASE + float(arm.strip("+%")) / 100 * full / per_iteration)
+    return sizes
+
+
+def collect_counters(
+    blocks: int, plain_blocks: int, sizes: dict[str, int], load: int, seed: int, counting: Counting
+) -> dict[str, dict]:
+    """Interleaved blocks of the counter arms under ``load``: ``plain_blocks`` of plain runs
+    (wall, CPU time), then ``blocks`` counted (instructions; the counted run's wall time)."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)]
+    try:
+        order = random.Random(seed)
+        keys = ("wall", "cpu", "instructions", "counted_wall")
+        out = {arm: {key: [] for key in keys} for arm in COUNTER_ARMS}
+        for _ in range(plain_blocks):
+            for arm in order.sample(COUNTER_ARMS, len(COUNTER_ARMS)):
+                wall, cpu = run_once(sizes[arm])
+                out[arm]["wall"].append(wall)
+                out[arm]["cpu"].append(cpu)
+        for block in range(blocks):
+            for arm in order.sample(COUNTER_ARMS, len(COUNTER_ARMS)):
+                count, counted_wall = run_counted(sizes[arm], counting, block)
+                out[arm]["instructions"].append(count)
+                out[arm]["counted_wall"].append(counted_wall)
+        return out
+    finally:
+        for proc in burners:
+            proc.kill()
+            proc.wait()
+
+
+def rule_interval(control: np.ndarray, treatment: np.ndarray, band: float) -> int:
+    """A change when the 95% t interval of the paired log ratio lies beyond ``1 +/- band``."""
+    diffs = np.log(treatment) - np.log(control)
+    half = stats.t.ppf(0.975, len(diffs) - 1) * diffs.std(ddof=1) / np.sqrt(len(diffs))
+    low, high = np.exp(diffs.mean() - half), np.exp(diffs.mean() + half)
+    return 1 if low > 1 + band else -1 if high < 1 - band else 0
+
+
+def _ours_at(band: float) -> Rule:
+    spec = {"t": MetricSpec(noise_threshold=band, primary=True, min_replicates=3)}
+
+    def rule(control: np.ndarray, treatment: np.ndarray) -> int:
+        verdict = analyze_run(_observations(control, treatment), spec, TREATMENTS, "control")
+        return _sign(verdict.verdicts["t"]["treatment"].verdict)
+
+    return rule
+
+
+def describe_counters(name: str, pool: dict[str, dict]) -> list[str]:
+    """Each metric's CV and realised effects, and the backend's run-time overhead."""
+    lines = []
+    for metric in ("wall", "cpu", "instructions"):
+        base = np.array(pool["A"][metric], dtype=float)
+        parts = [
+            f"{arm} {np.median(pool[arm][metric]) / np.median(base) - 1:+.2%}"
+            for arm in COUNTER_ARMS[1:]
+        ]
+        lines.append(
+            f"{name:7} {metric}: median {np.median(base):.4g}, CV {base.std() / base.mean():.3%}; "
+            "realised median effect " + ", ".join(parts)
+        )
+    ratio = np.median(pool["A"]["counted_wall"]) / np.median(pool["A"]["wall"])
+    lines.append(f"{name:7} counted run time / plain run time (median): {ratio:.0f}x")
+    return lines
+
+
+def evaluate_counters(pool: dict[str, dict], args: argparse.Namespace) -> list[list[str]]:
+    """Rows (metric, n, rule, A/A, power at each effect) for one condition."""
+    rng = np.random.default_rng(args.seed)
+    rows = []
+    for metric, band in COUNTER_BANDS.items():
+        total = len(pool["A"][metric])
+        rules: dict[str, Rule] = {
+            "ours": _ours_at(band),
+            "t interval only": lambda c, t, band=band: rule_interval(c, t, band),
+        }
+        for n in (3, 5, 10):
+            plan = [
+                np.sort(rng.choice(total, n, replace=n > total)) for _ in range(args.experiments)
+            ]
+            hits = {r: {e: [] for e in COUNTER_EFFECTS} for r in rules}
+            for effect, arm in COUNTER_EFFECTS.items():
+                a = np.array(pool["A"][metric], dtype=float)
+                b = np.array(pool[arm][metric], dtype=float)
+                for idx in plan:
+                    for name, rule in rules.items():
+                        hits[name][effect].append(rule(a[idx], b[idx]))
+            for name in rules:
+                rates = (
+                    f"{rate(hits[name][e], None if e == 'A/A' else 1):.1%}" for e in COUNTER_EFFECTS
+                )
+                rows.append([metric, f"{band:.1%}", str(n), name, *rates])
+    return rows
+
+
+def main_counters(args: argparse.Namespace) -> None:
+    """The counter arms: collect (or load), then print the noise, overhead and table."""
+    started = time.perf_counter()
+    if args.load_samples:
+        with open(args.load_samples) as fh:
+            saved = json.load(fh)
+    else:
+        found = backend()
+        if found is None:
+            raise SystemExit("no counting backend: install valgrind (apt-get install valgrind)")
+        with tempfile.TemporaryDirectory() as folder:
+            counting = Counting(found, ["instructions"], Path(folder) / "counters")
+            sizes = counter_sizes(counting)
+            saved = {"backend": found.label, "sizes": sizes, "pools": {}, "loadavg": {}}
+            for name, load in (("quiet", 0), ("loaded", args.load)):
+                saved["loadavg"][name] = os.getloadavg()[0]
+                saved["pools"][name] = collect_counters(
+                    args.counter_blocks, 6 * args.counter_blocks, sizes, load, args.seed, counting
+                )
+        if args.save:
+            with open(args.save, "w") as fh:
+                json.dump(saved, fh)
+    collected = time.perf_counter() - started
+    print(
+        f"backend {saved['backend']}; iterations per arm: {saved['sizes']}; load average "
+        f"before each condition: {saved['loadavg']}"
+    )
+    for name, pool in saved["pools"].items():
+        for line in describe_counters(name, pool):
+            print(line)
+    header = ["metric", "band", "n", "rule", *(f"{e}" for e in COUNTER_EFFECTS)]
+    for name, pool in saved["pools"].items():
+        print(
+            f"\n### {name} ({len(pool['A']['wall'])} plain blocks, "
+            f"{len(pool['A']['instructions'])} counted; {args.experiments} resampled runs per "
+            "cell, blocks drawn with replacement where n exceeds them)\n"
+        )
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in evaluate_counters(pool, args):
+            print("| " + " | ".join(row) + " |", flush=True)
+    print(f"\ncollection {collected:.0f} s, total {time.perf_counter() - started:.0f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -489,11 +669,18 @@ def main() -> None:
         default=os.cpu_count() or 1,
         help="busy-loop processes of the loaded condition",
     )
+    parser.add_argument("--counters", action="store_true", help="the counter arms only")
+    parser.add_argument(
+        "--counter-blocks", type=int, default=5, help="counted blocks per condition (--counters)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save", help="write the collected samples to this JSON file")
     parser.add_argument("--load-samples", help="analyse samples from --save instead of collecting")
     args = parser.parse_args()
 
+    if args.counters:
+        main_counters(args)
+        return
     started = time.perf_counter()
     if args.mde_table:
         print("n, a, b, power at the median MDE (burst/normal/heavy)")

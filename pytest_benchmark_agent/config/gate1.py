@@ -11,7 +11,9 @@ and the value of the latest RELIABLE run when there is one), and a ``must_match`
 (``eval_suite``) is never what varies; every name that becomes a path stays inside the data home
 (the benchmark's name bounded to one line, stage and artifact names plain folder names,
 ``metrics_from.file`` relative without ``..``), and a secret param (``records/redact.py``) never
-varies, since its values would label every trial.
+varies, since its values would label every trial. A stage's ``counters:`` need a counting
+backend on this machine (engine/counters.py), and a timing they distort is never declared as a
+metric only counted stages report.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.models import BUILTIN_METRICS, BenchmarkConfig, Stage
+from pytest_benchmark_agent.config.models import (
+    BUILTIN_METRICS,
+    COUNTERS,
+    BenchmarkConfig,
+    Stage,
+)
 from pytest_benchmark_agent.config.placeholders import as_text, names_in
 from pytest_benchmark_agent.config.recipe import placeholder_problems
 from pytest_benchmark_agent.errors import ConfigError
@@ -49,6 +56,7 @@ def check(
     if not stage_problems:  # placeholders need a sound DAG to know which artifacts are reachable
         problems += _check_placeholders(config)
         problems += _check_metrics(config)
+        problems += _check_counters(config)
         problems += _check_inputs(config, path.parent)
     if not tuning:  # the tuner sizes its own rounds
         problems += check_replicates_can_decide(config)
@@ -416,7 +424,7 @@ def _check_stages(config: BenchmarkConfig) -> list[Problem]:
                         "make the needed stage a prep.",
                     )
                 )
-        declared = stage.metrics_from is not None and stage.metrics_from.fields
+        declared = stage.counters or (stage.metrics_from is not None and stage.metrics_from.fields)
         if stage.kind == "measure" and not declared:
             problems.append(
                 (
@@ -662,9 +670,10 @@ def _check_metrics(config: BenchmarkConfig) -> list[Problem]:
     problems: list[Problem] = []
     reported: dict[str, str] = {}
     for stage in config.stages:
-        if stage.kind != "measure" or stage.metrics_from is None:
+        if stage.kind != "measure":
             continue
-        for name in stage.metrics_from.fields:
+        read = stage.metrics_from.fields if stage.metrics_from else []
+        for name in [*read, *(c for c in stage.counters if c not in read)]:
             if name in reported and reported[name] != stage.name:
                 problems.append(
                     (
@@ -674,7 +683,7 @@ def _check_metrics(config: BenchmarkConfig) -> list[Problem]:
                     )
                 )
             reported.setdefault(name, stage.name)
-            if name not in config.metrics and name not in BUILTIN_METRICS:
+            if name not in config.metrics and name not in BUILTIN_METRICS + COUNTERS:
                 problems.append(
                     (
                         f"stages ({stage.name}).metrics_from.fields",
@@ -702,6 +711,38 @@ def _check_metrics(config: BenchmarkConfig) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _check_counters(config: BenchmarkConfig) -> list[Problem]:
+    """Counters need a backend here; a timing only counted stages report is distorted."""
+    counted = [stage for stage in config.stages if stage.counters]
+    if not counted:
+        return []
+    from pytest_benchmark_agent.engine.counters import INSTALL_HINT, backend
+
+    found = backend()
+    if found is None:
+        return [
+            (
+                f"stages ({stage.name}).counters",
+                f"asks for {stage.counters} but no counting backend is available on this "
+                "machine (perf with a hardware PMU, or valgrind's cachegrind).",
+                f"{INSTALL_HINT} (docs/benchmark/STATISTICS.md, deterministic counters).",
+            )
+            for stage in counted
+        ]
+    measures = [stage for stage in config.stages if stage.kind == "measure"]
+    if len(counted) < len(measures):
+        return []
+    return [
+        (
+            f"metrics.{name}",
+            f"is measured only under the counting backend ({found.label}), which distorts it.",
+            "drop it from metrics:, or measure it in a stage without counters:.",
+        )
+        for name in config.metrics
+        if name in found.distorts
+    ]
 
 
 def _check_inputs(config: BenchmarkConfig, folder: Path) -> list[Problem]:

@@ -39,6 +39,11 @@ from pytest_benchmark_agent.records.fsutil import read_regular
 
 #: Metrics every stage reports without being asked: they can be used as fields and as primaries.
 BUILTIN_METRICS = ("wall_s", "cpu_s", "peak_rss_mb")
+#: Counters a measure stage may ask for (``counters:``): each becomes a built-in metric of it,
+#: counted by a backend (engine/counters.py). Their default ``noise_threshold`` is
+#: :data:`COUNTER_NOISE_THRESHOLD`, calibrated in docs/benchmark/STATISTICS.md.
+COUNTERS = ("instructions",)
+COUNTER_NOISE_THRESHOLD = 0.002
 
 #: Where the format of the benchmark file is documented; every message about a value points here.
 FORMAT_DOC = "docs/benchmark/FORMAT.md"
@@ -138,11 +143,12 @@ class MetricsFrom(FileModel):
     def _check(self) -> MetricsFrom:
         if self.stdout and self.file:
             raise ValueError("give either stdout: true or file: PATH, not both")
-        needs_source = [f for f in self.fields if f not in BUILTIN_METRICS]
+        needs_source = [f for f in self.fields if f not in BUILTIN_METRICS + COUNTERS]
         if needs_source and not (self.stdout or self.file):
             raise ValueError(
                 f"fields {needs_source} need a source: add stdout: true or file: PATH "
-                f"(only the built-in metrics {list(BUILTIN_METRICS)} need none)"
+                f"(only the built-in metrics {list(BUILTIN_METRICS)} and the counters "
+                f"{list(COUNTERS)} need none)"
             )
         return self
 
@@ -193,6 +199,19 @@ class Stage(FileModel):
             if key in StageResources.model_fields:
                 data[key] = value
         return data
+
+    #: Counted by a backend while the stage runs (engine/counters.py), each one a metric.
+    counters: list[Literal[COUNTERS]] = Field(default_factory=list)  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _counted(self) -> Stage:
+        if self.counters and self.kind != "measure":
+            raise ValueError("counters: are counted on a measure stage only")
+        read = self.metrics_from.fields if self.metrics_from else []
+        uncounted = [name for name in read if name in COUNTERS and name not in self.counters]
+        if uncounted:
+            raise ValueError(f"fields {uncounted} are counters: add counters: {uncounted}")
+        return self
 
     @field_validator("env")
     @classmethod
@@ -334,6 +353,14 @@ class BenchmarkConfig(FileModel):
     constraints: list[str] = Field(default_factory=list)
     tune: TuneSettings = Field(default_factory=TuneSettings)
     manifest: dict[str, ManifestEntry] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _counter_noise(self) -> BenchmarkConfig:
+        """A counter's default noise band is the counters' (they are nearly deterministic)."""
+        for name, spec in self.metrics.items():
+            if name in COUNTERS and "noise_threshold" not in spec.model_fields_set:
+                spec.noise_threshold = COUNTER_NOISE_THRESHOLD
+        return self
 
     @model_validator(mode="after")
     def _plan_size(self) -> BenchmarkConfig:

@@ -271,7 +271,11 @@ class BenchSession:
             folder, [(folder / path).resolve() for path in plan.config.code], inputs
         )
         return collect_fingerprint(
-            code, plan.config.env_vars, exclude=[self.home, plan.path.resolve()], origin=folder
+            code,
+            plan.config.env_vars,
+            exclude=[self.home, plan.path.resolve()],
+            origin=folder,
+            counted=any(stage.counters for stage in plan.config.stages),
         )
 
     @pytest.hookimpl(tryfirst=True)

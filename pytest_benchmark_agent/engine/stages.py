@@ -36,8 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.engine.counters import Counting, counting
 from pytest_benchmark_agent.engine.isolation import Containment, StageScope
 from pytest_benchmark_agent.engine.metrics import file_lines
+from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import VramGuard, process_tree
 from pytest_benchmark_agent.guards.memory import MemoryGuard
@@ -159,6 +161,20 @@ class StageRun:
     peak_vram_mb: float | None = None
     #: What held the stage's processes (:data:`.isolation.CONTAINMENTS`).
     containment: str = "process-group"
+    #: A counted stage's counts (``counters:``), the backend that counted them, the built-in
+    #: metrics it distorted, its Python hash seed, and why the counts could not be read
+    #: (engine/counters.py).
+    counts: dict[str, int] = field(default_factory=dict)
+    counted_by: str | None = None
+    hash_seed: str | None = None
+    distorted: tuple[str, ...] = ()
+    count_error: str | None = None
+
+    def counts_or_error(self) -> dict[str, int]:
+        """The stage's counts; MetricError when a counted stage's counts could not be read."""
+        if self.count_error:
+            raise MetricError(self.count_error)
+        return self.counts
 
     def stdout(self) -> str:
         return self.stdout_log.text()
@@ -193,6 +209,15 @@ class StageRun:
             **logs,
             **({"guard_events": self.guard_events} if self.guard_events else {}),
             **({"gpus": self.gpus, "peak_vram_mb": self.peak_vram_mb} if self.gpus else {}),
+            **(
+                {
+                    "counted_by": self.counted_by,
+                    "distorted": list(self.distorted),
+                    "hash_seed": self.hash_seed,
+                }
+                if self.counted_by
+                else {}
+            ),
         }
 
 
@@ -211,6 +236,8 @@ def run_stage(
     gpus: Sequence[int] = (),
     vram_ceiling_mb: float = 0,
     containment: Containment | None = None,
+    counters: Sequence[str] = (),
+    block: int = 0,
 ) -> StageRun:
     """Run ``command`` to completion (or its timeout, or a guard kill) and report how it went.
 
@@ -221,15 +248,22 @@ def run_stage(
     called every ``progress_every_s`` while the stage runs. Any exception while waiting
     (KeyboardInterrupt included) stops the whole process group before it propagates, and
     ``containment`` (the session's) kills every other process the stage started when it ends,
-    so no stage outlives its trial.
+    so no stage outlives its trial. ``counters`` are counted by the backend the command then
+    runs under (:mod:`.counters`), read once the stage exited cleanly; Python's hash seed is
+    then the ``block``'s unless ``env`` sets it.
     """
+    count = counting(counters, log_dir)
+    if count:
+        env = count.environment(env, block)
     out, err = StageOutput(log_dir / "stdout.txt"), StageOutput(log_dir / "stderr.txt")
     scope = containment.stage() if containment is not None else StageScope("process-group", "")
     if scope.env:
         env = {**env, **scope.env}
     started, t0 = utc_now(), time.perf_counter()
     try:
-        pid, stdout_fd, stderr_fd = _spawn(command, cwd, env, scope.join)
+        pid, stdout_fd, stderr_fd = _spawn(
+            count.command(command) if count else command, cwd, env, scope.join
+        )
     except BaseException:
         scope.end()
         raise
@@ -266,6 +300,7 @@ def run_stage(
     events = [report.event.as_record()] if report.event else []
     if vram_report and vram_report.event:
         events.append(vram_report.event)
+    counts, count_error = _counted(count, status, timed_out or bool(events))
     return StageRun(
         stage=stage,
         command=command,
@@ -284,7 +319,28 @@ def run_stage(
         gpus=list(gpus),
         peak_vram_mb=vram_report.peak_vram_mb if vram_report else None,
         containment=scope.kind,
+        counts=counts,
+        counted_by=count.backend.label if count else None,
+        hash_seed=env.get("PYTHONHASHSEED") if count else None,
+        distorted=count.backend.distorts if count else (),
+        count_error=count_error,
     )
+
+
+def _counted(
+    count: Counting | None, status: int, stopped: bool
+) -> tuple[dict[str, int], str | None]:
+    """The counts of a stage that exited cleanly, or why they could not be read; a stage that
+    failed or was stopped leaves none (its trial fails on that, not on its counts)."""
+    if count is None:
+        return {}, None
+    if stopped or os.waitstatus_to_exitcode(status) != 0:
+        count.discard()
+        return {}, None
+    try:
+        return count.read(), None
+    except MetricError as exc:
+        return {}, str(exc)
 
 
 def _spawn(command: str, cwd: Path, env: Mapping[str, str], join: str) -> tuple[int, int, int]:

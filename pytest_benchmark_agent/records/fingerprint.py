@@ -6,7 +6,9 @@ imports (pynvml loads only through :mod:`.nvml`, ~20 ms). Its sections:
 
 - ``env``: Python version and implementation, OS, distribution, kernel, machine, CPU model,
   CPU count and CPUs available to the process, total memory, hostname; ``packages``: versions
-  of the packages the benchmark named; ``tool_packages``: this plugin and its dependencies.
+  of the packages the benchmark named; ``tool_packages``: this plugin and its dependencies;
+  ``counter_backend`` (only when a stage asks for ``counters:``): the backend and its version
+  (engine/counters.py), so counts of different backends are never compared.
 - ``code``: per declared code path (:func:`default_code`: the ``code:`` paths; else, in git,
   the benchmark's folder; else the stage files named in ``inputs:``; else nothing). In git, the
   commit, the tree hash of the path at that commit, whether its tracked files changed and a
@@ -29,9 +31,9 @@ code is about: neither blocking nor benign): every field of ``code`` and ``code_
 implementation; OS, distribution, machine, kernel major.minor; CPU model and counts; total
 memory by more than 10%; the benchmark's own packages; the accelerator's presence, device
 models, memory, driver and CUDA versions (benign when the benchmark uses no GPU); every
-declared variable; any field this module does not know. **Benign** (listed in the report):
-hostname, Python patch, kernel patch, this tool's own packages (stages are subprocesses; pytest
-or scipy do not time them), device UUIDs (another card of one model).
+declared variable; the counting backend; any field this module does not know. **Benign**
+(listed in the report): hostname, Python patch, kernel patch, this tool's own packages (stages
+are subprocesses; pytest or scipy do not time them), device UUIDs (another card of one model).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def collect_fingerprint(
     *,
     exclude: Iterable[Path] | None = None,
     origin: Path | None = None,
+    counted: bool = False,
 ) -> dict[str, Any]:
     """The fingerprint of this machine and of the code under test.
 
@@ -76,15 +79,20 @@ def collect_fingerprint(
     repository holding it names ``code_identity``. ``exclude`` lists folders and files that
     are not code even inside a code path or the repository; by default the data directory
     (``$BENCHMARK_HOME``, else ``./benchmark_data``), whose cache and runs change on every run.
-    A code path named itself is never excluded.
+    A code path named itself is never excluded. ``counted``: a stage counts (``counters:``).
     """
     if exclude is None:
         exclude = [Path(os.environ.get("BENCHMARK_HOME", "benchmark_data"))]
     skipped = [Path(folder).resolve() for folder in exclude]
     code = {str(path): _code(Path(path), skipped) for path in code_paths}
+    env = _env(packages or [])
+    if counted:
+        from pytest_benchmark_agent.engine.counters import fingerprint_label
+
+        env["counter_backend"] = fingerprint_label()
     return {
         "schema": SCHEMA,
-        "env": _env(packages or []),
+        "env": env,
         "code": code,
         "code_identity": _identity(Path(origin or "."), skipped, code),
         "accelerator": _accelerator(),
