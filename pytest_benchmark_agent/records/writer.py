@@ -237,9 +237,10 @@ def build_index_entry(
         "counts": dict(Counter(str(_mapping(t).get("status")) for t in trials)),
         "treatment_variable": results.get("treatment_variable"),
         "control": control,
-        "primary": {
+        "primary": {  # gate 2's ratio, the report's figure; the medians' where none was judged
             m: {
-                label: _mapping(row).get("ratio_to_control")
+                label: _mapping(_mapping(verdicts.get(m)).get(label)).get("ratio")
+                or _mapping(row).get("ratio_to_control")
                 for label, row in _mapping(summary.get(m)).items()
                 if label != control
             }

@@ -147,7 +147,7 @@ def _summary(
 ) -> list[str]:
     """The metric's table: descriptive figures per treatment and, for a comparison, the
     verdict, its ratio and interval (a guard's: only its bounds' verdict, no statistics)."""
-    compared = not run.one_configuration
+    compared = not run.one_configuration and bool(verdicts)  # a built-in is not judged
     if direction == "equal":
         head = ["treatment", "n", "values (count of each)"]
     elif guard:
