@@ -28,8 +28,9 @@ from pytest_benchmark_agent.engine import detach
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.run import new_run_id
 
-#: ``benchmark-agent plan`` exit code when the request is challenged (2 is a gate-1 error).
-EXIT_CHALLENGED = 3
+#: ``benchmark-agent plan`` exit code when the request is challenged: its own, outside pytest's
+#: 0-5, which plan passes on from its collection (2: gate 1; 3 would say pytest crashed).
+EXIT_CHALLENGED = 10
 
 
 def _own_options(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -116,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_id = new_run_id(config.name)
     run_dir = home / "runs" / run_id
     pid = detach.start(
-        run_dir, _pytest(files, home, ["--bench-run-id", run_id], pytest_args), Path.cwd()
+        run_dir, _pytest(files, home, ["--bench-run-id", run_id, "-s"], pytest_args), Path.cwd()
     )
     print(
         f"{run_id}: detached (pid {pid})\n"

@@ -58,6 +58,9 @@ class StageContext:
     isolation: HostIsolation
     hook: Any  # the pytest hook relay: stage start and progress are published through it
     progress_every_s: float = DEFAULT_PROGRESS_S
+    #: Shows a stage's output as it comes (pytest's ``-s``): called with the trial id (or
+    #: ``prep <stage>``), the stream's name and a chunk (b"" at the stream's end).
+    echo: Callable[[str, str, bytes], None] | None = None
     #: Signatures this process has already verified or built (skipped when helping others).
     settled: set[str] = field(default_factory=set)
     #: The environment every stage starts from: this process's, as the session began (copying
@@ -106,6 +109,8 @@ class PrepOutcome:
     artifacts: dict[str, Path] = field(default_factory=dict)  # own and every upstream artifact
     effective: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    #: The first trial whose failure shows ``error`` in full; later dependents name it.
+    shown_in: str | None = None
 
 
 def obtain_prep(
@@ -211,6 +216,7 @@ def _reuse_or_build(
                 mem_ceiling_mb=_ceiling(run, node.stage),
                 progress=progress,
                 progress_every_s=ctx.progress_every_s,
+                echo=ctx.echo and functools.partial(ctx.echo, f"prep {node.stage.name}"),
                 gpus=devices,
                 vram_ceiling_mb=vram_mb,
                 containment=ctx.containment,
@@ -290,9 +296,14 @@ def run_trial(
     record["host"] = host_id()
     failed = next((p for p in preps if p.error), None)
     if failed:
+        detail = failed.error or ""
+        if failed.shown_in is None:
+            failed.shown_in = record["id"]
+        else:  # its output once, not once per trial
+            first = detail.splitlines()[0] if detail else ""
+            detail = f"{first} (its output is shown once, under {failed.shown_in})"
         raise _not_passed(
-            record,
-            StageFailed(failed.node.stage.name, "(a prep) failed", detail=failed.error or ""),
+            record, StageFailed(failed.node.stage.name, "(a prep) failed", detail=detail)
         )
     folder = run.trial_dir(spec)
     scratch = folder / "out"
@@ -326,6 +337,7 @@ def run_trial(
                 mem_ceiling_mb=_ceiling(run, spec.stage),
                 progress=progress,
                 progress_every_s=ctx.progress_every_s,
+                echo=ctx.echo and functools.partial(ctx.echo, record["id"]),
                 gpus=devices,
                 vram_ceiling_mb=vram_mb,
                 containment=ctx.containment,

@@ -33,6 +33,7 @@ from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE, HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan
 from pytest_benchmark_agent.engine.preflight import check_gpu_budget, check_resources
 from pytest_benchmark_agent.engine.protocol import TrialProtocol
+from pytest_benchmark_agent.engine.stages import DEFAULT_PROGRESS_S
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
@@ -76,7 +77,8 @@ class BenchSession:
             CgroupMemory.of_self(),
             isolation,
             config.hook,
-            config.getoption("bench_progress_every"),
+            # the hook's interval (live line, heartbeat); the option paces the printed lines
+            min(config.getoption("bench_progress_every"), DEFAULT_PROGRESS_S),
         )
         config.add_cleanup(self.stage_context.containment.close)
         self.runs: list[BenchRun] = []

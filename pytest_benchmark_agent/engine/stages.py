@@ -13,8 +13,10 @@ its stdout and stderr (pipes), and the next memory-guard sample, timeout and pro
 a scheduler handoff per stage, which dominates short trials (docs/benchmark/PERFORMANCE.md).
 Output is kept in memory and written to ``stdout.txt`` / ``stderr.txt`` in the stage's log
 folder only when non-empty (a stage that prints nothing leaves no files); past
-``SPILL_BYTES`` it goes to the file as it arrives, and is read back as a stream of lines, so a
-chatty stage never fills memory.
+``SPILL_BYTES``, or once the stage has run ``LIVE_AFTER_S``, it goes to the file as it
+arrives (unbuffered, so ``tail -f`` and ``benchmark-agent status`` follow a long stage), and
+is read back as a stream of lines, so a chatty stage never fills memory. An ``echo`` (pytest's
+``-s``) gets every chunk as it is read, in the same loop.
 
 The shell raises its own ``oom_score_adj`` to 1000 before running the command, so every process
 of the stage inherits it and the kernel, if it ever acts before the guard, picks the stage and
@@ -52,10 +54,12 @@ _JOIN = 'if [ -n "$2" ]; then echo $$ > "$2" || exit 125; fi; '
 #: Seconds a stopped stage gets between SIGTERM and SIGKILL.
 STOP_GRACE_S = 2.0
 STDERR_TAIL_LINES = 20
-#: A stage running longer than this says so (stage, elapsed, peak memory) at this interval.
-DEFAULT_PROGRESS_S = 60.0
+#: How often a running stage's progress callback is called (the live line, the heartbeat).
+DEFAULT_PROGRESS_S = 1.0
 #: Output kept in memory up to this many bytes per stream; beyond, it streams to its file.
 SPILL_BYTES = 1 << 20
+#: A stage still running after this many seconds writes its output to its files as it comes.
+LIVE_AFTER_S = 1.0
 _READ_BYTES = 1 << 16
 #: How much of a stream's end its tail reads (the last lines of stderr, not all of it).
 _TAIL_BYTES = 1 << 16
@@ -70,14 +74,23 @@ class StageOutput:
     discarded, so the stage is still read to its end (it never blocks on a full pipe).
     """
 
-    def __init__(self, path: Path, spill_bytes: int = SPILL_BYTES):
+    def __init__(
+        self,
+        path: Path,
+        spill_bytes: int = SPILL_BYTES,
+        echo: Callable[[str, bytes], None] | None = None,
+    ):
         self.path = path
         self._spill = spill_bytes
         self._buffer = bytearray()
         self._file: Any = None
         self.error: OSError | None = None
+        #: Called with (stream name, chunk) for every chunk, and (name, b"") at the end.
+        self._echo = echo
 
     def write(self, chunk: bytes) -> None:
+        if self._echo is not None:
+            self._echo(self.path.stem, chunk)
         if self.error is not None:
             return
         if self._file is None:
@@ -87,8 +100,16 @@ class StageOutput:
         else:
             self._guarded(lambda: self._file.write(chunk))
 
+    def go_live(self) -> None:
+        """From now on every chunk goes to the file as it is read (the stage runs long)."""
+        self._spill = 0
+        if self._buffer and self._file is None and self.error is None:
+            self._guarded(self._spill_buffer)
+
     def close(self) -> None:
         """Write what is in memory (if anything) and close the file."""
+        if self._echo is not None:
+            self._echo(self.path.stem, b"")
         if self._file is None and self._buffer and self.error is None:
             self._guarded(self._spill_buffer)
         if self._file is not None:
@@ -136,7 +157,8 @@ class StageOutput:
             return handle.read(limit).decode(errors="replace")
 
     def _open(self) -> Any:
-        return open(open_creating(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
+        fd = open_creating(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        return open(fd, "wb", buffering=0)  # each read's chunk is on disk at once
 
 
 @dataclass
@@ -233,6 +255,7 @@ def run_stage(
     cgroup: CgroupMemory | None = None,
     progress: Callable[[float, float], None] | None = None,
     progress_every_s: float = DEFAULT_PROGRESS_S,
+    echo: Callable[[str, bytes], None] | None = None,
     gpus: Sequence[int] = (),
     vram_ceiling_mb: float = 0,
     containment: Containment | None = None,
@@ -245,7 +268,8 @@ def run_stage(
     ``cgroup`` (the one this process runs in, so the stage starts there too) against its limit;
     on ``gpus`` (NVML indices, already pinned in ``env``), the VRAM guard watches the tree's
     VRAM against ``vram_ceiling_mb`` (0: record only). ``progress(elapsed_s, peak_rss_mb)`` is
-    called every ``progress_every_s`` while the stage runs. Any exception while waiting
+    called every ``progress_every_s`` while the stage runs; ``echo(stream, chunk)`` sees its
+    output as it is read. Any exception while waiting
     (KeyboardInterrupt included) stops the whole process group before it propagates, and
     ``containment`` (the session's) kills every other process the stage started when it ends,
     so no stage outlives its trial. ``counters`` are counted by the backend the command then
@@ -255,7 +279,8 @@ def run_stage(
     count = counting(counters, log_dir)
     if count:
         env = count.environment(env, block)
-    out, err = StageOutput(log_dir / "stdout.txt"), StageOutput(log_dir / "stderr.txt")
+    out = StageOutput(log_dir / "stdout.txt", echo=echo)
+    err = StageOutput(log_dir / "stderr.txt", echo=echo)
     scope = containment.stage() if containment is not None else StageScope("process-group", "")
     if scope.env:
         env = {**env, **scope.env}
@@ -478,6 +503,7 @@ class _Waiter:
         """Block until the leader exits; returns whether its timeout stopped it."""
         next_sample = time.perf_counter()  # the first sample (of the leader alone) is due now
         next_tick = deadline = float("inf")
+        go_live = t0 + LIVE_AFTER_S
         if progress is not None:
             next_tick = t0 + progress_every_s
         if timeout_s:
@@ -492,10 +518,14 @@ class _Waiter:
                 if now >= deadline:
                     timed_out, deadline = True, float("inf")
                     _kill_leftovers(self.pid)
+                if now >= go_live:  # before the tick: what the live line shows is on disk
+                    go_live = float("inf")
+                    for output in self.outputs.values():
+                        output.go_live()
                 if now >= next_tick:
                     progress(now - t0, guard.peak_rss_mb)  # type: ignore[misc]
                     next_tick = now + progress_every_s
-                wake = min(next_sample, deadline, next_tick)
+                wake = min(next_sample, deadline, next_tick, go_live)
                 timeout_ms = None if wake == float("inf") else max(0, int((wake - now) * 1000) + 1)
                 for fd, _ in self.poller.poll(timeout_ms):
                     if fd == self.exit_fd:
