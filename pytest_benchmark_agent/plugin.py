@@ -42,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--bench-accept-risk",
         action="store_true",
-        default=False,
+        default=None,  # None: not given, so the ini option decides
         help="run even when declared resources fit with under 10%% headroom (recorded as a caveat)",
     )
     group.addoption(
@@ -83,7 +83,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--bench-isolation",
-        default="host",
+        default=None,
         choices=("host", "none"),
         help="host (default): a measure stage runs alone on its host, preps share "
         "it; none: no isolation (the run is QUALIFIED)",
@@ -99,9 +99,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--bench-progress-every",
         type=float,
-        default=60.0,
+        default=None,
         metavar="SECONDS",
-        help="a running stage reports its progress (elapsed, peak memory) this often (default 60)",
+        help="off a terminal, a running stage's progress line (elapsed, peak memory, ETA) "
+        "is printed and logged this often (default 30); on a terminal it redraws in place",
     )
     group.addoption(
         "--bench-set",
@@ -111,11 +112,73 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="override a declared param for this session (repeatable; the value "
         "is read as YAML, so 2000 is a number)",
     )
+    for name, help_text, kind in INI_OPTIONS:
+        parser.addini(name, help_text, type=kind, default=None)
+
+
+#: The ini options (``[tool.pytest.ini_options]`` or pytest.ini): one per ``--bench-*`` option
+#: that is a project setting; the command line wins. ``--bench-run-id``, ``--bench-round`` and
+#: ``--bench-tune`` name one session's run or action, so they have none.
+INI_OPTIONS = (
+    ("bench_home", "data directory for runs and the prep cache (relative: to the ini file)", None),
+    ("bench_accept_risk", "like --bench-accept-risk", "bool"),
+    ("bench_baseline", "like --bench-baseline REF", None),
+    ("bench_fail_on", "like --bench-fail-on: regression, unjudged or both", None),
+    ("bench_isolation", "like --bench-isolation: host (default) or none", None),
+    ("bench_progress_every", "like --bench-progress-every SECONDS (default 30)", None),
+    ("bench_set", "param overrides, one PARAM=VALUE a line (--bench-set wins)", "linelist"),
+)
+ISOLATIONS = ("host", "none")
+DEFAULT_PROGRESS_EVERY_S = 30.0
+
+
+def apply_ini(config: pytest.Config) -> None:
+    """Fill every ``--bench-*`` option not given on the command line from its ini option, then
+    from its default (idempotent: called before the first option is read)."""
+    option = config.option
+    if getattr(option, "_bench_ini_applied", False):
+        return
+    option._bench_ini_applied = True
+
+    def ini(name: str) -> Any:
+        value = config.getini(name)
+        return value.strip() if isinstance(value, str) else value
+
+    def bad(name: str, value: object, fix: str) -> pytest.UsageError:
+        where = config.inipath or "the ini file"
+        return pytest.UsageError(f"{where}: {name} = {value!r}: {fix}")
+
+    if option.bench_home is None and (home := ini("bench_home")):
+        base = config.inipath.parent if config.inipath else config.invocation_params.dir
+        option.bench_home = str((base / Path(home).expanduser()).resolve())
+    if option.bench_accept_risk is None:
+        option.bench_accept_risk = bool(ini("bench_accept_risk"))
+    if option.bench_baseline is None and (ref := ini("bench_baseline")):
+        option.bench_baseline = ref
+    if option.bench_fail_on is None and (words := ini("bench_fail_on")):
+        try:
+            option.bench_fail_on = _fail_on(words)
+        except argparse.ArgumentTypeError as error:
+            raise bad("bench_fail_on", words, str(error)) from None
+    if option.bench_isolation is None:
+        option.bench_isolation = ini("bench_isolation") or ISOLATIONS[0]
+        if option.bench_isolation not in ISOLATIONS:
+            raise bad("bench_isolation", option.bench_isolation, "give host or none")
+    if option.bench_progress_every is None:
+        every = ini("bench_progress_every")
+        try:
+            option.bench_progress_every = float(every) if every else DEFAULT_PROGRESS_EVERY_S
+        except ValueError:
+            raise bad("bench_progress_every", every, "give a number of seconds, e.g. 30") from None
+    option.bench_set = [*(ini("bench_set") or []), *option.bench_set]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--bench-tune``: run the tuner instead of a session; its exit code is pytest's."""
+    if not (config.getoption("bench") or config.getoption("bench_tune")):
+        return None  # a plain test session reads no ini option of ours
+    apply_ini(config)
     if not config.getoption("bench_tune"):
         return None
     from pytest_benchmark_agent.engine.session import default_home
@@ -125,14 +188,18 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "bench: a benchmark trial (every item of a benchmark file carries it)"
+    )
     if not config.getoption("bench"):
         return
+    apply_ini(config)
     from pytest_benchmark_agent.engine.collect import SESSION_KEY
     from pytest_benchmark_agent.engine.session import BenchSession, default_home
     from pytest_benchmark_agent.records.writer import RecordWriter
     from pytest_benchmark_agent.report.ci_summary import step_summary_writer
     from pytest_benchmark_agent.report.markdown import ReportWriter
-    from pytest_benchmark_agent.report.progress import HeartbeatWriter
+    from pytest_benchmark_agent.report.progress import HeartbeatWriter, StageEcho
 
     worker = getattr(config, "workerinput", None)  # set by pytest-xdist in its workers
     if worker is not None:
@@ -150,7 +217,10 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     config.stash[SESSION_KEY] = bench
     config.pluginmanager.register(bench, "benchmark_agent_session")
-    config.pluginmanager.register(HeartbeatWriter(config), "benchmark_agent_heartbeat")
+    progress = HeartbeatWriter(config)
+    config.pluginmanager.register(progress, "benchmark_agent_heartbeat")
+    if worker is None and config.getoption("capture") == "no":  # -s: stages' output live
+        bench.stage_context.echo = StageEcho(config, progress)
     if worker is None:  # under xdist the controller alone writes the records
         config.pluginmanager.register(RecordWriter(), "benchmark_agent_records")
         config.pluginmanager.register(ReportWriter(), "benchmark_agent_reports")
@@ -165,6 +235,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
         channel = WorkerChannel(bench, worker["workerid"], config.workeroutput)
         config.pluginmanager.register(channel, "benchmark_agent_channel")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``-k`` on trials matches whole words of their ids (:func:`.collect.select_by_keyword`)."""
+    if config.getoption("bench"):
+        from pytest_benchmark_agent.engine.collect import select_by_keyword
+
+        select_by_keyword(config, items)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:

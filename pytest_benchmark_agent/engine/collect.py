@@ -43,6 +43,7 @@ class BenchFile(pytest.File):
         plan = build_plan(config, self.path, points)
         caveat = bench.preflight(plan)
         run = bench.new_run(plan)
+        self.add_marker(pytest.mark.bench)  # on the file: every trial carries it, at no cost
         if caveat:
             run.caveats.append(f"preflight: {caveat}")
         for node in plan.preps.values():
@@ -90,6 +91,11 @@ class BenchItem(pytest.Function):
 
     def __init__(self, *, spec: TrialSpec, run: BenchRun, bench: BenchSession, **kwargs: Any):
         super().__init__(**kwargs)
+        # pytest 9.2 keys --lf/--ff by a structured id that parses "[...]" off a stored nodeid
+        # but not off a child's name: the id is reparsed so a trial matches its last failure.
+        node_id = getattr(self, "_id", None)
+        if hasattr(node_id, "parse"):
+            self._id = type(node_id).parse(self.nodeid)
         self.spec = spec
         self.run = run
         self.bench = bench
@@ -116,6 +122,61 @@ class BenchItem(pytest.Function):
         if isinstance(excinfo.value, BenchError):
             return redact.scrub_text(str(excinfo.value))  # the command and stderr may hold one
         return super().repr_failure(excinfo)
+
+
+def select_by_keyword(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``-k`` with trials among the items: inside a trial id's brackets a word matches a whole
+    token (the treatment as written, ``rep<k>``, ``seed<s>``, the variable), so ``-k 1``
+    picks treatment 1 and not ``rep1``; a word holding a bracket matches any part of the id, and
+    the file and stage names match on substrings as pytest's ``-k`` does. Every item is
+    selected here with pytest's own grammar and errors, then pytest's pass is turned off."""
+    expression = config.option.keyword.lstrip()
+    if not expression or not any(isinstance(item, BenchItem) for item in items):
+        return
+    # pytest's -k parser and matcher: no public API exposes them (pytest>=9.1,<10 pins them).
+    from _pytest.mark import KeywordMatcher, _parse_expression
+
+    compiled = _parse_expression(expression, "Wrong expression passed to '-k'")
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        matcher = (
+            _TrialWords(item) if isinstance(item, BenchItem) else KeywordMatcher.from_item(item)
+        )
+        (kept if compiled.evaluate(matcher) else dropped).append(item)
+    config.option.keyword = ""
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+class _TrialWords:
+    """What ``-k`` matches a trial on (see :func:`select_by_keyword`)."""
+
+    def __init__(self, item: BenchItem):
+        spec = item.spec
+        self.id = item.name.lower()
+        self.names = {item.name.partition("[")[0].lower()}
+        for node in item.listchain()[:-1]:  # as pytest: not the session, nor the root folder
+            root = isinstance(node, pytest.Directory) and isinstance(node.parent, pytest.Session)
+            if not (isinstance(node, pytest.Session) or root):
+                self.names.add(node.name.lower())
+        self.names.update(name.lower() for name in item.listextrakeywords())
+        self.names.update(mark.name.lower() for mark in item.iter_markers())
+        words = [spec.treatment_label, f"rep{spec.replicate}"]
+        if spec.seed is not None:
+            words.append(f"seed{spec.seed}")
+        if item.run.variable:
+            words.append(item.run.variable)
+        self.words = {word.lower() for word in words}
+
+    def __call__(self, subname: str, /, **kwargs: object) -> bool:
+        if kwargs:
+            raise pytest.UsageError("Keyword expressions do not support call parameters.")
+        word = subname.lower()
+        if "[" in word or "]" in word:
+            return word in self.id
+        return word in self.words or any(word in name for name in self.names)
 
 
 def _needs(names: tuple[str, ...]):

@@ -11,10 +11,15 @@ by a flusher thread (one per session, waking once a second while a run is live) 
 never more than about a second behind. A rewrite per trial cost more than a short trial itself
 (docs/benchmark/PERFORMANCE.md).
 
-A stage that runs long gets a progress line (stage, elapsed, peak memory) each time the engine
-calls ``pytest_bench_stage_progress`` (at least once a minute): in the terminal and appended to
-``progress.log``. At run start the plugin also records an accepted plan-time deviation as a
-caveat of the run (see ``planning.py``).
+The engine calls ``pytest_bench_stage_progress`` about once a second while a stage runs. On a
+terminal the progress line (stage, trial, elapsed, peak memory, trials done of total, an ETA
+from the finished trials) is drawn after pytest's dots and redrawn in place: the cursor is saved
+and restored around it and the line is erased before the next dot, so the dot line goes on
+unbroken. Off a terminal, and in ``progress.log``, a stage says so each time it has run another
+``--bench-progress-every`` seconds (30 by default). With ``-s`` (and in a detached run's log)
+:class:`StageEcho` shows each stage's output lines as they come, prefixed with the trial id.
+Terminal writes from inside a test go around pytest's capture. At run start the plugin also
+records an accepted plan-time deviation as a caveat of the run (see ``planning.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -39,6 +45,11 @@ if TYPE_CHECKING:
 HEARTBEAT = "heartbeat.json"
 BEAT_INTERVAL_S = 1.0
 PROGRESS_LOG = "progress.log"
+#: Off a terminal, the line's interval when ``--bench-progress-every`` is not set.
+DEFAULT_EVERY_S = 30.0
+#: Save the cursor, clear to the end of the line, restore it (VT100: every terminal pytest
+#: draws colours on).
+_SAVE, _CLEAR, _RESTORE = "\x1b7", "\x1b[K", "\x1b8"
 
 
 @dataclass
@@ -100,6 +111,13 @@ class _Live:
         self.by_host: dict[str, int] = {}
         self.last_write = 0.0
         self.pending = False  # a change not written yet (the flusher writes it)
+        self.lines = 0  # progress lines printed for the running stage
+
+    def eta_s(self, now: float) -> float | None:
+        """Seconds left, from the pace of the finished trials (None before the first)."""
+        if not self.done or self.run.state != "running":
+            return None
+        return (now - self.t0) / self.done * max(self.total - self.done, 0)
 
     def see_peak(self, value: float | None) -> None:
         if value is not None and (self.peak_rss_mb is None or value > self.peak_rss_mb):
@@ -129,6 +147,8 @@ class HeartbeatWriter:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
+        self._every = config.getoption("bench_progress_every", None) or DEFAULT_EVERY_S
+        self._drawn = False  # a live line is on the terminal after pytest's dots
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_bench_run_started(self, run: RunView) -> None:
@@ -157,6 +177,8 @@ class HeartbeatWriter:
         if live is None:
             return
         live.stage, live.trial_id, live.stage_t0 = stage, trial_id, time.monotonic()
+        live.lines = 0
+        self.erase()
         self._write(run, throttled=True)
 
     @pytest.hookimpl
@@ -170,20 +192,58 @@ class HeartbeatWriter:
         live.stage_t0 = time.monotonic() - elapsed_s
         live.see_peak(peak_rss_mb)
         where = f"stage {stage}" + (f" ({trial_id})" if trial_id else " (prep)")
+        eta = live.eta_s(time.monotonic())
         line = (
             f"[benchmark] {run.name}: {where} running for {duration(elapsed_s)}, "
             f"peak {peak_rss_mb:.1f} MB, trials {live.done}/{live.total}"
+            + (f", ETA {duration(eta)}" if eta is not None else "")
         )
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            # The reporter ends a "file.yaml ..." line it started; -q's row of dots it does
-            # not track, so a line still open after that is ended here.
-            reporter.ensure_newline()
-            if self._config.get_terminal_writer().width_of_current_line:
-                reporter.write("\n")
-            reporter.write_line(line)
-        append_line(run.dir / PROGRESS_LOG, f"{utc_now()} {line}")
+        tty = reporter is not None and reporter.isatty()
+        if tty:  # short: it shares the line with pytest's dots
+            running = trial_id or f"prep {stage}"
+            self._draw(
+                f"trial {min(live.done + 1, live.total)}/{live.total} {running} "
+                f"{duration(elapsed_s)}, peak {peak_rss_mb:.0f} MB"
+                + (f", ETA {duration(eta)}" if eta is not None else "")
+            )
+        if elapsed_s >= self._every * (live.lines + 1):
+            live.lines = int(elapsed_s // self._every)
+            if reporter is not None and not tty:
+                with self._uncaptured():
+                    end_line(self._config)
+                    reporter.write_line(line)
+            append_line(run.dir / PROGRESS_LOG, f"{utc_now()} {line}")
         self._write(run)
+
+    def _draw(self, line: str) -> None:
+        """Draw ``line`` after what the terminal's current line holds, the cursor left where
+        pytest's next dot goes; too little room left on the line: nothing is drawn."""
+        writer = self._config.get_terminal_writer()
+        room = writer.fullwidth - writer.width_of_current_line - 2
+        if room < 16:
+            return self.erase()
+        with self._uncaptured():
+            sys.stdout.write(f"{_SAVE} {line[:room]}{_CLEAR}{_RESTORE}")
+            sys.stdout.flush()
+        self._drawn = True
+        return None
+
+    def erase(self) -> None:
+        """Take the live line off the terminal (the cursor sits where it began)."""
+        if self._drawn:
+            self._drawn = False
+            with self._uncaptured():
+                sys.stdout.write(_CLEAR)
+                sys.stdout.flush()
+
+    def _uncaptured(self) -> contextlib.AbstractContextManager[None]:
+        return uncaptured(self._config)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Before pytest writes a trial's dot, the live line goes."""
+        self.erase()
 
     @pytest.hookimpl
     def pytest_bench_trial_finished(self, trial: dict[str, Any], run: RunView) -> None:
@@ -193,6 +253,7 @@ class HeartbeatWriter:
         live.see_peak(trial.get("peak_rss_mb"))
         live.stage = live.trial_id = live.stage_t0 = None
         live.done += trial["status"] != "not_run"
+        self.erase()
         if trial["status"] != "not_run" and trial.get("host"):
             live.by_host[trial["host"]] = live.by_host.get(trial["host"], 0) + 1
         self._write(run, throttled=True)
@@ -233,8 +294,7 @@ class HeartbeatWriter:
         now = time.monotonic()
         live.last_write, live.pending = now, False
         done, elapsed = live.done, now - live.t0
-        remaining = max(live.total - done, 0)
-        eta = elapsed / done * remaining if done and run.state == "running" else None
+        eta = live.eta_s(now)
         beat = Beat(
             run_id=run.run_id,
             name=run.name,
@@ -254,6 +314,56 @@ class HeartbeatWriter:
             hosts=dict(live.by_host) if len(live.by_host) > 1 else None,
         )
         _replace(run.dir / HEARTBEAT, json.dumps(asdict(beat), indent=1))
+
+
+class StageEcho:
+    """``-s``: each stage's output, a line at a time as it comes, prefixed with its trial id
+    (``[measure[mode=a-rep0]] ...``; stderr's lines ``[... stderr] ...``). A line still open
+    when its stream ends is shown then."""
+
+    def __init__(self, config: pytest.Config, progress: HeartbeatWriter):
+        self._config = config
+        self._progress = progress
+        self._open: dict[tuple[str, str], bytes] = {}
+
+    def __call__(self, label: str, stream: str, chunk: bytes) -> None:
+        key = (label, stream)
+        held = self._open.pop(key, b"") + chunk
+        if chunk:
+            held, _, rest = held.rpartition(b"\n")
+            if rest:
+                self._open[key] = rest
+        if not held:
+            return
+        tag = f"[{label}]" if stream == "stdout" else f"[{label} {stream}]"
+        text = held.decode(errors="replace").splitlines()
+        reporter = self._config.pluginmanager.get_plugin("terminalreporter")
+        self._progress.erase()
+        with uncaptured(self._config):
+            if reporter is None:
+                sys.stdout.write("".join(f"{tag} {line}\n" for line in text))
+                sys.stdout.flush()
+                return
+            end_line(self._config)
+            for line in text:
+                reporter.write_line(f"{tag} {line}")
+
+
+def uncaptured(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
+    """Writes from inside a test that reach the terminal, not the test's captured output."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    return capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
+
+
+def end_line(config: pytest.Config) -> None:
+    """End a line of pytest's dots still open, so a line of ours starts on its own."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        # The reporter ends a "file.yaml ..." line it started; -q's row of dots it does not
+        # track, so a line still open after that is ended here.
+        reporter.ensure_newline()
+        if config.get_terminal_writer().width_of_current_line:
+            reporter.write("\n")
 
 
 def _replace(path: Path, text: str) -> None:
