@@ -80,8 +80,14 @@ def test_domain_stages_run_as_cached_command_stages(project: BenchProject) -> No
     assert result.ret == 0, result.stdout.str()
     assert result.stdout.str().count("SETUP    S bench_prep_build_") == 1
     record = project.results()
-    assert [t["metrics"]["score"] for t in record["trials"]] == [7.0, 8.0, 7.0, 8.0]
-    assert record["trials"][1]["effective"] == {"mode": "bb"}
+    by_treatment = {(t["treatment"], t["replicate"]): t for t in record["trials"]}
+    assert [by_treatment[(m, r)]["metrics"]["score"] for r in (0, 1) for m in ("a", "bb")] == [
+        7.0,
+        8.0,
+        7.0,
+        8.0,
+    ]
+    assert by_treatment[("bb", 0)]["effective"] == {"mode": "bb"}
     assert builds(project) == 1
     assert project.run().ret == 0
     assert builds(project) == 1  # the next session reuses the cached prep

