@@ -31,6 +31,7 @@ from pytest_benchmark_agent.records.writer import (
     load_results,
     skip_unreadable,
 )
+from pytest_benchmark_agent.stats.comparability import is_guarded
 from pytest_benchmark_agent.stats.describe import values_text
 
 _MEANS = {
@@ -161,9 +162,7 @@ def skeptical_outline(record: dict[str, Any], view: RecordView) -> list[str]:
         + (", ".join(f"{s} {n}" for s, n in sorted(bad.items())) or "none")
         + "."
     )
-    guards = [
-        m for m, s in specs.items() if s.guard or s.floor is not None or s.ceiling is not None
-    ]
+    guards = [m for m, s in specs.items() if is_guarded(s)]
     for metric in guards:
         said = ", ".join(f"{t} {v.get('verdict')}" for t, v in (verdicts.get(metric) or {}).items())
         none = (

@@ -65,6 +65,7 @@ from pytest_benchmark_agent.stats.comparability import (
     Verdict,
     guard_failures,
     ignored_caveats,
+    is_guarded,
     refusal,
     usable,
 )
@@ -369,11 +370,7 @@ def _refusals(
         if spec.direction == "equal" and len(set(finite[metric][control])) > 1:
             whose = "the control's own values" if others else "its values"
             caveats.append(f"{metric}: {whose} are not all identical")
-    guards = [
-        metric
-        for metric, spec in specs.items()
-        if spec.guard or spec.floor is not None or spec.ceiling is not None
-    ]
+    guards = [metric for metric, spec in specs.items() if is_guarded(spec)]
     findings: list[str] = []
     for label in [control, *others]:
         who = f"control {label}" if label == control and others else label
@@ -431,7 +428,7 @@ def host_conflicts(
                     verdict, verdict="not_comparable", reason=reason, refused=Refusal.FINDING
                 )
                 refusals.append(f"{metric} [{treatment}]: not comparable: {reason}")
-                if spec.guard or spec.floor is not None or spec.ceiling is not None:
+                if is_guarded(spec):
                     split_guards.setdefault(treatment, []).append(metric)
                 continue
             threshold = spec.noise_threshold

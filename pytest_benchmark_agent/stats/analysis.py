@@ -50,6 +50,7 @@ from pytest_benchmark_agent.stats.comparability import (
     Verdict,
     guard_failures,
     ignored_caveats,
+    is_guarded,
     refusal,
     usable,
 )
@@ -802,9 +803,7 @@ def _apply_guards(
 ) -> None:
     """A treatment failing a guard cannot be called improved on a primary metric; each failure
     is a caveat of the run and, for a treatment other than the control, a finding about it."""
-    guards = [
-        m for m, s in specs.items() if s.guard or s.floor is not None or s.ceiling is not None
-    ]
+    guards = [m for m, s in specs.items() if is_guarded(s)]
     for treatment in [control, *others]:
         failures: list[str] = []
         for metric in guards:

@@ -97,6 +97,12 @@ class Verdict:
         }
 
 
+def is_guarded(spec: MetricRule) -> bool:
+    """Whether a metric guards the comparison: ``guard: true``, a ``floor`` or a ``ceiling``
+    (a treatment failing it cannot be called improved on a primary metric)."""
+    return spec.guard or spec.floor is not None or spec.ceiling is not None
+
+
 def usable(spec: MetricRule, value: Any) -> Sample | None:
     """The value of a trial record that a comparison of ``spec``'s metric uses, or None when it
     is ignored. ``equal`` metrics keep an int (of any size) or a str exactly as recorded, and a

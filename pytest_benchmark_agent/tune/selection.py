@@ -18,7 +18,7 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
 from pytest_benchmark_agent.judge.observations import measure_stages, observations
 from pytest_benchmark_agent.stats import analysis
-from pytest_benchmark_agent.stats.comparability import Verdict
+from pytest_benchmark_agent.stats.comparability import Verdict, is_guarded
 from pytest_benchmark_agent.stats.describe import describe
 from pytest_benchmark_agent.tune.space import Point, SearchSpace
 
@@ -61,9 +61,7 @@ def metric_specs(config: BenchmarkConfig, space: SearchSpace) -> dict[str, Any]:
         )
     }
     for name, spec in config.metrics.items():
-        if name != space.objective and (
-            spec.guard or spec.floor is not None or spec.ceiling is not None
-        ):
+        if name != space.objective and is_guarded(spec):
             specs[name] = spec
     return specs
 
