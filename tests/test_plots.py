@@ -4,7 +4,9 @@ and the SVG that report.html inlines."""
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -206,3 +208,11 @@ def test_the_svg_for_the_html_report_is_an_element_that_fetches_nothing(tmp_path
     assert "<!DOCTYPE" not in svg["wall_s"] and "<metadata" not in svg["wall_s"]
     assert 'href="http' not in svg["wall_s"] and "<script" not in svg["wall_s"]
     assert "wall_s (s)" in svg["wall_s"]  # its labels are text a browser draws
+
+
+def test_matplotlib_is_a_plain_dependency_so_the_plain_install_draws() -> None:
+    text = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    dependencies = re.search(r"(?ms)^dependencies = \[(.*?)^\]", text)
+    assert dependencies and '"matplotlib>=' in dependencies.group(1)
+    assert not re.search(r"(?m)^plots = ", text)  # no extra to know of
+    assert "[plots]" not in NO_MATPLOTLIB
