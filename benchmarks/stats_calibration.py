@@ -22,10 +22,12 @@ Rules: ours (pytest_benchmark_agent.stats.analysis.analyze_run), plain Mann-Whit
     python benchmarks/stats_calibration.py --counters --counter-blocks 40 --experiments 1000
 
 Counter arms (``--counters``): the same workload (50,000 iterations) with +0.5%, +1% and +2%
-of its instructions, each block running every arm twice, once plain (wall and CPU time) and
-once under the counting backend (engine/counters.py: instructions, and its run-time overhead);
-A/A and power for n = 3, 5, 10 by ours and by a bare 95% t interval beyond the noise band
-(no test: what a rule without the exact test's 2 / 2^n floor could do at n = 3).
+of its instructions; 6 x ``--counter-blocks`` blocks of plain runs (wall and CPU time), then
+``--counter-blocks`` blocks under the counting backend (engine/counters.py: instructions and
+the counted run time; one hash seed per block, as the engine sets it). A/A and power for
+n = 3, 5, 7 (the default) and 10, blocks drawn with replacement where n exceeds those
+collected, by ours and by a bare 95% t interval beyond the noise band (no test: what a rule
+without the exact test's 2 / 2^n floor could do at n = 3).
 """
 
 from __future__ import annotations
@@ -581,7 +583,7 @@ def evaluate_counters(pool: dict[str, dict], args: argparse.Namespace) -> list[l
             "ours": _ours_at(band),
             "t interval only": lambda c, t, band=band: rule_interval(c, t, band),
         }
-        for n in (3, 5, 10):
+        for n in (3, 5, 7, 10):
             plan = [
                 np.sort(rng.choice(total, n, replace=n > total)) for _ in range(args.experiments)
             ]
