@@ -23,7 +23,7 @@ from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import BenchPlan, TrialSpec
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.safetext import NAME_MAX
-from pytest_benchmark_agent.records.trial import TrialRecord
+from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
 
 #: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.

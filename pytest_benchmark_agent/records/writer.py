@@ -41,7 +41,7 @@ from pytest_benchmark_agent.records.fsutil import (
 )
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
 from pytest_benchmark_agent.records.safetext import md
-from pytest_benchmark_agent.records.trial import TrialRecord, TrialRecordError
+from pytest_benchmark_agent.records.schema import PrepEvent, RecordShapeError, TrialRecord
 from pytest_benchmark_agent.records.views import RunView, thaw
 from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
 
@@ -285,9 +285,9 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
         try:
             trial = json.loads(line)
             TrialRecord.from_dict(trial)
-        except (ValueError, TrialRecordError) as problem:
+        except (ValueError, RecordShapeError) as problem:
             if number < len(lines) or data.endswith(b"\n"):  # not a torn last line
-                why = problem if isinstance(problem, TrialRecordError) else "not JSON"
+                why = problem if isinstance(problem, RecordShapeError) else "not JSON"
                 skip_unreadable(f"{journal}: line {number} is not a trial record ({why}); left out")
             continue
         trials.append(trial)
@@ -311,9 +311,17 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     for number, trial in enumerate(trials, 1):
         try:
             TrialRecord.from_dict(trial)
-        except TrialRecordError as problem:
+        except RecordShapeError as problem:
             where = f"trial {number} ({trial.get('id')!r})"
             raise UnreadableRecord(path, f"{where}: {problem}") from None
+    preps = results.get("preps") or []
+    if not isinstance(preps, list):
+        raise UnreadableRecord(path, "its preps are not a list of prep events")
+    for number, event in enumerate(preps, 1):
+        try:
+            PrepEvent.from_dict(event)
+        except RecordShapeError as problem:
+            raise UnreadableRecord(path, f"prep event {number}: {problem}") from None
     known = {(t.get("id"), t.get("started")) for t in trials}
     for trial in read_journal(run_dir):
         if (trial["id"], trial.get("started")) not in known:

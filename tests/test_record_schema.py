@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchmark_agent.records.trial import TrialRecord, TrialRecordError
+from pytest_benchmark_agent.records.schema import PrepEvent, RecordShapeError, TrialRecord
 from pytest_benchmark_agent.records.writer import (
     UnreadableRecord,
     UnreadableRecordWarning,
@@ -60,7 +60,7 @@ def test_a_record_reads_back_as_written_unknown_fields_kept() -> None:
     ],
 )
 def test_a_record_of_the_wrong_shape_names_its_field(change, field, problem) -> None:
-    with pytest.raises(TrialRecordError, match=problem) as caught:
+    with pytest.raises(RecordShapeError, match=problem) as caught:
         TrialRecord.from_dict({**TRIAL, **change})
     assert caught.value.field == field
     assert "FORMAT.md" in str(caught.value)
@@ -82,4 +82,28 @@ def test_a_snapshot_holding_a_trial_of_the_wrong_shape_is_unreadable(tmp_path: P
         "schema_version: 1\ntrials:\n- id: t\n  treatment: a\n  replicate: 0\n  status: passed\n"
     )
     with pytest.raises(UnreadableRecord, match=r"trial 1 \('t'\): trial field `stage`: missing"):
+        load_results(tmp_path)
+
+
+PREP = {
+    "stage": "build",
+    "signature": "ab" * 32,
+    "binding": "build(size=3)",
+    "action": "built",
+    "folder": "/home/cache/abab",
+    "wall_s": 0.5,
+}
+
+
+def test_a_prep_event_reads_back_as_written() -> None:
+    event = PrepEvent.from_dict(PREP)
+    assert event.action == "built" and event.extra == {"wall_s": 0.5}
+    assert event.to_dict() == PREP
+
+
+def test_a_snapshot_holding_a_prep_event_of_the_wrong_shape_is_unreadable(tmp_path: Path) -> None:
+    (tmp_path / "results.yaml").write_text(
+        "schema_version: 1\ntrials: []\npreps:\n- stage: build\n  signature: ab\n  action: cooked\n"
+    )
+    with pytest.raises(UnreadableRecord, match=r"prep event 1: prep field `action`: 'cooked'"):
         load_results(tmp_path)

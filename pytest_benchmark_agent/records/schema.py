@@ -1,0 +1,178 @@
+"""The record types docs/benchmark/FORMAT.md defines (a trial, a prep event), checked where a
+record is read back, in one place.
+
+The engine still fills a record's fields as the stage runs (a plain mapping that the journal and
+``results.yaml`` write as is); what reads one back (the journal, a snapshot, an import) goes
+through ``from_dict``, so a record of the wrong shape is refused naming the field, instead of
+failing later, deep in gate 2 or a report, as a ``KeyError``. Fields this version does not know
+(a newer writer's, a plugin's) are kept as they are, in ``extra``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = (
+    "passed",
+    "failed",
+    "guard:memory",
+    "guard:vram",
+    "not_comparable",
+    "interrupted",
+    "not_run",
+)
+
+
+PREP_ACTIONS = ("built", "reused", "failed")
+
+
+class RecordShapeError(ValueError):
+    """A record of the wrong shape: names the field and what is wrong with it."""
+
+    def __init__(self, field_name: str, problem: str, what: str = "trial") -> None:
+        super().__init__(f"{what} field `{field_name}`: {problem} (docs/benchmark/FORMAT.md)")
+        self.field = field_name
+
+
+def _check(data: Any, shape: tuple[tuple[str, tuple[type, ...], bool], ...], what: str) -> None:
+    """Raise :class:`RecordShapeError` for the first field of ``data`` that breaks ``shape``."""
+    if not isinstance(data, Mapping):
+        raise RecordShapeError("(record)", f"a {type(data).__name__}, not a mapping", what)
+    for name, kinds, required in shape:
+        value = data.get(name)
+        if value is None:
+            if required:
+                raise RecordShapeError(name, "missing", what)
+            continue
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise RecordShapeError(name, f"{value!r} is not {_KIND_NAMES[kinds]}", what)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial, as ``trials:`` of ``results.yaml`` and each line of ``trials.jsonl`` hold it."""
+
+    id: str
+    treatment: str
+    replicate: int
+    status: str
+    stage: str
+    seed: int | None = None
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    started: str | None = None
+    ended: str | None = None
+    peak_rss_mb: float | None = None
+    reason: str | None = None
+    position: int | None = None
+    host: str | None = None
+    #: Every other field (command, logs, effective, guard events, ...), as written.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TrialRecord:
+        """The record ``data`` holds; :class:`RecordShapeError` naming the first bad field."""
+        _check(data, _TRIAL_SHAPE, "trial")
+        if data["status"] not in STATUSES:
+            raise RecordShapeError("status", f"{data['status']!r} is none of {', '.join(STATUSES)}")
+        known = {name for name in cls.__dataclass_fields__ if name != "extra"}
+        return cls(
+            **{name: data.get(name) for name in known if name in data},
+            extra={key: value for key, value in data.items() if key not in known},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as written: the fixed fields in FORMAT.md's order, then the others."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "treatment": self.treatment,
+            "replicate": self.replicate,
+            "seed": self.seed,
+            "position": self.position,
+            "status": self.status,
+            "metrics": dict(self.metrics),
+            "started": self.started,
+            "ended": self.ended,
+            "peak_rss_mb": self.peak_rss_mb,
+            "stage": self.stage,
+        }
+        for name in ("reason", "host"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class PrepEvent:
+    """What happened to one prep in a run (``preps:`` of ``results.yaml``): built, reused or
+    failed, with its signature and cache folder; a built one carries its stage's fields too."""
+
+    stage: str
+    signature: str
+    action: str
+    binding: str | None = None
+    folder: str | None = None
+    reason: str | None = None
+    rebuild_reason: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> PrepEvent:
+        """The event ``data`` holds; :class:`RecordShapeError` naming the first bad field."""
+        _check(data, _PREP_SHAPE, "prep")
+        if data["action"] not in PREP_ACTIONS:
+            raise RecordShapeError(
+                "action", f"{data['action']!r} is none of {', '.join(PREP_ACTIONS)}", "prep"
+            )
+        known = {name for name in cls.__dataclass_fields__ if name != "extra"}
+        return cls(
+            **{name: data.get(name) for name in known if name in data},
+            extra={key: value for key, value in data.items() if key not in known},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as written: its named fields (those set), then the others."""
+        out: dict[str, Any] = {"stage": self.stage, "signature": self.signature}
+        for name in ("binding", "action", "folder", "reason", "rebuild_reason"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        out.update(self.extra)
+        return out
+
+
+#: (field, accepted types, required) checked by :meth:`TrialRecord.from_dict`.
+_TRIAL_SHAPE: tuple[tuple[str, tuple[type, ...], bool], ...] = (
+    ("id", (str,), True),
+    ("treatment", (str,), True),
+    ("replicate", (int,), True),
+    ("status", (str,), True),
+    ("stage", (str,), True),
+    ("seed", (int,), False),
+    ("metrics", (Mapping,), False),
+    ("started", (str,), False),
+    ("ended", (str,), False),
+    ("peak_rss_mb", (int, float), False),
+    ("reason", (str,), False),
+    ("position", (int,), False),
+    ("host", (str,), False),
+)
+#: The same for :meth:`PrepEvent.from_dict`.
+_PREP_SHAPE: tuple[tuple[str, tuple[type, ...], bool], ...] = (
+    ("stage", (str,), True),
+    ("signature", (str,), True),
+    ("action", (str,), True),
+    ("binding", (str,), False),
+    ("folder", (str,), False),
+    ("reason", (str,), False),
+    ("rebuild_reason", (str,), False),
+)
+_KIND_NAMES = {
+    (str,): "a string",
+    (int,): "an integer",
+    (Mapping,): "a mapping",
+    (int, float): "a number",
+}
