@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from benchhelpers import BenchProject
 
 from pytest_benchmark_agent.config import gate1
 from pytest_benchmark_agent.config.models import COUNTER_NOISE_THRESHOLD, BenchmarkConfig
@@ -24,7 +25,6 @@ from pytest_benchmark_agent.engine import counters
 from pytest_benchmark_agent.engine.stages import run_stage
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.fingerprint import compare_fingerprints
-from tests.benchhelpers import BenchProject
 
 needs_valgrind = pytest.mark.skipif(
     counters.backend() is None or counters.backend().name != "cachegrind",
