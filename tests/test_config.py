@@ -198,7 +198,7 @@ def test_an_unknown_key_lists_the_keys_of_the_model_it_is_in(tmp_path: Path) -> 
     text = problems(write(tmp_path, simple_bench(manifest={"budget": {"why": "w", "bogus": 1}})))
     assert (
         "manifest.budget.bogus: is not a known key. Fix: accepted keys here: default, "
-        "must_match, secret, why." in text
+        "example, must_match, secret, why." in text
     )
 
 
