@@ -110,6 +110,73 @@ def test_a_number_spelled_otherwise_warns_with_both_spellings(tmp_path: Path) ->
         assert load_config(_bench_file(tmp_path, '[3.9, "3.10"]')).treatments == [3.9, "3.10"]
 
 
+def test_a_param_yaml_retypes_is_a_gate1_warning_in_a_real_session(project: BenchProject) -> None:
+    """Params warn as treatments do, for every coercion (none is refused): the file, the
+    field, the value as typed and as read, and the fix; the session runs with the value read."""
+    project.write(
+        "bench.yaml",
+        """\
+        name: typed
+        params: {mode: a, version: 3.10, zip: no, big: 1.0e+3, light: on, sizes: [1, 010],
+                 kept: "3.10"}
+        treatment_variable: mode
+        treatments: [a, b]
+        stages:
+          - name: m
+            kind: measure
+            cmd: "echo score=1; echo {mode} {version} {zip} {big} {light} {sizes} {kept}"
+            metrics_from: {stdout: true, fields: [score]}
+        metrics: {score: {direction: higher, primary: true}}
+        """,
+    )
+    with pytest.warns(RetypedValueWarning) as caught:
+        load_config(project.path / "bench.yaml")
+    said = [str(w.message) for w in caught]
+    path = project.path / "bench.yaml"
+    assert [line.split(" (quote it")[0] for line in said] == [
+        f"{path}: params.version is typed 3.10 and YAML reads it as 3.1; it runs as 3.1",
+        f"{path}: params.zip is typed no and YAML reads it as false; it runs as false",
+        f"{path}: params.big is typed 1.0e+3 and YAML reads it as 1000.0; it runs as 1000.0",
+        f"{path}: params.light is typed on and YAML reads it as true; it runs as true",
+        f"{path}: params.sizes[1] is typed 010 and YAML reads it as 8; it runs as 8",
+    ]
+    assert "(quote it to keep it as written: '3.10'; see docs/benchmark/FORMAT.md)" in said[0]
+
+    result = project.run("-rw")
+    assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
+    assert "RetypedValueWarning" in out and "params.light is typed on" in out
+    assert not any("params.kept" in line for line in said)  # quoted: read as written
+    stdout = Path(project.results()["trials"][0]["stdout"]).read_text()
+    assert stdout.splitlines()[1] == "a 3.1 false 1000.0 true [1, 8] 3.10"  # as read
+
+
+def test_a_param_word_yaml_reads_as_a_boolean_warns(tmp_path: Path) -> None:
+    path = tmp_path / "bench.yaml"
+    path.write_text(
+        _bench_file(tmp_path, "[3.9, 4.0]")
+        .read_text()
+        .replace("params: {version: 3.9}", "params: {version: 3.9, compress: no}")
+    )
+    with pytest.warns(RetypedValueWarning, match=r"params.compress is typed no and YAML reads"):
+        config = load_config(path)
+    assert config.params["compress"] is False
+
+
+def test_the_plugin_and_the_docs_name_the_skill_as_claude_code_shows_it() -> None:
+    for manifest in ("plugin.json", "marketplace.json"):
+        text = (ROOT / ".claude-plugin" / manifest).read_text()
+        assert "/benchmark-agent:benchmark skill" in text, manifest
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.md", "*.json"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()
+    bare = re.compile(r"(?<![\w/.-])/benchmark(?![\w/:.-])")  # not docs/benchmark, not :benchmark
+    assert tracked
+    for name in tracked:
+        text = (ROOT / name).read_text(errors="replace")
+        assert not bare.search(text), name
+
+
 def test_clean_removes_old_scratch_folders_and_keeps_records_and_reliable_runs(
     project: BenchProject, capsys: pytest.CaptureFixture[str]
 ) -> None:
