@@ -5,13 +5,17 @@ content hash of every artifact. An entry is reused only when its manifest verifi
 artifact present with the recorded hash); otherwise it is rebuilt: a corrupted cache is never
 used. Building happens under a per-signature lock (an flock, so a crashed builder releases it),
 so concurrent sessions and xdist workers build each signature once and the others reuse it.
+Each reuse touches the manifest, so its modification time is the entry's last use: what
+``benchmark-agent clean`` ages and orders entries by (``cli/clean.py``).
 A signature never holds a secret param in clear: the plan keys it with an HMAC under the data
 home's own random key (``records/redact.py``), and the manifest is written redacted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +63,8 @@ class PrepCache:
         return acquire_lock(self.root / f".{signature}.lock", wait=wait)
 
     def verify(self, node: PrepNode) -> tuple[CacheEntry | None, str]:
-        """The entry when its manifest matches its content, else ``(None, why not)``."""
+        """The entry when its manifest matches its content, else ``(None, why not)``; a
+        verified entry's manifest gets the time of this use as its modification time."""
         folder = self.folder(node.signature)
         manifest_path = folder / MANIFEST
         if not manifest_path.is_file():
@@ -79,6 +84,8 @@ class PrepCache:
                 return None, f"artifact '{name}' is missing"
             if content_hash(path) != recorded["sha256"]:
                 return None, f"artifact '{name}' does not match its recorded hash (corrupted)"
+        with contextlib.suppress(OSError):  # the last use, which `clean` removes by (LRU)
+            os.utime(manifest_path)
         return CacheEntry(node.signature, folder, paths, _effective(node, manifest), hit=True), ""
 
     def prepare(self, node: PrepNode) -> tuple[Path, Path]:
