@@ -22,13 +22,17 @@ class ConfigError(BenchError):
         super().__init__(self.render())
 
     def render(self) -> str:
+        """The problems, one a line, every known secret and URL userinfo scrubbed (the
+        message goes to the terminal, and a value it quotes may be one)."""
+        from pytest_benchmark_agent.records.redact import scrub_text
+
         lines = [f"{self.path}: {len(self.problems)} problem(s) in the benchmark file"]
         for field, message, fix in self.problems:
             text = f"  - {field}: {message}" if field else f"  - {message}"
             if fix:
                 text += f" Fix: {fix}"
             lines.append(text)
-        return "\n".join(lines)
+        return scrub_text("\n".join(lines))
 
 
 class StageFailed(BenchError):

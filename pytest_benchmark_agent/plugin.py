@@ -331,7 +331,9 @@ def _parse_overrides(config: pytest.Config) -> dict[str, Any]:
                 f"--bench-set {item!r}: expected PARAM=VALUE, e.g. --bench-set corpus.n_docs=2000"
             )
         try:
-            overrides[name.strip()] = parse_value(value)
-        except ValueError as error:
-            raise pytest.UsageError(f"--bench-set {name.strip()}: {error}") from None
+            overrides[name.strip()] = parse_value(value, name.strip())
+        except ValueError as error:  # printed to the terminal: no secret in it
+            from pytest_benchmark_agent.records.redact import scrub_text
+
+            raise pytest.UsageError(scrub_text(f"--bench-set {name.strip()}: {error}")) from None
     return overrides

@@ -27,6 +27,7 @@ from pytest_benchmark_agent.config.review import (
 from pytest_benchmark_agent.engine import detach
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.run import new_run_id
+from pytest_benchmark_agent.records.writer import UnreadableRecord, skip_unreadable
 
 #: ``benchmark-agent plan`` exit code when the request is challenged: its own, outside pytest's
 #: 0-5, which plan passes on from its collection (2: gate 1; 3 would say pytest crashed).
@@ -238,18 +239,18 @@ def _run_folders(home: Path) -> list[Path]:
 def cmd_status(args: argparse.Namespace) -> int:
     """One line on the latest (or a named) run: starting, running (trials done of total, stage,
     elapsed, ETA, peak memory), complete/halted, interrupted, failed (why) or died. Exit code 1
-    for interrupted, failed or died."""
+    for interrupted, failed or died. A latest run whose record cannot be read is skipped, named
+    in a warning; a named run's is an error."""
     home = home_of(args)
     folders = _run_folders(home)
     if not folders:
         print(f"no runs in {home / 'runs'}")
         return 0
     if args.run == "latest":
-        matches = folders[-1:]
-    else:
-        matches = [p for p in folders if p.name == args.run] or [
-            p for p in folders if p.name.startswith(args.run)
-        ]
+        return _latest_status(folders)
+    matches = [p for p in folders if p.name == args.run] or [
+        p for p in folders if p.name.startswith(args.run)
+    ]
     if len(matches) != 1:
         known = ", ".join(p.name for p in folders[-5:])
         raise SystemExit(
@@ -258,6 +259,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     status = detach.run_status(matches[0])
     print(status.line)
     return 0 if status.ok else 1
+
+
+def _latest_status(folders: list[Path]) -> int:
+    """The status of the latest readable run: a newer one whose record cannot be read is
+    skipped with a warning naming the file, as the list verbs do (none readable: the latest
+    one's error)."""
+    skipped: list[UnreadableRecord] = []
+    for run_dir in reversed(folders):
+        try:
+            status = detach.run_status(run_dir)
+        except UnreadableRecord as error:
+            skipped.append(error)
+            continue
+        for error in skipped:
+            skip_unreadable(error)
+        print(status.line)
+        return 0 if status.ok else 1
+    raise skipped[0]
 
 
 def register(verbs: argparse._SubParsersAction) -> None:

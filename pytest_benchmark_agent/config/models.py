@@ -655,15 +655,19 @@ def read_yaml_input(path: Path, limit: int = MAX_INPUT_BYTES) -> Any:
         ) from None
 
 
-def parse_value(text: str) -> Any:
+def parse_value(text: str, name: str = "") -> Any:
     """A value given on the command line (``--bench-set PARAM=VALUE``), read as YAML; raises
-    ValueError saying why it is not."""
+    ValueError saying why it is not (quoting the value unless it is a secret: a param ``name``
+    named like one, or a value that looks like one)."""
     try:
         return parse_yaml(text, MAX_INPUT_DEPTH)
     except yaml.YAMLError as error:
+        from pytest_benchmark_agent.records.redact import redact_value
+
         where, problem = yaml_problem(error, text)
+        shown = redact_value(name, text[:80])
         raise ValueError(
-            f"{text[:80]!r} is not a valid YAML value ({problem}{', ' + where if where else ''})"
+            f"{shown!r} is not a valid YAML value ({problem}{', ' + where if where else ''})"
             "; quote a plain string, e.g. name='a: b'"
         ) from None
 
@@ -865,11 +869,20 @@ def _explain(
             explained.append(
                 (
                     field,
-                    f"{message} (got {error['input']!r}).",
+                    f"{message} (got {_shown(loc, error['input'])!r}).",
                     f"see {FORMAT_DOC} for accepted values.",
                 )
             )
     return explained
+
+
+def _shown(loc: tuple[str | int, ...], value: Any) -> Any:
+    """A refused value as its error may quote it: ``<redacted>`` under a secret's name (its
+    key, or a key inside it), a URL without its credentials, a token-looking text hidden."""
+    from pytest_benchmark_agent.records.redact import redact_mapping
+
+    name = next((str(part) for part in reversed(loc) if isinstance(part, str)), "")
+    return redact_mapping({name: value})[name]
 
 
 def _walk(

@@ -360,7 +360,7 @@ def bench_set_overrides(pytest_args: list[str]) -> dict[str, Any]:
         name, sep, value = item.partition("=")
         if sep and name:
             try:
-                overrides[name.strip()] = parse_value(value)
+                overrides[name.strip()] = parse_value(value, name.strip())
             except ValueError as error:  # the session refuses it, as a usage error
                 raise ConfigError("--bench-set", [(name.strip(), str(error), "")]) from None
     return overrides

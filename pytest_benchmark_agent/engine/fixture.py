@@ -17,6 +17,7 @@ exit code 2) raises :class:`BenchSessionError` with pytest's output.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -26,9 +27,11 @@ from typing import Any
 
 import yaml
 
+from pytest_benchmark_agent.config.models import read_yaml_input
 from pytest_benchmark_agent.config.placeholders import as_text
-from pytest_benchmark_agent.errors import BenchError
+from pytest_benchmark_agent.errors import BenchError, ConfigError
 from pytest_benchmark_agent.records.run import new_run_id
+from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line
 from pytest_benchmark_agent.records.writer import load_results
 
 
@@ -140,12 +143,12 @@ class BenchRunner:
         """
         if isinstance(source, Mapping):
             document = {**source, **fields}
-            path = self.scratch / f"{document.get('name', 'bench')}.bench.yaml"
+            path = self.scratch / f"{_file_stem(document.get('name', 'bench'))}.bench.yaml"
             path.write_text(yaml.safe_dump(document, sort_keys=False))
             return self._session(path, params, args, {})
         path = Path(source)
         path = path if path.is_absolute() else (self.base / path).resolve()
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"bench.run: no benchmark file {path}")
         return self._session(path, params, args, fields)
 
@@ -188,13 +191,13 @@ class BenchRunner:
     ) -> BenchResult:
         copy = None
         if fields:
-            document = yaml.safe_load(path.read_text()) or {}
+            document = _mapping(path)
             document.update(fields)
             copy = path.with_name(f".{path.stem}.{os.getpid()}-{id(fields):x}.tmp.yaml")
             copy.write_text(yaml.safe_dump(document, sort_keys=False))
         target = copy or path
         try:
-            name = (yaml.safe_load(target.read_text()) or {}).get("name") or path.stem
+            name = _mapping(target).get("name") or path.stem
             run_id = new_run_id(str(name))
             command = [
                 sys.executable,
@@ -223,6 +226,35 @@ class BenchRunner:
                 f"benchmark session of {path} recorded no run", output, done.returncode
             )
         return BenchResult(done.returncode, output, run_dir, load_results(run_dir))
+
+
+def _mapping(path: Path) -> dict[str, Any]:
+    """A benchmark file read as the session reads it (:func:`~.config.models.read_yaml_input`:
+    a regular file only, duplicate keys and alias bombs refused); a file that is not a mapping
+    is left for the session to refuse."""
+    document = read_yaml_input(path)
+    return document if isinstance(document, dict) else {}
+
+
+def _file_stem(name: Any) -> str:
+    """The scratch file name of a benchmark document named ``name``: refused as gate 1 refuses
+    the name (one line of at most :data:`NAME_MAX` characters) before anything is written, and
+    reduced to a plain file name, so no name can place the file outside the scratch folder."""
+    if not isinstance(name, str):
+        return "bench"  # the session refuses a name that is not text
+    if not 0 < len(name) <= NAME_MAX or one_line(name) != name:
+        raise ConfigError(
+            "bench.run",
+            [
+                (
+                    "name",
+                    f"{one_line(name, 60)!r} must be one line of 1 to {NAME_MAX} characters "
+                    f"(it is {len(name)}; it names the runs' folders).",
+                    "give a short name, e.g. name: fts5-merge.",
+                )
+            ],
+        )
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "bench"
 
 
 def _yaml_text(value: Any) -> str:

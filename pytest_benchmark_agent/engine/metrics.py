@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import MetricError
+from pytest_benchmark_agent.records.fsutil import NotRegularFile, regular_chunks
 
 _PAIR = re.compile(r"^\s*([A-Za-z_][\w.@\-/]*)\s*[=:]\s*(.*?)\s*$")
 #: An integer as written in canonical form (no sign but ``-``, no leading zero): kept as an
@@ -35,7 +36,6 @@ _EFFECTIVE = "BENCH_EFFECTIVE"
 Value = float | int | str
 #: Longest line read from a stage's output or metrics file; longer ones are skipped.
 MAX_LINE_BYTES = 1 << 20
-_CHUNK = 1 << 16
 _TAIL_LINES = 5
 #: Text or a stream of lines: what the readers below accept.
 Lines = str | Iterable[str]
@@ -43,25 +43,26 @@ Lines = str | Iterable[str]
 
 def file_lines(path: Path, max_line: int = MAX_LINE_BYTES) -> Iterator[str]:
     """The lines of ``path`` (without their ends), read in chunks; a line over ``max_line``
-    bytes is skipped, so memory stays bounded whatever the file holds."""
-    with open(path, "rb") as handle:
-        pending = bytearray()
-        skipping = False  # inside a line already over the limit, until its end
-        while chunk := handle.read(_CHUNK):
-            *ended, rest = chunk.split(b"\n")
-            for piece in ended:
-                if not skipping and len(pending) + len(piece) <= max_line:
-                    pending += piece
-                    yield pending.decode(errors="replace")
+    bytes is skipped, so memory stays bounded whatever the file holds. Only a regular file is
+    read (:func:`~.records.fsutil.regular_chunks`): a FIFO or a device raises
+    :class:`~.records.fsutil.NotRegularFile` instead of blocking or never ending."""
+    pending = bytearray()
+    skipping = False  # inside a line already over the limit, until its end
+    for chunk in regular_chunks(path):
+        *ended, rest = chunk.split(b"\n")
+        for piece in ended:
+            if not skipping and len(pending) + len(piece) <= max_line:
+                pending += piece
+                yield pending.decode(errors="replace")
+            pending.clear()
+            skipping = False
+        if not skipping:
+            pending += rest
+            if len(pending) > max_line:
                 pending.clear()
-                skipping = False
-            if not skipping:
-                pending += rest
-                if len(pending) > max_line:
-                    pending.clear()
-                    skipping = True
-        if pending and not skipping:  # a last line without its end
-            yield pending.decode(errors="replace")
+                skipping = True
+    if pending and not skipping:  # a last line without its end
+        yield pending.decode(errors="replace")
 
 
 def _lines(source: Lines) -> Iterable[str]:
@@ -201,10 +202,20 @@ def show_value(value: Any) -> str:
 def read_metrics_file(
     path: Path, fields: Iterable[str], exact: Collection[str] = ()
 ) -> dict[str, Value]:
-    """Metrics from a file a stage wrote (a JSON object, or ``name=value`` lines)."""
-    if not path.is_file():
+    """Metrics from a file a stage wrote (a JSON object, or ``name=value`` lines); one that
+    is missing, or is not a regular file (a FIFO, a device: never read), is an error saying
+    which."""
+    if not path.exists():
         raise MetricError(f"metrics file {path} was not written by the stage.")
-    return parse_metrics(file_lines(path), fields, f"metrics file {path}", exact)
+    try:
+        return parse_metrics(file_lines(path), fields, f"metrics file {path}", exact)
+    except NotRegularFile as error:
+        raise MetricError(
+            f"metrics file {path} {error.strerror}, so it is not read; the stage must write "
+            "its metrics to a regular file there."
+        ) from None
+    except OSError as error:
+        raise MetricError(f"metrics file {path} cannot be read: {error.strerror}.") from None
 
 
 def parse_effective(stdout: Lines, out_dir: Path | None) -> dict[str, str]:
