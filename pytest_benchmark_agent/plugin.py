@@ -194,6 +194,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("bench"):
         return
     apply_ini(config)
+    from pytest_benchmark_agent.records import redact
+
+    redact.forget()  # this session's secrets only (an in-process run may follow another)
     from pytest_benchmark_agent.engine.collect import SESSION_KEY
     from pytest_benchmark_agent.engine.session import BenchSession, default_home
     from pytest_benchmark_agent.records.writer import RecordWriter

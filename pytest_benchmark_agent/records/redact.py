@@ -244,9 +244,18 @@ _FORMS: set[str] = set()
 _PROBES: set[str] = set()
 
 
+def forget() -> None:
+    """Start a session with no secret registered: a value stays hidden for the rest of the
+    session that learnt it, and never leaks into another session run in the same process
+    (``pytester``'s in-process runs), where an ordinary word would be redacted."""
+    _BY_NAME.clear()
+    _FORMS.clear()
+    _PROBES.clear()
+
+
 def register(config: BenchmarkConfig) -> None:
-    """Make every writer of this process redact ``config``'s secrets (kept for the process:
-    a value once known to be secret stays hidden)."""
+    """Make every writer of this process redact ``config``'s secrets (kept until the session
+    ends, :func:`forget`: a value once known to be secret stays hidden)."""
     for name, text in secret_values(config).items():
         if text == REDACTED:  # a recorded config's: nothing left to hide
             continue
