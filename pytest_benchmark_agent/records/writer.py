@@ -471,7 +471,7 @@ def regenerate_index(home: Path) -> None:
             primary = "; ".join(
                 f"{md(metric)}: "
                 + ", ".join(
-                    f"{md(t)}={r}"
+                    f"{md(t)}={_ratio_text(r)}"
                     + (f" {verdicts[metric][t]}" if t in verdicts.get(metric, {}) else "")
                     for t, r in ratios.items()
                 )
@@ -493,3 +493,12 @@ def regenerate_index(home: Path) -> None:
         lines.append("")
     with file_lock(home / ".index.lock"):
         atomic_write(home / "results_index.md", "\n".join(lines))
+
+
+def _ratio_text(ratio: Any) -> str:
+    """A ratio as the report shows it: 4 significant digits (``1.5``, not ``1.50000000004``)."""
+    return (
+        f"{ratio:.4g}"
+        if isinstance(ratio, (int, float)) and not isinstance(ratio, bool)
+        else str(ratio)
+    )
