@@ -253,9 +253,9 @@ class HeartbeatWriter:
         live.see_peak(trial.get("peak_rss_mb"))
         live.stage = live.trial_id = live.stage_t0 = None
         live.done += trial["status"] != "not_run"
-        self.erase()
         if trial["status"] != "not_run" and trial.get("host"):
             live.by_host[trial["host"]] = live.by_host.get(trial["host"], 0) + 1
+        self.erase()
         self._write(run, throttled=True)
 
     @pytest.hookimpl
