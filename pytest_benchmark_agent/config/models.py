@@ -240,6 +240,16 @@ class MetricSpec(FileModel):
     min_replicates: ReplicateCount = 5
 
 
+def metric_role(name: str, spec: MetricSpec | None) -> str:
+    """How the reports title a metric: primary, guard, built-in (measured by the engine) or
+    secondary."""
+    if spec is not None and spec.primary:
+        return "primary"
+    if spec is not None and spec.guard:
+        return "guard"
+    return "built-in" if name in BUILTIN_METRICS else "secondary"
+
+
 class Resources(FileModel):
     """What the whole benchmark may use; preflight and the guards hold the stages to it."""
 

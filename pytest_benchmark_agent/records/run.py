@@ -28,15 +28,6 @@ from pytest_benchmark_agent.stats.describe import describe, describe_exact, medi
 
 #: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
 SCHEMA_VERSION = 1
-TRIAL_STATUSES = (
-    "passed",
-    "failed",
-    "guard:memory",
-    "guard:vram",
-    "not_comparable",
-    "interrupted",
-    "not_run",
-)
 
 
 def new_session_token() -> tuple[str, str]:

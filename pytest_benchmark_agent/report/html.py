@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_benchmark_agent.config.models import BUILTIN_METRICS
+from pytest_benchmark_agent.config.models import metric_role
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.safetext import one_line
@@ -111,15 +111,7 @@ def _metrics(run: BenchRun, svgs: Mapping[str, str]) -> list[str]:
     parts: list[str] = []
     for metric, per in run.summary.items():
         spec = specs.get(metric)
-        role = (
-            "primary"
-            if spec and spec.primary
-            else "guard"
-            if spec and spec.guard
-            else "built-in"
-            if metric in BUILTIN_METRICS
-            else "secondary"
-        )
+        role = metric_role(metric, spec)
         direction = spec.direction if spec else "lower"
         better = "must equal" if direction == "equal" else f"{direction} is better"
         unit = unit_of(metric)

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.config.models import BUILTIN_METRICS
+from pytest_benchmark_agent.config.models import BUILTIN_METRICS, metric_role
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.metrics import exact_metrics
 from pytest_benchmark_agent.judge.baseline import primary_metrics
@@ -209,15 +209,7 @@ def _metric_tables(run: BenchRun, plots: set[str]) -> list[str]:
     specs = run.plan.config.metrics
     for metric, per in run.summary.items():
         spec = specs.get(metric)
-        role = (
-            "primary"
-            if spec and spec.primary
-            else "guard"
-            if spec and spec.guard
-            else "built-in"
-            if metric in BUILTIN_METRICS
-            else "secondary"
-        )
+        role = metric_role(metric, spec)
         direction = spec.direction if spec else "lower"
         alone = run.one_configuration
         lines += [
