@@ -48,12 +48,17 @@ def test_isolation_none_is_recorded_as_a_caveat(project: BenchProject) -> None:
     assert any("isolation 'none'" in c for c in project.results()["caveats"])
 
 
+#: A measure command whose first trial of ``b`` kills the worker running it (``$PPID``: the
+#: stage's shell's parent), then every trial scores.
+KILL_ITS_WORKER_ONCE = (
+    "if [ {mode} = b ] && [ ! -e crashed ]; then touch crashed; "
+    "kill -9 $PPID; sleep 5; fi; echo score={size}"
+)
+
+
 def test_a_crashed_worker_loses_only_its_trial(project: BenchProject) -> None:
     document = distributed_bench()
-    document["stages"][1]["cmd"] = (
-        "if [ {mode} = b ] && [ ! -e crashed ]; then touch crashed; "
-        "kill -9 $PPID; sleep 5; fi; echo score={size}"
-    )
+    document["stages"][1]["cmd"] = KILL_ITS_WORKER_ONCE
     project.bench(document)
     result = project.run("-n", "2", "-p", "no:benchmark", subprocess=True)
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from benchhelpers import BenchProject
-from test_distributed import distributed_bench
+from test_distributed import KILL_ITS_WORKER_ONCE, distributed_bench
 
 from pytest_benchmark_agent.engine.detach import _progress
 
@@ -76,10 +76,7 @@ def test_isolated_workers_send_every_record_to_the_controller(project: BenchProj
 
 def test_a_killed_isolated_worker_keeps_every_finished_trial(project: BenchProject) -> None:
     document = distributed_bench()
-    document["stages"][1]["cmd"] = (
-        "if [ {mode} = b ] && [ ! -e crashed ]; then touch crashed; "
-        "kill -9 $PPID; sleep 5; fi; echo score={size}"
-    )
+    document["stages"][1]["cmd"] = KILL_ITS_WORKER_ONCE
     project.bench(document)
     result = project.run(*isolated(project, "host-a", "host-b"), subprocess=True)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
