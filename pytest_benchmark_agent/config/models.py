@@ -585,6 +585,13 @@ def _check_depth(text: str, max_depth: int) -> bool:
                     )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
+    except yaml.MarkedYAMLError as error:
+        # libyaml (0.2.5+) scans ahead and stops at its own nesting limit first: the same refusal
+        if "maximum nesting depth" not in (error.problem or ""):
+            raise
+        raise YamlLimitError(
+            None, None, f"nests deeper than {max_depth} levels", error.problem_mark
+        ) from None
     finally:
         parser.dispose()
     return aliased
