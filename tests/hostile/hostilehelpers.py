@@ -61,12 +61,16 @@ def files_outside(
     home: Path, before: dict[str, tuple[int, int]], root: Path | None = None
 ) -> list[str]:
     """Paths under ``root`` (``before``'s root, default ``home``'s parent) created or changed
-    since ``before`` was taken, that are not inside ``home`` (nor ``home`` itself)."""
+    since ``before`` was taken, that are not inside ``home`` (nor ``home`` itself).
+
+    pytest's own ``.pytest_cache`` is not the engine's writing: every pytest session keeps it in
+    its rootdir (a detached session writes it as it exits, so a check may or may not see it)."""
     root = root or home.parent
     home_text = str(home)
+    pytest_cache = f"{os.sep}.pytest_cache{os.sep}"
     changed = []
     for path, stamp in snapshot(root).items():
-        if path == home_text or path.startswith(home_text + os.sep):
+        if path == home_text or path.startswith(home_text + os.sep) or pytest_cache in path:
             continue
         if before.get(path) != stamp and not os.path.isdir(path):
             changed.append(path)
