@@ -36,6 +36,15 @@ class RecordShapeError(ValueError):
         self.field = field_name
 
 
+def _build(cls: Any, data: Mapping[str, Any]) -> Any:
+    """``cls`` from a checked mapping: its named fields, every other key kept in ``extra``."""
+    known = {name for name in cls.__dataclass_fields__ if name != "extra"}
+    return cls(
+        **{name: data[name] for name in known if name in data},
+        extra={key: value for key, value in data.items() if key not in known},
+    )
+
+
 def _check(data: Any, shape: tuple[tuple[str, tuple[type, ...], bool], ...], what: str) -> None:
     """Raise :class:`RecordShapeError` for the first field of ``data`` that breaks ``shape``."""
     if not isinstance(data, Mapping):
@@ -76,11 +85,7 @@ class TrialRecord:
         _check(data, _TRIAL_SHAPE, "trial")
         if data["status"] not in STATUSES:
             raise RecordShapeError("status", f"{data['status']!r} is none of {', '.join(STATUSES)}")
-        known = {name for name in cls.__dataclass_fields__ if name != "extra"}
-        return cls(
-            **{name: data.get(name) for name in known if name in data},
-            extra={key: value for key, value in data.items() if key not in known},
-        )
+        return _build(cls, data)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as written: the fixed fields in FORMAT.md's order, then the others."""
@@ -127,11 +132,7 @@ class PrepEvent:
             raise RecordShapeError(
                 "action", f"{data['action']!r} is none of {', '.join(PREP_ACTIONS)}", "prep"
             )
-        known = {name for name in cls.__dataclass_fields__ if name != "extra"}
-        return cls(
-            **{name: data.get(name) for name in known if name in data},
-            extra={key: value for key, value in data.items() if key not in known},
-        )
+        return _build(cls, data)
 
     def to_dict(self) -> dict[str, Any]:
         """The event as written: its named fields (those set), then the others."""
