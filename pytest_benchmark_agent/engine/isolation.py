@@ -23,7 +23,7 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -126,20 +126,27 @@ exit 0
 """
 
 
-def _kill_cgroup(folder: Path) -> None:
-    """SIGKILL every process of the cgroup ``folder`` until it holds none, then remove it."""
+def _empty_cgroup(folder: Path) -> bool:
+    """SIGKILL every process of the cgroup ``folder`` until it holds none; whether it is empty
+    (False where it is gone or still holds processes after every round)."""
     procs = folder / "cgroup.procs"
     for _ in range(_KILL_ROUNDS):
         try:
             pids = procs.read_bytes().split()
         except OSError:
-            return  # already gone
+            return False  # already gone
         if not pids:
-            break
+            return True
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(pid), signal.SIGKILL)
         time.sleep(0.001)
+    return False
+
+
+def _kill_cgroup(folder: Path) -> None:
+    """Empty the cgroup ``folder`` (:func:`_empty_cgroup`), then remove it."""
+    _empty_cgroup(folder)
     with contextlib.suppress(OSError):
         folder.rmdir()
 
@@ -147,18 +154,29 @@ def _kill_cgroup(folder: Path) -> None:
 class StageScope:
     """One stage's containment: what its shell joins, what it carries, and its end."""
 
-    def __init__(self, kind: str, token: str, cgroup: CgroupMemory | None = None):
+    def __init__(
+        self,
+        kind: str,
+        token: str,
+        cgroup: CgroupMemory | None = None,
+        release: Callable[[Path], None] | None = None,
+    ):
         self.kind = kind
         self.cgroup = cgroup
+        self._release = release
         #: The ``cgroup.procs`` file the stage's shell writes itself into ("" for none).
         self.join = str(cgroup.path / "cgroup.procs") if cgroup is not None else ""
         self.env = {TOKEN_VAR: token} if token else {}
         self._before = _children() if kind == "subreaper" else set()
 
     def end(self) -> None:
-        """Kill every process the stage left (its leader already reaped) and reap them."""
+        """Kill every process the stage left (its leader already reaped) and reap them; an
+        emptied cgroup goes back to the session for its next stage."""
         if self.cgroup is not None:
-            _kill_cgroup(self.cgroup.path)
+            if self._release is not None and _empty_cgroup(self.cgroup.path):
+                self._release(self.cgroup.path)
+            else:
+                _kill_cgroup(self.cgroup.path)
         elif self.kind == "subreaper":
             for _ in range(_KILL_ROUNDS):
                 orphans = _children() - self._before
@@ -187,7 +205,9 @@ class Containment:
     """How this session contains its stages, settled at the first stage and ended at exit.
 
     With a cgroup: ``pba-session-<pid>-<start ticks>-<random>/`` under this process's own cgroup,
-    one child per stage, removed when the stage ends; a later session removes a session's
+    one child per running stage, emptied when the stage ends and reused by the next one (making
+    and removing a cgroup for every stage was a tenth of a short trial's cost), all removed at
+    :meth:`close`; a later session removes a session's
     folder whose owner is gone. Else this process becomes its stages' child subreaper. Either
     way a watchdog (:data:`_WATCHDOG`) cleans up when this process is gone, SIGKILL included.
     """
@@ -197,6 +217,7 @@ class Containment:
         self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
         self._session: CgroupMemory | None = None
         self._stages = 0
+        self._spare: list[Path] = []  # emptied stage cgroups, for the next stages
         self._watchdog: int | None = None
         self._pipe: int | None = None
         self._folder: Path | None = None
@@ -208,13 +229,18 @@ class Containment:
             self._start()
         if self._session is None:
             return StageScope(self.kind, self.token)
-        self._stages += 1
-        folder = self._session.path / f"stage-{self._stages}"
-        try:
-            folder.mkdir()
-        except OSError:  # the session folder went away (removed by hand): contain by group
-            return StageScope("process-group", self.token)
-        return StageScope("cgroup", self.token, replace(self._session, path=folder))
+        if self._spare:
+            folder = self._spare.pop()
+        else:
+            self._stages += 1
+            folder = self._session.path / f"stage-{self._stages}"
+            try:
+                folder.mkdir()
+            except OSError:  # the session folder went away (removed by hand): contain by group
+                return StageScope("process-group", self.token)
+        return StageScope(
+            "cgroup", self.token, replace(self._session, path=folder), self._spare.append
+        )
 
     def _start(self) -> None:
         self._started = True
@@ -280,7 +306,11 @@ class Containment:
         return True
 
     def close(self) -> None:
-        """End the session's containment: the watchdog sweeps (nothing, normally) and exits."""
+        """End the session's containment: the spare stage cgroups are removed, and the watchdog
+        sweeps (nothing, normally) and exits."""
+        while self._spare:
+            with contextlib.suppress(OSError):
+                self._spare.pop().rmdir()
         if self._pipe is not None:
             os.close(self._pipe)
             self._pipe = None
