@@ -20,13 +20,14 @@ from pytest_benchmark_agent.cli import bisect as cli_bisect
 from pytest_benchmark_agent.cli import ci as cli_ci
 from pytest_benchmark_agent.cli import clean as cli_clean
 from pytest_benchmark_agent.cli import domain as cli_domain
+from pytest_benchmark_agent.cli import notes as cli_notes
 from pytest_benchmark_agent.cli import records as cli_records
 from pytest_benchmark_agent.cli import schema as cli_schema
 from pytest_benchmark_agent.cli import session as cli_session
 from pytest_benchmark_agent.cli import tune as cli_tune
 from pytest_benchmark_agent.cli.common import announce_home, home_of
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records import lessons, recover
+from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.writer import UnreadableRecordWarning
 
 #: Verbs that only read the records: for them a data home that does not exist is an error.
@@ -38,7 +39,7 @@ VERB_MODULES = (
     cli_session,
     cli_records,
     cli_tune,
-    lessons,
+    cli_notes,
     cli_domain,
     cli_bisect,
     cli_ci,
