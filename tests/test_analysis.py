@@ -11,15 +11,15 @@ import yaml
 from scipy import stats
 
 from pytest_benchmark_agent.stats.analysis import (
-    MetricSpec,
     Observation,
+    PlainMetricRule,
     analyze_run,
     look_schedule,
     sequential_decision,
 )
 
 TREATMENTS = ["base", "new"]
-PRIMARY = MetricSpec(direction="lower", primary=True)
+PRIMARY = PlainMetricRule(direction="lower", primary=True)
 
 
 def blocks(
@@ -72,7 +72,9 @@ def test_clear_speedup_is_improved_with_full_record():
 def test_slowdown_is_regressed_and_higher_is_better_flips_it():
     _, v = verdict({"t": blocks(10, 1.2)}, {"t": PRIMARY})
     assert v["t"]["new"]["verdict"] == "regressed"
-    _, v = verdict({"qps": blocks(10, 1.2)}, {"qps": MetricSpec(direction="higher", primary=True)})
+    _, v = verdict(
+        {"qps": blocks(10, 1.2)}, {"qps": PlainMetricRule(direction="higher", primary=True)}
+    )
     assert v["qps"]["new"]["verdict"] == "improved"
 
 
@@ -83,7 +85,8 @@ def test_significant_effect_inside_noise_threshold_is_no_change():
     assert rec["verdict"] == "no_change"
     assert rec["reason"].startswith("within the noise threshold 1.00%: ratio 0.99")
     _, v = verdict(
-        {"t": blocks(10, 0.995, cv=0.0005)}, {"t": MetricSpec(primary=True, noise_threshold=0.002)}
+        {"t": blocks(10, 0.995, cv=0.0005)},
+        {"t": PlainMetricRule(primary=True, noise_threshold=0.002)},
     )
     assert v["t"]["new"]["verdict"] == "improved"
 
@@ -132,7 +135,7 @@ def test_too_few_replicates_is_not_comparable():
     assert v["t"]["new"]["reason"] == "too few replicates (n=3, needed 5)"
     assert analysis.refusals == ["t [new]: not comparable: too few replicates (n=3, needed 5)"]
     # allowed to compare 3 blocks, it compares them, but no test respecting them can decide
-    _, v = verdict({"t": blocks(3, 0.5)}, {"t": MetricSpec(primary=True, min_replicates=3)})
+    _, v = verdict({"t": blocks(3, 0.5)}, {"t": PlainMetricRule(primary=True, min_replicates=3)})
     assert v["t"]["new"]["verdict"] == "no_change" and v["t"]["new"]["mde"] == float("inf")
     assert v["t"]["new"]["reason"] == (
         "could never decide: with 3 blocks the smallest two-sided p is 0.25 (2/2^3), above the "
@@ -141,7 +144,7 @@ def test_too_few_replicates_is_not_comparable():
 
 
 def test_missing_samples_are_not_comparable():
-    analysis, v = verdict({"t": blocks(6, 0.5)}, {"t": PRIMARY, "recall": MetricSpec()})
+    analysis, v = verdict({"t": blocks(6, 0.5)}, {"t": PRIMARY, "recall": PlainMetricRule()})
     assert v["recall"]["new"] == {
         **v["recall"]["new"],
         "verdict": "not_comparable",
@@ -164,7 +167,7 @@ def test_holm_correction_turns_two_marginal_wins_into_no_change():
     _, alone = verdict({"x": x}, {"x": PRIMARY})
     assert alone["x"]["new"]["verdict"] == "improved"
     assert 0.025 < alone["x"]["new"]["p"] < 0.05
-    _, both = verdict({"x": x, "y": y}, {"x": PRIMARY, "y": MetricSpec()})
+    _, both = verdict({"x": x, "y": y}, {"x": PRIMARY, "y": PlainMetricRule()})
     for metric in ("x", "y"):
         rec = both[metric]["new"]
         assert rec["p"] < 0.05 < rec["p_holm"]
@@ -185,7 +188,7 @@ def test_holm_spans_treatments_too():
 
 
 def test_guard_regression_blocks_the_win_but_not_a_regression():
-    specs = {"t": PRIMARY, "recall": MetricSpec(direction="higher", guard=True)}
+    specs = {"t": PRIMARY, "recall": PlainMetricRule(direction="higher", guard=True)}
     obs = {"t": blocks(8, 0.7), "recall": blocks(8, 0.9, base=0.9, seed=2)}
     analysis, v = verdict(obs, specs)
     assert v["recall"]["new"]["verdict"] == "regressed"
@@ -200,7 +203,7 @@ def test_guard_regression_blocks_the_win_but_not_a_regression():
 
 
 def test_floor_blocks_the_win():
-    specs = {"t": PRIMARY, "recall": MetricSpec(direction="higher", floor=0.95)}
+    specs = {"t": PRIMARY, "recall": PlainMetricRule(direction="higher", floor=0.95)}
     analysis, v = verdict({"t": blocks(7, 0.7), "recall": constant(7, 0.951, 0.949)}, specs)
     assert v["recall"]["new"]["verdict"] == "no_change"  # -0.2% is noise-level...
     assert v["t"]["new"]["verdict"] == "not_comparable"  # ...but it is below the floor
@@ -210,20 +213,20 @@ def test_floor_blocks_the_win():
 
 
 def test_control_below_floor_is_a_caveat():
-    specs = {"t": PRIMARY, "recall": MetricSpec(direction="higher", floor=0.95)}
+    specs = {"t": PRIMARY, "recall": PlainMetricRule(direction="higher", floor=0.95)}
     analysis, _ = verdict({"t": blocks(6, 0.7), "recall": constant(6, 0.90, 0.96)}, specs)
     assert analysis.caveats == ["control base: guard recall median 0.9 is below its floor 0.95"]
 
 
 def test_ceiling_blocks_the_win():
-    specs = {"t": PRIMARY, "rss": MetricSpec(direction="lower", guard=True, ceiling=100)}
+    specs = {"t": PRIMARY, "rss": PlainMetricRule(direction="lower", guard=True, ceiling=100)}
     _, v = verdict({"t": blocks(7, 0.7), "rss": constant(7, 90.0, 120.0)}, specs)
     assert v["t"]["new"]["verdict"] == "not_comparable"
     assert "guard rss median 120 is above its ceiling 100" in v["t"]["new"]["reason"]
 
 
 def test_equal_guard_any_differing_value_blocks_the_win():
-    specs = {"t": PRIMARY, "checksum": MetricSpec(direction="equal", guard=True)}
+    specs = {"t": PRIMARY, "checksum": PlainMetricRule(direction="equal", guard=True)}
     same = constant(6, 4242.0, 4242.0)
     _, v = verdict({"t": blocks(6, 0.7), "checksum": same}, specs)
     assert v["checksum"]["new"]["verdict"] == "no_change"
@@ -319,13 +322,13 @@ def test_too_few_complete_blocks_fall_back_to_mann_whitney():
 
 def test_non_positive_values_compare_as_differences_relative_to_the_control():
     obs = [Observation(o.treatment, o.replicate, None, o.value - 10.5) for o in blocks(8, 1.1)]
-    _, v = verdict({"score": obs}, {"score": MetricSpec(direction="higher", primary=True)})
+    _, v = verdict({"score": obs}, {"score": PlainMetricRule(direction="higher", primary=True)})
     assert v["score"]["new"]["verdict"] == "improved"  # -0.5 -> +0.5 on average
     zero = constant(6, 0.0, 0.0) + [
         Observation("base", 9, None, 1.0),
         Observation("new", 9, None, 2.0),
     ]
-    _, v = verdict({"errors": zero}, {"errors": MetricSpec()})
+    _, v = verdict({"errors": zero}, {"errors": PlainMetricRule()})
     assert v["errors"]["new"]["reason"] == "relative effect undefined: the control median is 0"
 
 
@@ -355,8 +358,8 @@ def test_metrics_without_a_spec_get_no_verdict():
     [
         ({"treatments": ["base"], "obs": blocks(5, 1.0)}, "unknown treatment 'new'"),
         ({"obs": blocks(5, 1.0) + blocks(1, 1.0)}, "two observations for treatment 'base'"),
-        ({"spec": MetricSpec(direction="faster")}, "metrics.t.direction='faster'"),
-        ({"spec": MetricSpec(noise_threshold=-1)}, "metrics.t.noise_threshold=-1"),
+        ({"spec": PlainMetricRule(direction="faster")}, "metrics.t.direction='faster'"),
+        ({"spec": PlainMetricRule(noise_threshold=-1)}, "metrics.t.noise_threshold=-1"),
         ({"control": "missing"}, "control 'missing' is not one of the treatments"),
         (
             {"obs": blocks(5, 1.0) + [Observation("new", 9, 1, 1.0)]},
@@ -451,7 +454,7 @@ def test_peeking_with_alpha_spending_keeps_false_positives_down():
     No noise threshold: the test alone decides, as it would for a tiny threshold."""
     naive = spent = 0
     runs = 150
-    specs = {"t": MetricSpec(primary=True, noise_threshold=0.0)}
+    specs = {"t": PlainMetricRule(primary=True, noise_threshold=0.0)}
     for r in range(runs):
         obs = blocks(20, 1.0, cv=0.05, seed=1000 + r)
         for k in look_schedule(5, 20):
@@ -475,7 +478,7 @@ def test_tied_discrete_values_still_get_a_finite_interval():
     for k in range(12):
         obs.append(Observation("base", k, None, float(rng.choice([0.92, 0.92, 0.91]))))
         obs.append(Observation("new", k, None, float(rng.choice([0.90, 0.90, 0.89]))))
-    _, v = verdict({"recall": obs}, {"recall": MetricSpec(direction="higher", primary=True)})
+    _, v = verdict({"recall": obs}, {"recall": PlainMetricRule(direction="higher", primary=True)})
     rec = v["recall"]["new"]
     assert rec["verdict"] == "regressed"
     assert all(np.isfinite(rec["ci"])) and rec["ci"][0] <= rec["ratio"] <= rec["ci"][1] < 1
@@ -493,7 +496,7 @@ def test_importing_the_analysis_imports_no_scipy():
 
 
 def test_an_equal_guard_on_text_blocks_the_win_and_is_decided_at_the_first_look():
-    specs = {"t": PRIMARY, "digest": MetricSpec(direction="equal", guard=True)}
+    specs = {"t": PRIMARY, "digest": PlainMetricRule(direction="equal", guard=True)}
     digests = [
         Observation(t, k, None, "00ff" if (t, k) != ("new", 2) else "00fe")
         for k in range(6)
@@ -505,7 +508,7 @@ def test_an_equal_guard_on_text_blocks_the_win_and_is_decided_at_the_first_look(
     )
     assert v["t"]["new"]["verdict"] == "not_comparable"
     assert "guard digest regressed" in v["t"]["new"]["reason"]
-    only = {"digest": MetricSpec(direction="equal", primary=True)}
+    only = {"digest": PlainMetricRule(direction="equal", primary=True)}
     decision = sequential_decision(
         {"digest": digests[:10]},
         only,

@@ -22,12 +22,12 @@ from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import RecordView, cross_verdicts
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.writer import dump_yaml
-from pytest_benchmark_agent.stats.analysis import MetricSpec, Observation, analyze_run
+from pytest_benchmark_agent.stats.analysis import Observation, PlainMetricRule, analyze_run
 from pytest_benchmark_agent.stats.comparability import usable
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, values_text
 
 BIG, NEXT = 2**53 + 1, 2**53  # one and the same float: 9007199254740993 and 9007199254740992
-EQUAL = MetricSpec(direction="equal", guard=True)
+EQUAL = PlainMetricRule(direction="equal", guard=True)
 SHA = "3f2a9c0e5b7d41e8a6c2f9b0d3e4a5b6c7d8e9f0a1b2c3d4e5f60718293a4b5c"
 #: Texts a YAML 1.1 reader would take for numbers, booleans or null if they were written plain.
 LOOKALIKES = [
@@ -139,7 +139,7 @@ def test_a_value_is_shown_as_recorded(value: int | str | float, text: str) -> No
 # -- comparing exactly ----------------------------------------------------------------------------
 
 
-def _identity(control: list, treated: list, spec: MetricSpec = EQUAL) -> dict:
+def _identity(control: list, treated: list, spec: PlainMetricRule = EQUAL) -> dict:
     observations = {
         "h": [Observation("a", k, None, v) for k, v in enumerate(control)]
         + [Observation("b", k, None, v) for k, v in enumerate(treated)]
@@ -178,7 +178,7 @@ def test_hashes_are_compared_as_text() -> None:
 def test_exact_values_never_reach_the_numeric_statistics() -> None:
     assert usable(EQUAL, BIG) is BIG and usable(EQUAL, SHA) is SHA
     assert usable(EQUAL, float("nan")) is None and usable(EQUAL, 2.5) == 2.5
-    lower = MetricSpec(direction="lower")
+    lower = PlainMetricRule(direction="lower")
     assert usable(lower, SHA) is None and usable(lower, 10**400) is None
     assert usable(lower, 3) == 3.0 and type(usable(lower, 3)) is float
     # a record whose metric is a number metric now, with the text of an exact one: ignored, said

@@ -15,7 +15,7 @@ import sys
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as  # noqa: F401
 
-from pytest_benchmark_agent.stats.analysis import MetricSpec, Observation, analyze_run
+from pytest_benchmark_agent.stats.analysis import Observation, PlainMetricRule, analyze_run
 
 GENERATOR = """\
 import json, math, random, sys
@@ -84,7 +84,7 @@ def test_a_position_effect_under_the_balanced_order_is_no_change(project: BenchP
         for k in range(6)
         for label, v in (("a", 10.3), ("b", 10.0 * (1 + 0.002 * (-1) ** k)))
     ]
-    fixed = analyze_run({"t": obs}, {"t": MetricSpec()}, ["a", "b"], "a").verdicts["t"]["b"]
+    fixed = analyze_run({"t": obs}, {"t": PlainMetricRule()}, ["a", "b"], "a").verdicts["t"]["b"]
     assert fixed.verdict == "improved"
 
 

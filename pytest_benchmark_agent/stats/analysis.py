@@ -87,7 +87,7 @@ Key = tuple[int, "int | None"]  # (replicate, seed): the block a sample belongs 
 
 
 @dataclass(frozen=True)
-class MetricSpec:
+class PlainMetricRule:
     """A plain :class:`MetricRule` (the engine's config model provides the same attributes)."""
 
     direction: str = "lower"

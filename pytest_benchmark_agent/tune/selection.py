@@ -48,9 +48,9 @@ class Candidate:
 def metric_specs(config: BenchmarkConfig, space: SearchSpace) -> dict[str, Any]:
     """The objective as the primary metric, plus every declared guard (gate 2 applies them)."""
     base = config.metrics.get(space.objective)
-    defaults = analysis.MetricSpec()
+    defaults = analysis.PlainMetricRule()
     specs: dict[str, Any] = {
-        space.objective: analysis.MetricSpec(
+        space.objective: analysis.PlainMetricRule(
             direction=space.direction,
             primary=True,
             guard=False,
