@@ -10,7 +10,9 @@ the same match queries against each clone, hashes every result list, and reads t
 the segment count back from the cluster as effective params and a metric.
 
 The cluster's state is outside the cache: the cached artifacts are receipts (index name, document
-count, settings); ``search`` refuses, with the fix, an index that is gone or holds other data.
+count, settings); ``search`` refuses, with the fix, an index that is gone or holds other data. An
+error status, a lost connection or an answer without the field the stage reads fails the stage
+with one line naming the call (:class:`ClusterAnswer`), never with a traceback.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.domains.api import Domain, StageCall, measure, prep
 from pytest_benchmark_agent.domains.sqlite_fts5 import corpus
 from pytest_benchmark_agent.domains.timing import percentile
+from pytest_benchmark_agent.records.safetext import one_line
 
 #: Index settings a force-merge comparison depends on: manifest param -> index setting.
 SETTINGS = {
@@ -38,39 +42,106 @@ SETTINGS = {
 }
 
 
-def client(url: str):
-    """An ``opensearch-py`` client that fails fast, with the fix when the cluster is away."""
-    from opensearchpy import OpenSearch
-    from opensearchpy.exceptions import ConnectionError as Unreachable
-
-    connection = OpenSearch(url, max_retries=0, timeout=60)
-    try:
-        connection.info()
-    except Unreachable as exc:
-        raise RuntimeError(
-            f"cannot reach OpenSearch at {url} ({exc.__class__.__name__}); start "
-            "the cluster or set opensearch.url to one that answers"
-        ) from None
-    return connection
+class ClusterAnswer(SystemExit):
+    """An answer of the cluster the stage cannot use. A ``SystemExit`` with a message, so the
+    stage exits 1 with that one line on stderr: the trial's reason reads as the call and the fix,
+    not as a traceback of this module."""
 
 
-def read_settings(connection, index: str) -> dict[str, str]:
-    """The manifest's settings as the cluster holds them for ``index`` (defaults included)."""
-    answer = connection.indices.get_settings(
-        index=index, params={"include_defaults": "true", "flat_settings": "true"}
-    )
-    found = answer[index]
-    merged = {**found.get("defaults", {}), **found.get("settings", {})}
-    return {param: str(merged.get(setting)) for param, setting in SETTINGS.items()}
+class Cluster:
+    """The cluster at ``url`` through ``opensearch-py``, each call labelled for its failure."""
+
+    def __init__(self, url: str):
+        from opensearchpy import OpenSearch
+
+        self.url = url
+        self.client = OpenSearch(url, max_retries=0, timeout=60)
+        self.ask("GET /", self.client.info)
+
+    def ask(self, call: str, request: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``request(*args, **kwargs)``'s answer; a refused or lost connection, or an error
+        status, raises :class:`ClusterAnswer` naming ``call`` and the cluster."""
+        from opensearchpy.exceptions import ConnectionError as Unreachable
+        from opensearchpy.exceptions import TransportError
+
+        try:
+            return request(*args, **kwargs)
+        except Unreachable as exc:
+            raise ClusterAnswer(
+                f"cannot reach OpenSearch at {self.url} ({exc.__class__.__name__}, during "
+                f"{call}); start the cluster or set opensearch.url to one that answers"
+            ) from None
+        except TransportError as exc:
+            raise ClusterAnswer(
+                f"OpenSearch at {self.url} answered {call} with {one_line(exc, 300)}; "
+                "the cluster's log says why (nothing was measured from this answer)"
+            ) from None
+
+    def field(
+        self, answer: Any, call: str, *keys: str, kind: type | tuple[type, ...] = object
+    ) -> Any:
+        """``answer[keys[0]][keys[1]]...``, an instance of ``kind``; a missing field or one of
+        another type raises :class:`ClusterAnswer` naming ``call`` and the field, instead of a
+        ``KeyError`` or ``TypeError`` deep in the stage."""
+        value, found = answer, True
+        for key in keys:
+            found = isinstance(value, Mapping) and key in value
+            if not found:
+                break
+            value = value[key]
+        # a JSON true/false is never what a stage reads, though Python counts it an int
+        if not found or not isinstance(value, kind) or isinstance(value, bool):
+            raise ClusterAnswer(
+                f"OpenSearch at {self.url} answered {call} "
+                f"{'with an unusable' if found else 'without'} {'.'.join(keys)} "
+                f"(got {one_line(json.dumps(answer, default=repr), 200)}); "
+                "is opensearch.url an OpenSearch 2.x cluster?"
+            )
+        return value
+
+    def settings(self, index: str) -> dict[str, str]:
+        """The manifest's settings as the cluster holds them for ``index`` (defaults
+        included)."""
+        call = f"GET /{index}/_settings"
+        answer = self.ask(
+            call,
+            self.client.indices.get_settings,
+            index=index,
+            params={"include_defaults": "true", "flat_settings": "true"},
+        )
+        found = self.field(answer, call, index, kind=Mapping)
+        merged = {**found.get("defaults", {}), **found.get("settings", {})}
+        return {param: str(merged.get(setting)) for param, setting in SETTINGS.items()}
+
+    def segments(self, index: str) -> int:
+        """The segments of ``index``'s primary shards: its ``_cat/segments`` rows marked ``p``
+        (each replica holds segments of its own, merged on its own)."""
+        call = f"GET /_cat/segments/{index}"
+        rows = self.ask(call, self.client.cat.segments, index=index, params={"format": "json"})
+        if not isinstance(rows, list):
+            raise ClusterAnswer(
+                f"OpenSearch at {self.url} answered {call}?format=json with "
+                f"{one_line(rows, 200)}, not a list of segment rows"
+            )
+        return sum(1 for row in rows if self.field(row, call, "prirep") == "p")
+
+    def delete(self, index: str) -> None:
+        """Delete ``index`` where it exists (a rebuilt prep starts from a fresh index)."""
+        self.ask(
+            f"DELETE /{index}",
+            self.client.indices.delete,
+            index=index,
+            params={"ignore_unavailable": "true"},
+        )
+
+    def refresh(self, index: str) -> None:
+        """Make what was indexed searchable: each refresh writes the shard's new segment."""
+        self.ask(f"POST /{index}/_refresh", self.client.indices.refresh, index=index)
 
 
-def receipt(path, **fields: Any) -> None:
+def receipt(path: Path, **fields: Any) -> None:
+    """A prep's cached artifact: what it left on the cluster, for the next stage to check."""
     path.write_text(json.dumps(fields, sort_keys=True))
-
-
-def segment_count(connection, index: str) -> int:
-    stats = connection.indices.stats(index=index, metric="segments")
-    return int(stats["indices"][index]["primaries"]["segments"]["count"])
 
 
 class OpenSearch(Domain):
@@ -134,27 +205,33 @@ class OpenSearch(Domain):
         from opensearchpy.helpers import bulk
 
         p = call.params
-        connection = client(p["opensearch.url"])
+        cluster = Cluster(p["opensearch.url"])
         name = (
             "bench-" + hashlib.sha256(json.dumps(dict(p), sort_keys=True).encode()).hexdigest()[:16]
         )
-        connection.indices.delete(index=name, params={"ignore_unavailable": "true"})
+        cluster.delete(name)
         settings = {setting: p[param] for param, setting in SETTINGS.items()}
-        connection.indices.create(
+        cluster.ask(
+            f"PUT /{name}",
+            cluster.client.indices.create,
             index=name,
             body={"settings": settings, "mappings": {"properties": {"body": {"type": "text"}}}},
         )
         docs = list(corpus(p["corpus.n_docs"], p["corpus.seed"]))
         for start in range(0, len(docs), p["bulk.batch_size"]):
             batch = docs[start : start + p["bulk.batch_size"]]
-            bulk(
-                connection, ({"_index": name, "_id": rowid, "body": body} for rowid, body in batch)
-            )
-            connection.indices.refresh(index=name)
-        connection.indices.put_settings(index=name, body={"index.blocks.write": True})
-        call.effective.update(read_settings(connection, name))
+            actions = ({"_index": name, "_id": rowid, "body": body} for rowid, body in batch)
+            cluster.ask("POST /_bulk", bulk, cluster.client, actions)
+            cluster.refresh(name)
+        cluster.ask(
+            f"PUT /{name}/_settings",
+            cluster.client.indices.put_settings,
+            index=name,
+            body={"index.blocks.write": True},
+        )
+        call.effective.update(cluster.settings(name))
         receipt(call.artifacts["loaded"], index=name, docs=len(docs), url=p["opensearch.url"])
-        return {"segments": float(segment_count(connection, name))}
+        return {"segments": float(cluster.segments(name))}
 
     @prep(produces=["merged"], needs=["load"], params=["opensearch.url", "merge.max_num_segments"])
     def merge(self, call: StageCall) -> dict[str, float]:
@@ -167,17 +244,24 @@ class OpenSearch(Domain):
                 f"merge.max_num_segments={target_segments!r}: use none or an integer >= 1"
             )
         loaded = json.loads(call.artifacts["loaded"].read_text())
-        connection = client(call.params["opensearch.url"])
+        cluster = Cluster(call.params["opensearch.url"])
         clone = f"{loaded['index']}-m{target_segments}"
-        connection.indices.delete(index=clone, params={"ignore_unavailable": "true"})
-        connection.indices.clone(
-            index=loaded["index"], target=clone, params={"wait_for_active_shards": "1"}
+        cluster.delete(clone)
+        cluster.ask(
+            f"PUT /{loaded['index']}/_clone/{clone}",
+            cluster.client.indices.clone,
+            index=loaded["index"],
+            target=clone,
+            params={"wait_for_active_shards": "1"},
         )
         if target_segments != "none":
-            connection.indices.forcemerge(
-                index=clone, params={"max_num_segments": str(target_segments)}
+            cluster.ask(
+                f"POST /{clone}/_forcemerge",
+                cluster.client.indices.forcemerge,
+                index=clone,
+                params={"max_num_segments": str(target_segments)},
             )
-        connection.indices.refresh(index=clone)
+        cluster.refresh(clone)
         call.effective["merge.max_num_segments"] = target_segments
         receipt(
             call.artifacts["merged"],
@@ -185,7 +269,7 @@ class OpenSearch(Domain):
             docs=loaded["docs"],
             url=call.params["opensearch.url"],
         )
-        return {"segments": float(segment_count(connection, clone))}
+        return {"segments": float(cluster.segments(clone))}
 
     @measure(
         needs=["merge"],
@@ -195,53 +279,65 @@ class OpenSearch(Domain):
     def search(self, call: StageCall) -> dict[str, float]:
         """Check the cached index is still there, warm up, then time each match query."""
         merged = json.loads(call.artifacts["merged"].read_text())
-        connection = client(call.params["opensearch.url"])
+        cluster = Cluster(call.params["opensearch.url"])
         index = merged["index"]
-        held = (
-            connection.count(index=index, params={"ignore_unavailable": "true"})["count"]
-            if connection.indices.exists(index=index)
-            else None
-        )
+        held = None
+        if cluster.ask(f"HEAD /{index}", cluster.client.indices.exists, index=index):
+            count = f"GET /{index}/_count"
+            answer = cluster.ask(
+                count, cluster.client.count, index=index, params={"ignore_unavailable": "true"}
+            )
+            held = cluster.field(answer, count, "count", kind=int)
         if held != merged["docs"]:
-            raise RuntimeError(
+            raise ClusterAnswer(
                 f"index {index} on {merged['url']} holds {held} documents, not "
                 f"the {merged['docs']} its cache entry recorded (deleted or "
                 "changed on the cluster); remove that cache entry (benchmark "
                 "data cache/) so the preps rebuild it"
             )
-        call.effective.update(read_settings(connection, index))
+        call.effective.update(cluster.settings(index))
         queries = self._queries(
-            connection, index, call.params["n_queries"], call.params["query.seed"], merged["docs"]
+            cluster, index, call.params["n_queries"], call.params["query.seed"], merged["docs"]
         )
+        search = f"POST /{index}/_search"
         for query in queries:
-            connection.search(index=index, body=query)
-        times, digest = [], hashlib.sha256()
+            cluster.ask(search, cluster.client.search, index=index, body=query)
+        times, answers = [], []
         for query in queries:
             start = time.perf_counter_ns()
-            answer = connection.search(index=index, body=query)
+            answers.append(cluster.ask(search, cluster.client.search, index=index, body=query))
             times.append((time.perf_counter_ns() - start) / 1e6)
+        digest = hashlib.sha256()
+        for answer in answers:
+            hits = cluster.field(answer, search, "hits", "hits", kind=list)
             # ties in score may come in any order (it follows the segments): compare as sets
-            digest.update(
-                repr(
-                    sorted((round(hit["_score"], 4), hit["_id"]) for hit in answer["hits"]["hits"])
-                ).encode()
+            ranked = sorted(
+                (
+                    round(cluster.field(hit, search, "_score", kind=(int, float)), 4),
+                    cluster.field(hit, search, "_id", kind=str),
+                )
+                for hit in hits
             )
+            digest.update(repr(ranked).encode())
         return {
             "p50_ms": percentile(times, 0.5),
             "p95_ms": percentile(times, 0.95),
             "results_hash": int(digest.hexdigest()[:13], 16),
-            "segments": float(segment_count(connection, index)),
+            "segments": float(cluster.segments(index)),
         }
 
     @staticmethod
     def _queries(
-        connection, index: str, count: int, seed: int, docs: int
+        cluster: Cluster, index: str, count: int, seed: int, docs: int
     ) -> list[Mapping[str, Any]]:
         """Match queries of 1-3 words of a random document each, top 10."""
         rng = random.Random(seed)
         queries = []
         for _ in range(count):
-            body = connection.get(index=index, id=rng.randint(1, docs))["_source"]["body"]
+            doc_id = rng.randint(1, docs)
+            call = f"GET /{index}/_doc/{doc_id}"
+            answer = cluster.ask(call, cluster.client.get, index=index, id=doc_id)
+            body = cluster.field(answer, call, "_source", "body", kind=str)
             words = rng.sample(body.split(), rng.randint(1, 3))
             queries.append(
                 {
