@@ -148,3 +148,27 @@ def test_one_decided_run_and_one_undecided_rerun_are_inconclusive(project: Bench
     mdes = f"MDE {second['mde']:.1%} here, {first['mde']:.1%} there"
     assert any(f"inconclusive (one decided, one not; {mdes})" in x for x in reproduces["lines"])
     assert any(x.startswith("inconclusive against r1") for x in record["tag_reasons"])
+
+
+def test_two_quiet_no_change_runs_reproduce(project: BenchProject) -> None:
+    synthetic(project, {"cv": 0.0005})  # A/A, far quieter than the 1% band
+    first = verdict_of(run_as(project, "q1"))
+    synthetic(project, {"cv": 0.0005, "salt": 1})
+    record = run_as(project, "q2")
+    second = verdict_of(record)
+    assert first["verdict"] == second["verdict"] == "no_change"
+    assert first["mde"] > 0.01 and second["mde"] > 0.01  # an MDE counts the band
+    assert record["tag"] == "RELIABLE", record["tag_reasons"]
+    (line,) = record["reproduces"]["lines"]
+    assert "reproduced (no change; both intervals inside the noise band +-1%" in line
+
+
+def test_decisions_in_opposite_directions_contradict(project: BenchProject) -> None:
+    synthetic(project, {"cv": 0.002, "effect": {"b": 1.2}})
+    assert verdict_of(run_as(project, "o1"))["verdict"] == "regressed"
+    synthetic(project, {"cv": 0.002, "effect": {"b": 0.8}})  # the same config, the truth flipped
+    record = run_as(project, "o2")
+    assert verdict_of(record)["verdict"] == "improved"
+    assert record["tag"] == "UNRELIABLE"
+    (line,) = record["reproduces"]["lines"]
+    assert line.endswith("NOT reproduced (opposite directions)")

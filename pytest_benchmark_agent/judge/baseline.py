@@ -579,7 +579,8 @@ def reproduction(
     directions, or their 95% intervals exclude each other with ratios beyond
     ``reproduce_tolerance``. One decided and one undecided is *inconclusive* (QUALIFIED, both
     MDEs shown): underpowered is not contradictory. Two ``no_change`` reproduce only when both
-    MDEs are below the noise threshold (else QUALIFIED: they could not have seen the effect). A
+    show that no effect beyond the noise band is there (:func:`_resolved`; else QUALIFIED: they
+    could not have seen the effect). A
     refusal on either side keeps the old rule: the same verdict, or a contradiction. A run of
     one configuration is compared with the prior run instead (:func:`_rerun`)."""
     if not [label for label in this.treatments if label != this.control]:
@@ -632,15 +633,26 @@ def reproduction(
                     else f"ratios within {tolerance:.0%}"
                 )
                 lines.append(f"{line}: reproduced (the same direction, {agree})")
-            elif _below(mine.get("mde"), threshold) and _below(theirs.get("mde"), threshold):
-                lines.append(f"{line}: reproduced (no change; {mdes}, below {threshold:.0%})")
+            elif _resolved(mine, threshold) and _resolved(theirs, threshold):
+                lines.append(
+                    f"{line}: reproduced (no change; both intervals inside the noise band "
+                    f"+-{threshold:.0%}; {mdes})"
+                )
             else:
                 caveats.append(
-                    f"could not have seen the effect: {line}; {mdes}, not both below the "
-                    f"noise threshold {threshold:.0%}"
+                    f"could not have seen the effect: {line}; {mdes}, and the intervals "
+                    f"reach beyond the noise band +-{threshold:.0%}"
                 )
                 lines.append(f"{line}: not shown (no change, but {mdes})")
     return Reproduction(prior.run_id, "reproduction", lines, problems, prior.tag, caveats, benign)
+
+
+def _resolved(verdict: Mapping[str, Any], threshold: float) -> bool:
+    """Whether a ``no_change`` shows that any effect is one that does not matter: its interval
+    lies inside the noise band, or its MDE is the band itself (no noise at all). The MDE counts
+    the band (an effect is decided only once the interval clears it), so with any noise it is
+    above the band, and the evidence of "no effect that matters" is the interval."""
+    return _inside(verdict.get("ci"), threshold) or _below(verdict.get("mde"), threshold)
 
 
 def _below(mde: Any, threshold: float) -> bool:
