@@ -107,3 +107,38 @@ def test_a_snapshot_holding_a_prep_event_of_the_wrong_shape_is_unreadable(tmp_pa
     )
     with pytest.raises(UnreadableRecord, match=r"prep event 1: prep field `action`: 'cooked'"):
         load_results(tmp_path)
+
+
+VERDICT = {
+    "verdict": "regressed",
+    "ratio": 1.2,
+    "ci": [1.1, 1.3],
+    "p": 0.0156,
+    "p_holm": 0.0156,
+    "mde": 0.05,
+    "reason": None,
+    "n": [7, 7],
+    "refused": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"verdict": "faster"}, "verdict field `verdict`: 'faster' is none of improved"),
+        ({"verdict": None}, "verdict field `verdict`: missing"),
+        ({"ci": [1.1]}, r"verdict field `ci`: \[1.1\] is not a pair of numbers"),
+        ({"ratio": "1.2"}, "verdict field `ratio`: '1.2' is not a number"),
+        ({"refused": "tired"}, "verdict field `refused`: 'tired' is none of too_small"),
+    ],
+)
+def test_a_snapshot_holding_a_verdict_of_the_wrong_shape_is_unreadable(
+    tmp_path: Path, change: dict, problem: str
+) -> None:
+    document = {"schema_version": 1, "trials": [], "verdicts": {"t": {"b": VERDICT}}}
+    (tmp_path / "results.yaml").write_text(json.dumps(document))  # JSON is YAML
+    assert load_results(tmp_path)["verdicts"]["t"]["b"] == VERDICT
+    document["verdicts"]["t"]["b"] = {**VERDICT, **change}
+    (tmp_path / "results.yaml").write_text(json.dumps(document))
+    with pytest.raises(UnreadableRecord, match=rf"verdict of t \[b\]: {problem}"):
+        load_results(tmp_path)

@@ -26,6 +26,8 @@ STATUSES = (
 
 
 PREP_ACTIONS = ("built", "reused", "failed")
+VERDICTS = ("improved", "regressed", "no_change", "not_comparable")
+REFUSALS = ("too_small", "finding", "failed")
 
 
 class RecordShapeError(ValueError):
@@ -145,6 +147,28 @@ class PrepEvent:
         return out
 
 
+def check_verdict(data: Any) -> None:
+    """Refuse a verdict record (``verdicts:`` metric -> label -> record) of the wrong shape with
+    :class:`RecordShapeError` naming the field: the tag and every later comparison read it."""
+    _check(data, _VERDICT_SHAPE, "verdict")
+    if data["verdict"] not in VERDICTS:
+        raise RecordShapeError(
+            "verdict", f"{data['verdict']!r} is none of {', '.join(VERDICTS)}", "verdict"
+        )
+    ci = data.get("ci")
+    if ci is not None and not (
+        isinstance(ci, list)
+        and len(ci) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ci)
+    ):
+        raise RecordShapeError("ci", f"{ci!r} is not a pair of numbers", "verdict")
+    refused = data.get("refused")
+    if refused is not None and refused not in REFUSALS:
+        raise RecordShapeError(
+            "refused", f"{refused!r} is none of {', '.join(REFUSALS)}", "verdict"
+        )
+
+
 #: (field, accepted types, required) checked by :meth:`TrialRecord.from_dict`.
 _TRIAL_SHAPE: tuple[tuple[str, tuple[type, ...], bool], ...] = (
     ("id", (str,), True),
@@ -170,6 +194,16 @@ _PREP_SHAPE: tuple[tuple[str, tuple[type, ...], bool], ...] = (
     ("folder", (str,), False),
     ("reason", (str,), False),
     ("rebuild_reason", (str,), False),
+)
+#: The same for :func:`check_verdict`.
+_VERDICT_SHAPE: tuple[tuple[str, tuple[type, ...], bool], ...] = (
+    ("verdict", (str,), True),
+    ("ratio", (int, float), False),
+    ("p", (int, float), False),
+    ("p_holm", (int, float), False),
+    ("mde", (int, float), False),
+    ("reason", (str,), False),
+    ("refused", (str,), False),
 )
 _KIND_NAMES = {
     (str,): "a string",

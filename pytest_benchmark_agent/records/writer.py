@@ -41,7 +41,12 @@ from pytest_benchmark_agent.records.fsutil import (
 )
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
 from pytest_benchmark_agent.records.safetext import md
-from pytest_benchmark_agent.records.schema import PrepEvent, RecordShapeError, TrialRecord
+from pytest_benchmark_agent.records.schema import (
+    PrepEvent,
+    RecordShapeError,
+    TrialRecord,
+    check_verdict,
+)
 from pytest_benchmark_agent.records.views import RunView, thaw
 from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
 
@@ -294,6 +299,20 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
     return trials
 
 
+def _check_verdicts(path: Path, verdicts: Any) -> None:
+    """UnreadableRecord naming ``path`` and the metric and label of a verdict of the wrong shape."""
+    if verdicts is None:
+        return
+    if not isinstance(verdicts, dict) or not all(isinstance(v, dict) for v in verdicts.values()):
+        raise UnreadableRecord(path, "its verdicts are not a map of metric -> label -> verdict")
+    for metric, per_label in verdicts.items():
+        for label, verdict in per_label.items():
+            try:
+                check_verdict(verdict)
+            except RecordShapeError as problem:
+                raise UnreadableRecord(path, f"verdict of {metric} [{label}]: {problem}") from None
+
+
 def load_results(run_dir: Path) -> dict[str, Any]:
     """A run's record, with trials from the journal that the last snapshot had not yet taken.
 
@@ -322,6 +341,7 @@ def load_results(run_dir: Path) -> dict[str, Any]:
             PrepEvent.from_dict(event)
         except RecordShapeError as problem:
             raise UnreadableRecord(path, f"prep event {number}: {problem}") from None
+    _check_verdicts(path, results.get("verdicts"))
     known = {(t.get("id"), t.get("started")) for t in trials}
     for trial in read_journal(run_dir):
         if (trial["id"], trial.get("started")) not in known:
