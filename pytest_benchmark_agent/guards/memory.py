@@ -275,34 +275,25 @@ class _Series:
         return out
 
 
-#: How long the limits of a cgroup's ancestors are reused between stages (reading them for every
+#: How long the limits of a cgroup lineage are reused between stages (reading them for every
 #: stage of a short trial cost about 0.15 ms); a limit changed meanwhile is seen this late.
+#: Keyed by the cgroup: the session's stage cgroups are reused from stage to stage
+#: (engine/isolation.py), so the entries stay as few as the stages running at once.
 LIMITS_TTL_S = 1.0
-_ancestor_limits: dict[Path, tuple[float, list[tuple[CgroupMemory, int]]]] = {}
+_limits_seen: dict[Path, tuple[float, list[tuple[CgroupMemory, int]]]] = {}
 
 
 def _limited_lineage(cgroup: CgroupMemory) -> list[tuple[CgroupMemory, int]]:
-    """The levels of ``cgroup``'s lineage that have a limit, with it.
-
-    The cgroup's own limit is read every time (each stage gets a fresh cgroup, so caching it
-    would only grow the cache); its ancestors', shared by every stage, at most once per
-    ``LIMITS_TTL_S``.
-    """
-    own = cgroup.limit_bytes()
-    parent = cgroup.parent()
-    ancestors: list[tuple[CgroupMemory, int]] = []
-    if parent is not None:
-        now = time.monotonic()
-        seen = _ancestor_limits.get(parent.path)
-        if seen is None or now - seen[0] > LIMITS_TTL_S:
-            limited = [
-                (node, limit)
-                for node in parent.lineage()
-                if (limit := node.limit_bytes()) is not None
-            ]
-            seen = _ancestor_limits[parent.path] = (now, limited)
-        ancestors = seen[1]
-    return ([(cgroup, own)] if own is not None else []) + ancestors
+    """The levels of ``cgroup``'s lineage that have a limit, with it (read at most once per
+    ``LIMITS_TTL_S``)."""
+    now = time.monotonic()
+    seen = _limits_seen.get(cgroup.path)
+    if seen is None or now - seen[0] > LIMITS_TTL_S:
+        limited = [
+            (node, limit) for node in cgroup.lineage() if (limit := node.limit_bytes()) is not None
+        ]
+        seen = _limits_seen[cgroup.path] = (now, limited)
+    return seen[1]
 
 
 @dataclass
