@@ -125,7 +125,13 @@ def test_mde_terms_interpolate_between_the_calibrated_rows():
     from pytest_benchmark_agent.stats.analysis import MDE_TERMS, mde_terms
 
     assert mde_terms(3) == mde_terms(6) == MDE_TERMS[0][1:]
-    assert mde_terms(9) == pytest.approx((1.09, 0.825))
+    (n0, a0, b0), (n1, a1, b1) = next(
+        (low, high)
+        for low, high in zip(MDE_TERMS, MDE_TERMS[1:], strict=False)
+        if high[0] - low[0] > 1
+    )
+    f = 1 / (n1 - n0)  # one unit past the lower row
+    assert mde_terms(n0 + 1) == pytest.approx((a0 + f * (a1 - a0), b0 + f * (b1 - b0)))
     assert mde_terms(500) == MDE_TERMS[-1][1:]
 
 

@@ -66,18 +66,29 @@ EXACT_BLOCKS = 12
 RANDOM_SWAPS = 4000
 #: The paired MDE's terms by units n: ``(a, b)`` in ``log(1 + band) + a w + b se`` (``w`` the
 #: interval's half-width, ``se`` the paired differences' standard error), fitted by simulation so
-#: that the power at the reported MDE is 80% on three noise shapes (normal, a 10% right-tail
-#: burst, 30% heavy bursts): ``benchmarks/stats_calibration.py --mde-table``; STATISTICS.md.
-#: Linear between the rows; below the first and past the last, the end rows.
+#: that the power at the reported MDE is 80% on three noise shapes alike (normal, a 10%
+#: right-tail burst, 30% heavy bursts; 1,500 A/A runs of each per n):
+#: ``benchmarks/stats_calibration.py --mde-table``; STATISTICS.md. A row for every n to 20 (the
+#: best (a, b) move along a ridge from one n to the next), linear between the rows beyond;
+#: below the first and past the last, the end rows.
 MDE_TERMS = (
-    (6, 1.32, 0.45),
-    (7, 1.14, 1.00),
-    (8, 1.10, 0.80),
-    (10, 1.08, 0.85),
-    (12, 1.10, 0.75),
-    (15, 1.36, 0.25),
-    (20, 1.42, 0.10),
-    (30, 1.42, 0.00),
+    (6, 1.46, 0.40),
+    (7, 0.02, 4.00),
+    (8, 0.04, 3.55),
+    (9, 0.72, 1.70),
+    (10, 0.86, 1.30),
+    (11, 0.96, 1.05),
+    (12, 1.08, 0.70),
+    (13, 1.14, 0.60),
+    (14, 1.18, 0.50),
+    (15, 1.36, 0.20),
+    (16, 1.24, 0.40),
+    (17, 1.30, 0.25),
+    (18, 1.34, 0.20),
+    (19, 1.38, 0.15),
+    (20, 1.38, 0.15),
+    (25, 1.38, 0.10),
+    (30, 1.40, 0.10),
 )
 _BISECTIONS = 26
 _BOUNDARY_PATHS = 100_000
