@@ -180,3 +180,45 @@ def test_a_stage_run_without_a_session_says_its_group_alone_held_it(tmp_path: Pa
 
     result = run_stage("m", "true", cwd=tmp_path, env=dict(os.environ), log_dir=tmp_path / "l")
     assert result.as_record()["containment"] == "process-group"
+
+
+@needs_cgroup
+def test_an_emptied_stage_cgroup_is_reused_and_removed_at_the_end(
+    marker: str, no_strays, tmp_path: Path
+) -> None:
+    """A stage's cgroup, emptied when the stage ends (a stray killed), serves the next stage;
+    the session's close removes it and the session's folder."""
+    from pytest_benchmark_agent.engine.stages import run_stage
+
+    containment = Containment()
+    try:
+        first = containment.stage()
+        assert first.cgroup is not None
+        stray = subprocess.Popen(
+            ["sh", "-c", f'echo $$ > "{first.join}"; exec sleep {marker}'],
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + GONE_WITHIN_S
+        while not (first.cgroup.path / "cgroup.procs").read_text().split():
+            assert time.monotonic() < deadline, "the stray never joined the stage's cgroup"
+            time.sleep(0.05)
+        first.end()
+        assert stray.wait(timeout=GONE_WITHIN_S) == -signal.SIGKILL
+        second = containment.stage()
+        assert second.cgroup is not None and second.cgroup.path == first.cgroup.path
+        second.end()
+        session_folder = first.cgroup.path.parent
+        result = run_stage(
+            "m",
+            "true",
+            cwd=tmp_path,
+            env=dict(os.environ),
+            log_dir=tmp_path / "log",
+            containment=containment,
+        )
+        assert result.as_record()["containment"] == "cgroup"
+        stage_folders = [p.name for p in session_folder.iterdir() if p.is_dir()]
+        assert stage_folders == [first.cgroup.path.name]
+    finally:
+        containment.close()
+    assert not session_folder.exists(), "the session's cgroup folder outlived its close"
