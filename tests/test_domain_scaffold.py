@@ -41,6 +41,7 @@ def test_recipe_scaffold_passes_collect_only(
         result = project.run("--collect-only", "-q", str(bench))
     assert result.ret == 0, result.stdout.str()
     assert "tests collected" in result.stdout.str()
+    assert "RetypedValueWarning" not in result.stdout.str()  # reads back as the recipe wrote it
 
 
 def test_recipe_stage_scripts_take_the_flags_their_commands_pass(project: BenchProject) -> None:

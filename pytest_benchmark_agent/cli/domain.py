@@ -27,10 +27,26 @@ from pytest_benchmark_agent.config.recipe import Recipe, available_recipes, load
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
+class _ScaffoldDumper(yaml.SafeDumper):
+    """Writes a text that any YAML reader could take for a number (``'2e-5'``) quoted, so the
+    file reads back as the recipe wrote it under YAML 1.1 (the loader) and 1.2 (editors)."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    try:
+        float(text)
+    except ValueError:
+        return dumper.represent_str(text)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="'")
+
+
+_ScaffoldDumper.add_representer(str, _represent_text)
+
+
 def _scalar(value: Any) -> str:
-    """A value as YAML flow text (``20``, ``2.0e-05``, ``[1, 2, 3]``, ``'0.6'``)."""
+    """A value as YAML flow text (``20``, ``'2e-5'``, ``[1, 2, 3]``, ``'0.6'``)."""
     return (
-        yaml.safe_dump(value, default_flow_style=True, width=1000)
+        yaml.dump(value, Dumper=_ScaffoldDumper, default_flow_style=True, width=1000)
         .strip()
         .removesuffix("...")
         .strip()
