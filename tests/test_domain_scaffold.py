@@ -23,10 +23,13 @@ def test_recipe_scaffold_passes_collect_only(
     project: BenchProject, recipe: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["domain", "mine", "--recipe", recipe, "--dir", str(project.path)]) == 0
-    assert "wrote" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "wrote" in out
     bench = project.path / "mine" / "bench.yaml"
     assert f"recipe: {recipe}" in bench.read_text()
     unset = [n for n, e in load_recipe(recipe, bench).manifest.items() if e.default is None]
+    told = f"replace CHANGE-ME with the value you use for {', '.join(unset)}"
+    assert (told in out) == bool(unset), out  # the next step names what the user must fill in
     if unset:  # a param without a default is a placeholder until given, then it plans
         refused = project.run("--collect-only", "-q", str(bench)).stdout.str()
         assert all(f"params.{name}: is a placeholder" in refused for name in unset), refused

@@ -80,6 +80,9 @@ def test_placeholder_provenance_is_a_gate_one_error_naming_each_field(tmp_path: 
     assert done.returncode == 2, done.stdout + done.stderr
     for field in ("base_model", "tokenizer", "dataset", "eval_suite"):
         assert f"params.{field}: is a placeholder ('CHANGE-ME')" in done.stdout
+    # the frame says which controls are still to set, not that they sit at a default
+    assert "to set:     base_model, tokenizer, dataset, eval_suite (no default" in done.stdout
+    assert "base_model=CHANGE-ME" not in done.stdout
     assert "a real value looks like 'lm-eval-harness" in done.stdout
     assert not (tmp_path / "data" / "runs").exists()
 

@@ -22,7 +22,13 @@ import yaml
 
 from pytest_benchmark_agent.config.framing import Frame
 from pytest_benchmark_agent.config.models import ManifestEntry
-from pytest_benchmark_agent.config.recipe import Recipe, available_recipes, load_recipe
+from pytest_benchmark_agent.config.recipe import (
+    SCAFFOLD_PLACEHOLDER,
+    Recipe,
+    available_recipes,
+    load_recipe,
+    params_to_set,
+)
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
@@ -59,7 +65,7 @@ def _param_lines(manifest: dict[str, ManifestEntry]) -> list[str]:
     for param, entry in manifest.items():
         if param == "seeds":
             continue
-        value = entry.default if entry.default is not None else "CHANGE-ME"
+        value = entry.default if entry.default is not None else SCAFFOLD_PLACEHOLDER
         note = "required" if entry.default is not None else "required, no default"
         looks = f"; e.g. {entry.example}" if entry.example is not None else ""
         lines.append(f"  {param}: {_scalar(value)}    # {note}: {entry.why}{looks}")
@@ -259,7 +265,8 @@ def test_{name.replace("-", "_")}_runs_and_sorts_identically(bench):
 
 def cmd_domain(args: argparse.Namespace) -> int:
     """Scaffold a benchmark: a CommandDomain file from a recipe, or a Python Domain skeleton
-    with a test. What it writes passes `pytest --bench --collect-only` as written."""
+    with a test. What it writes passes `pytest --bench --collect-only` once each param the
+    recipe gives no default (written CHANGE-ME) names the value you use."""
     if not _NAME.match(args.name):
         raise SystemExit(
             f"benchmark-agent domain: '{args.name}' is not a usable name; use "
@@ -274,9 +281,15 @@ def cmd_domain(args: argparse.Namespace) -> int:
             )
         recipe = load_recipe(args.recipe, folder / "bench.yaml")
         files = recipe_files(args.name, args.recipe, recipe)
+        to_set = params_to_set(recipe.manifest)
     else:
-        files = domain_files(args.name)
+        files, to_set = domain_files(args.name), []
     write_files(folder, files, "domain")
+    if to_set:
+        print(
+            f"next: in {folder / 'bench.yaml'} replace {SCAFFOLD_PLACEHOLDER} with the value you "
+            f"use for {', '.join(to_set)} (each comment shows what one looks like), then:"
+        )
     print(f"next: pytest --bench --collect-only {folder / 'bench.yaml'}   (plans, runs nothing)")
     return 0
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_benchmark_agent.config.models import ManifestEntry
+from pytest_benchmark_agent.config.recipe import SCAFFOLD_PLACEHOLDER, params_to_set
 from pytest_benchmark_agent.errors import BenchError
 
 _WORD = re.compile(r"[a-z][a-z0-9]*|\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -31,23 +32,32 @@ class FramingError(BenchError):
 @dataclass(frozen=True)
 class Frame:
     """What a hypothesis asks: the param that varies, its treatments (the control first) and
-    the controls held at their defaults; ``how`` says where each came from."""
+    the controls held at their defaults; ``how`` says where each came from. ``to_set`` are the
+    controls with no default: written as the placeholder, for the user to name."""
 
     hypothesis: str
     variable: str
     treatments: list[Any]
     controls: dict[str, Any] = field(default_factory=dict)
     how: str = ""
+    to_set: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         shown = ", ".join(map(str, self.treatments[1:]))
-        controls = ", ".join(f"{k}={v}" for k, v in self.controls.items()) or "none"
-        return [
+        held = {k: v for k, v in self.controls.items() if k not in self.to_set}
+        controls = ", ".join(f"{k}={v}" for k, v in held.items()) or "none"
+        lines = [
             f"  hypothesis: {self.hypothesis}",
             f"  treatment:  {self.variable} = {self.treatments[0]} (control) against {shown}"
             f"  ({self.how})",
             f"  controls:   {controls} (each at its default)",
         ]
+        if self.to_set:
+            lines.append(
+                f"  to set:     {', '.join(self.to_set)} (no default: written "
+                f"{SCAFFOLD_PLACEHOLDER}, which gate 1 refuses until you give the value you use)"
+            )
+        return lines
 
 
 def _words(text: str) -> set[str]:
@@ -112,7 +122,7 @@ def frame(
             preferred = example.get("treatment_variable") == name
             scored.append((hits + (1 if values else 0), preferred, name, values))
     controls_of = {
-        n: e.default if e.default is not None else "CHANGE-ME"
+        n: e.default if e.default is not None else SCAFFOLD_PLACEHOLDER
         for n, e in manifest.items()
         if n != "seeds"
     }
@@ -138,4 +148,5 @@ def frame(
             f"one of: {', '.join(candidates)}"
         )
     controls = {n: v for n, v in controls_of.items() if n != variable}
-    return Frame(hypothesis, variable, treatments, controls, how)
+    to_set = [n for n in params_to_set(manifest) if n != variable]
+    return Frame(hypothesis, variable, treatments, controls, how, to_set)

@@ -20,6 +20,7 @@ different evaluation suites are never compared.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,8 @@ class Recipe(FileModel):
     example: dict[str, Any] = Field(default_factory=dict)
 
 
+#: What a scaffold writes for a manifest param with no default: gate 1 names it until replaced.
+SCAFFOLD_PLACEHOLDER = "CHANGE-ME"
 #: Values left to mean "fill this in" (compared stripped and case-folded): never provenance.
 PLACEHOLDER_VALUES = frozenset({"", "?", "??", "change-me", "changeme", "todo", "tbd", "fixme"})
 
@@ -90,6 +93,11 @@ def placeholder_problems(config: BenchmarkConfig) -> list[tuple[str, str, str]]:
             )
         )
     return problems
+
+
+def params_to_set(manifest: Mapping[str, ManifestEntry]) -> list[str]:
+    """The manifest params a scaffold cannot fill (no default): the user names each value."""
+    return [n for n, e in manifest.items() if n != "seeds" and e.default is None]
 
 
 def _is_placeholder(value: str) -> bool:
