@@ -91,6 +91,19 @@ def test_significant_effect_inside_noise_threshold_is_no_change():
     assert v["t"]["new"]["verdict"] == "improved"
 
 
+def test_a_real_effect_whose_interval_reaches_into_the_band_is_not_called_within_it():
+    """The test passes and the estimate is past the band, but the interval's near end lies
+    inside it: no_change, and the reason says the size is unsure rather than 'within'."""
+    _, v = verdict({"t": blocks(10, 0.985, cv=0.01, seed=1)}, {"t": PRIMARY})
+    rec = v["t"]["new"]
+    assert rec["p"] < 0.05 and rec["ci"][0] < 0.99 < rec["ci"][1] < 1
+    assert rec["verdict"] == "no_change"
+    assert rec["reason"].startswith(
+        "not shown beyond the noise threshold 1.00%: the test passes, but the interval reaches "
+        "into the band 1 +/- 1.00%: ratio 0.98"
+    )
+
+
 def test_effect_smaller_than_the_noise_is_no_change_with_its_detectable_effect():
     _, v = verdict({"t": blocks(5, 0.97, cv=0.2, seed=3)}, {"t": PRIMARY})
     rec = v["t"]["new"]

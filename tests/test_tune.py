@@ -188,7 +188,7 @@ def test_noise_level_gains_never_move_the_incumbent(strategy: str) -> None:
     assert len(tuner.path) == 1
     refused = [c for c in tuner.candidates if c.observed_better]
     assert refused and all(c.decision == "no_change" for c in refused)
-    assert all("indistinguishable from x=0,y=0" in c.reason for c in refused)
+    assert all("not shown to differ from x=0,y=0" in c.reason for c in refused)
 
 
 def test_lucky_noisy_trials_are_selected_at_most_at_the_error_rate() -> None:

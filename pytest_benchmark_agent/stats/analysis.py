@@ -750,10 +750,16 @@ def _verdict(
         better = (c.effect < 0) == (spec.direction == "lower")
         return Verdict("improved" if better else "regressed", **common)
     interval = f"ratio {ratio:.4g}, interval [{c.ci[0]:.4g}, {c.ci[1]:.4g}]"
+    inside = 1 - threshold <= c.ci[0] and c.ci[1] <= 1 + threshold
     if c.smallest_p > level and c.test != "identical values":
         why = undecidable_text(c.units, c.smallest_p, level, c.design)
-    elif rejected or abs(c.effect) <= threshold:
+    elif inside or (not rejected and abs(c.effect) <= threshold):
         why = f"within the noise threshold {threshold:.2%}: {interval}"
+    elif rejected:  # a difference, but the interval reaches into the band: its size is unsure
+        why = (
+            f"not shown beyond the noise threshold {threshold:.2%}: the test passes, but the "
+            f"interval reaches into the band 1 +/- {threshold:.2%}: {interval}"
+        )
     else:
         why = f"p={c.p:.3g} does not pass Holm's step-down (adjusted p {p_holm:.3g}); {interval}"
     return Verdict("no_change", reason=why, **common)

@@ -91,7 +91,7 @@ def render_report(doc: dict[str, Any], plot_note: str | None) -> str:
         )
     lines += ["", "## Ties within noise", ""]
     ties = list(doc["ties"]) + [
-        f"round {c['round']}: `{c['label']}` was indistinguishable from the incumbent "
+        f"round {c['round']}: `{c['label']}` was not shown to differ from the incumbent "
         f"`{c['incumbent']}`; the incumbent (the earlier point) was kept."
         for c in doc["candidates"]
         if c["decision"] == "no_change"

@@ -217,7 +217,7 @@ def classify(
     else:
         candidate.decision = "no_change"
         candidate.reason = (
-            f"indistinguishable from {incumbent}: {verdict.reason or 'no supported difference'}"
+            f"not shown to differ from {incumbent}: {verdict.reason or 'no supported difference'}"
         )
     return candidate
 
