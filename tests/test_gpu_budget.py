@@ -32,7 +32,8 @@ def test_a_plan_over_its_gpu_hour_budget_is_refused_with_the_arithmetic(
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.INTERRUPTED, out
     assert "estimated 20.5 GPU-hours > budget.gpu_hours 1" in out
-    assert "measure: 4 trial(s) x 5 GPU-hours (stage measure's resources.est_gpu_hours) = 20" in out
+    estimate = "(stage measure's resources.est_gpu_hours)"
+    assert f"measure: 4 trial(s) x 5 GPU-hours {estimate} = 20 GPU-hours." in out
     assert "build: 1 build(s), if none is cached, x 0.5 GPU-hours" in out
     assert not (project.home / "runs").exists()
 

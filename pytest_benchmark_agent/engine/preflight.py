@@ -248,7 +248,9 @@ def check_gpu_budget(
             continue
         ran = count * share if name in trials else count
         what = "trial(s)" if name in trials else "build(s), if none is cached,"
-        lines.append(f"{name}: {ran:g} {what} x {each:g} GPU-hours ({source}) = {ran * each:g}")
+        lines.append(
+            f"{name}: {ran:g} {what} x {each:g} GPU-hours ({source}) = {ran * each:g} GPU-hours."
+        )
         total += ran * each
     if total == 0:
         return None
