@@ -33,7 +33,7 @@ class FramingError(BenchError):
 class Frame:
     """What a hypothesis asks: the param that varies, its treatments (the control first) and
     the controls held at their defaults; ``how`` says where each came from. ``to_set`` are the
-    controls with no default: written as the placeholder, for the user to name."""
+    other params, those with no default: written as the placeholder, for the user to name."""
 
     hypothesis: str
     variable: str
@@ -44,8 +44,7 @@ class Frame:
 
     def lines(self) -> list[str]:
         shown = ", ".join(map(str, self.treatments[1:]))
-        held = {k: v for k, v in self.controls.items() if k not in self.to_set}
-        controls = ", ".join(f"{k}={v}" for k, v in held.items()) or "none"
+        controls = ", ".join(f"{k}={v}" for k, v in self.controls.items()) or "none"
         lines = [
             f"  hypothesis: {self.hypothesis}",
             f"  treatment:  {self.variable} = {self.treatments[0]} (control) against {shown}"
@@ -121,11 +120,6 @@ def frame(
             values = _named_values(name, entry, hypothesis, example)
             preferred = example.get("treatment_variable") == name
             scored.append((hits + (1 if values else 0), preferred, name, values))
-    controls_of = {
-        n: e.default if e.default is not None else SCAFFOLD_PLACEHOLDER
-        for n, e in manifest.items()
-        if n != "seeds"
-    }
     if scored:
         _, _, variable, values = max(scored, key=lambda s: (s[0], s[1]))
         entry = candidates[variable]
@@ -147,6 +141,10 @@ def frame(
             f"the hypothesis names none of {source}'s params, so what varies is unknown; name "
             f"one of: {', '.join(candidates)}"
         )
-    controls = {n: v for n, v in controls_of.items() if n != variable}
     to_set = [n for n in params_to_set(manifest) if n != variable]
+    controls = {
+        n: e.default
+        for n, e in manifest.items()
+        if n not in ("seeds", variable) and e.default is not None
+    }
     return Frame(hypothesis, variable, treatments, controls, how, to_set)
