@@ -15,7 +15,7 @@ from gate2helpers import lazy_imports_done_outside_runs, run_as  # noqa: F401
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.config.models import load_config, parse_yaml
-from pytest_benchmark_agent.engine.metrics import parse_metrics, show_value
+from pytest_benchmark_agent.engine.metrics import parse_metrics
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.judge import gate2 as judge
@@ -24,7 +24,7 @@ from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.writer import dump_yaml
 from pytest_benchmark_agent.stats.analysis import Observation, PlainMetricRule, analyze_run
 from pytest_benchmark_agent.stats.comparability import usable
-from pytest_benchmark_agent.stats.describe import describe, describe_exact, values_text
+from pytest_benchmark_agent.stats.describe import describe, describe_exact, show_value, values_text
 
 BIG, NEXT = 2**53 + 1, 2**53  # one and the same float: 9007199254740993 and 9007199254740992
 EQUAL = PlainMetricRule(direction="equal", guard=True)

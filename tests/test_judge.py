@@ -14,13 +14,12 @@ import pytest
 import yaml
 
 from pytest_benchmark_agent.config.models import MetricSpec, load_config
-from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import RecordView, reproduction
 from pytest_benchmark_agent.judge.observations import observations
-from pytest_benchmark_agent.records.run import BenchRun
-from pytest_benchmark_agent.records.tags import compute_tag
+from pytest_benchmark_agent.judge.tags import compute_tag
+from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun
 
 Value = Callable[[str, int], float]  # (treatment, replicate) -> the metric's value
 

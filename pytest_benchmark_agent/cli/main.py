@@ -26,8 +26,8 @@ from pytest_benchmark_agent.cli import schema as cli_schema
 from pytest_benchmark_agent.cli import session as cli_session
 from pytest_benchmark_agent.cli import tune as cli_tune
 from pytest_benchmark_agent.cli.common import announce_home, home_of
+from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.writer import UnreadableRecordWarning
 
 #: Verbs that only read the records: for them a data home that does not exist is an error.
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _check_home(args)
             # A run left "running" by a killed session is finalized before any verb reads
             # the records.
-            recover.recover_orphans(home_of(args), by=f"benchmark-agent {args.verb}")
+            recovery.recover_orphans(home_of(args), by=f"benchmark-agent {args.verb}")
             return args.func(args)
         except (BenchError, OSError) as error:  # each names its file
             print(f"benchmark-agent {args.verb}: {error}", file=sys.stderr)

@@ -22,9 +22,9 @@ from pytest_benchmark_agent.judge.baseline import (
     reproduction,
     resolve_ref,
 )
+from pytest_benchmark_agent.judge.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.store import runs_in
-from pytest_benchmark_agent.records.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records.writer import (
     UnreadableRecord,
     index_entry,

@@ -27,6 +27,9 @@ from pytest_benchmark_agent.config.models import (
     COUNTERS,
     BenchmarkConfig,
     Stage,
+    one_configuration,
+    treatment_values,
+    treatment_variable,
 )
 from pytest_benchmark_agent.config.placeholders import as_text, names_in
 from pytest_benchmark_agent.config.recipe import placeholder_problems
@@ -111,34 +114,6 @@ def check_replicates_can_decide(config: BenchmarkConfig) -> list[Problem]:
             "fewer metrics or treatments (docs/benchmark/STATISTICS.md).",
         )
     ]
-
-
-def one_configuration(config: BenchmarkConfig) -> bool:
-    """A file naming neither ``treatment_variable`` nor ``treatments`` (nor a search space): it
-    runs its replicates of one configuration, compared with nothing inside the run, only with
-    other runs (a baseline, a reproduction)."""
-    return (
-        config.treatment_variable is None
-        and config.treatments is None
-        and config.search_space is None
-    )
-
-
-def treatment_variable(config: BenchmarkConfig) -> str | None:
-    """The one varying parameter, whether named directly or implied by mapping treatments."""
-    tv = config.treatment_variable
-    if isinstance(tv, list):
-        return tv[0] if len(tv) == 1 else None
-    if tv is None and config.treatments and all(isinstance(t, dict) for t in config.treatments):
-        keys = {key for t in config.treatments for key in t}
-        return next(iter(keys)) if len(keys) == 1 else None
-    return tv
-
-
-def treatment_values(config: BenchmarkConfig) -> list[Any]:
-    """The treatment values in declared order (mapping entries reduced to their one value)."""
-    tv = treatment_variable(config)
-    return [t[tv] if isinstance(t, dict) else t for t in (config.treatments or [])]
 
 
 def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:

@@ -16,7 +16,7 @@ import errno
 import math
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -391,6 +391,41 @@ class BenchmarkConfig(FileModel):
     @property
     def max_replicates(self) -> int:
         return self.replicates if isinstance(self.replicates, int) else self.replicates.max
+
+
+def one_configuration(config: BenchmarkConfig) -> bool:
+    """A file naming neither ``treatment_variable`` nor ``treatments`` (nor a search space): it
+    runs its replicates of one configuration, compared with nothing inside the run, only with
+    other runs (a baseline, a reproduction)."""
+    return (
+        config.treatment_variable is None
+        and config.treatments is None
+        and config.search_space is None
+    )
+
+
+def treatment_variable(config: BenchmarkConfig) -> str | None:
+    """The one varying parameter, whether named directly or implied by mapping treatments."""
+    tv = config.treatment_variable
+    if isinstance(tv, list):
+        return tv[0] if len(tv) == 1 else None
+    if tv is None and config.treatments and all(isinstance(t, dict) for t in config.treatments):
+        keys = {key for t in config.treatments for key in t}
+        return next(iter(keys)) if len(keys) == 1 else None
+    return tv
+
+
+def treatment_values(config: BenchmarkConfig) -> list[Any]:
+    """The treatment values in declared order (mapping entries reduced to their one value)."""
+    tv = treatment_variable(config)
+    return [t[tv] if isinstance(t, dict) else t for t in (config.treatments or [])]
+
+
+def exact_metrics(specs: Mapping[str, object]) -> frozenset[str]:
+    """The names of the ``direction: equal`` metrics of ``specs`` (kept as written)."""
+    return frozenset(
+        name for name, spec in specs.items() if getattr(spec, "direction", None) == "equal"
+    )
 
 
 def json_schema() -> dict[str, Any]:

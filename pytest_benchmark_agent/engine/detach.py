@@ -9,7 +9,7 @@ exists. The supervisor runs the pytest session as its child with all output in
 records the rest as ``not_run``), and when pytest exits leaves a marker: ``.complete`` (exit
 code 0), or ``.failed`` with the reason (a failed trial, a gate error, an interruption, or
 pytest killed by a signal, with the tail of the log; a killed session's run is then finalized
-``interrupted`` at once, :mod:`.records.recover`). The samples already taken stay in
+``interrupted`` at once, :mod:`.engine.recovery`). The samples already taken stay in
 ``trials.jsonl`` whatever happens.
 
 ``run_status`` is what ``benchmark-agent status`` prints: a marker when there is one; else
@@ -32,7 +32,7 @@ from typing import Any
 
 import psutil
 
-from pytest_benchmark_agent.records import recover
+from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.writer import load_results
 from pytest_benchmark_agent.report.progress import duration, read_heartbeat
@@ -145,7 +145,7 @@ def conclude(run_dir: Path, returncode: int) -> None:
         )
         return
     if returncode < 0:
-        finalized = recover.recover_run(run_dir, by="the detached supervisor")
+        finalized = recovery.recover_run(run_dir, by="the detached supervisor")
         reason = (
             f"pytest was killed by {signal.Signals(-returncode).name} before the run ended; "
             f"{recorded} trial(s) recorded, kept in trials.jsonl"

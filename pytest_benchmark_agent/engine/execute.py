@@ -20,14 +20,13 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.config.models import BUILTIN_METRICS, Stage
+from pytest_benchmark_agent.config.models import BUILTIN_METRICS, Stage, exact_metrics
 from pytest_benchmark_agent.config.placeholders import names_in, render
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.isolation import Containment, HostIsolation, host_id
 from pytest_benchmark_agent.engine.metrics import (
     Value,
     effective_mismatches,
-    exact_metrics,
     parse_effective,
     parse_metrics,
     read_metrics_file,

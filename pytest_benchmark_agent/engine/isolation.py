@@ -32,10 +32,6 @@ from pytest_benchmark_agent.records.fsutil import open_creating
 from pytest_benchmark_agent.records.recover import start_ticks
 
 POLICIES = ("host", "none")
-CAVEAT_NONE = (
-    "isolation 'none': measurements may have overlapped other stages of this session "
-    "on the same host"
-)
 
 
 def host_id() -> str:

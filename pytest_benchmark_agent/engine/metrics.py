@@ -25,11 +25,9 @@ from typing import Any
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.records.fsutil import NotRegularFile, regular_chunks
+from pytest_benchmark_agent.stats.describe import INTEGER
 
 _PAIR = re.compile(r"^\s*([A-Za-z_][\w.@\-/]*)\s*[=:]\s*(.*?)\s*$")
-#: An integer as written in canonical form (no sign but ``-``, no leading zero): kept as an
-#: ``int``; ``007`` or ``+7`` stay text, so the value reads back exactly as it was written.
-_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _EFFECTIVE = "BENCH_EFFECTIVE"
 
 #: A metric's value in a trial record: a float, or an exact (``direction: equal``) int or str.
@@ -67,13 +65,6 @@ def file_lines(path: Path, max_line: int = MAX_LINE_BYTES) -> Iterator[str]:
 
 def _lines(source: Lines) -> Iterable[str]:
     return source.splitlines() if isinstance(source, str) else source
-
-
-def exact_metrics(specs: Mapping[str, object]) -> frozenset[str]:
-    """The names of the ``direction: equal`` metrics of ``specs`` (kept as written)."""
-    return frozenset(
-        name for name, spec in specs.items() if getattr(spec, "direction", None) == "equal"
-    )
 
 
 def read_pairs(text: Lines) -> dict[str, Any]:
@@ -171,7 +162,7 @@ def _exact(name: str, raw: Any, source: str) -> int | str:
         )
     if not raw:
         raise MetricError(f"metric '{name}' on {source} is empty; it must print '{name}=<value>'.")
-    if _INTEGER.fullmatch(raw):
+    if INTEGER.fullmatch(raw):
         try:
             return int(raw)
         except ValueError:  # beyond Python's digit limit for int(): kept as its text
@@ -185,18 +176,6 @@ class _Token(str):
 
 class _JsonNumber(str):
     """A JSON float's literal (``1.50`` stays ``1.50``); read as a float where one is wanted."""
-
-
-def show_value(value: Any) -> str:
-    """A recorded value as the stage wrote it: an int's every digit, a str verbatim (quoted
-    when it reads as an integer, so a JSON ``"7"`` is not taken for the int 7), a float in the
-    shortest spelling that reads back as it (``4242`` for 4242.0)."""
-    if isinstance(value, str):
-        return json.dumps(value) if _INTEGER.fullmatch(value) else value
-    if isinstance(value, float):
-        text = repr(value)
-        return text[:-2] if text.endswith(".0") else text
-    return str(value)
 
 
 def read_metrics_file(

@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.gate1 import (
+from pytest_benchmark_agent.config.models import (
+    BenchmarkConfig,
+    Stage,
     one_configuration,
     treatment_values,
     treatment_variable,
 )
-from pytest_benchmark_agent.config.models import BenchmarkConfig, Stage
 from pytest_benchmark_agent.config.placeholders import as_text, names_in, render
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact

@@ -26,10 +26,12 @@ from typing import Any
 import pytest
 
 from pytest_benchmark_agent.config.placeholders import render
+from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
-from pytest_benchmark_agent.engine.execute import BUDGET_STOP, StageContext
-from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE, HostIsolation
+from pytest_benchmark_agent.engine.execute import StageContext
+from pytest_benchmark_agent.engine.finish import finish, take_caveats
+from pytest_benchmark_agent.engine.isolation import HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan
 from pytest_benchmark_agent.engine.preflight import check_gpu_budget, check_resources
 from pytest_benchmark_agent.engine.protocol import TrialProtocol
@@ -43,10 +45,10 @@ from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
 from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
 from pytest_benchmark_agent.records.fsutil import utc_now
-from pytest_benchmark_agent.records.run import BenchRun, new_run_id, new_session_token
+from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun, new_run_id, new_session_token
 from pytest_benchmark_agent.records.views import FrozenMapping, RunView
 from pytest_benchmark_agent.records.writer import read_journal
-from pytest_benchmark_agent.report.markdown import terminal_lines, what_went_wrong
+from pytest_benchmark_agent.report.markdown import terminal_lines
 
 
 class BenchSession:
@@ -235,7 +237,7 @@ class BenchSession:
         self._session = session
         self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
         if self.worker_id is None:
-            recover.recover_orphans(self.home, by="a later session")
+            recovery.recover_orphans(self.home, by="a later session", hook=self.hook)
         for run in self.runs:
             if run.planned:
                 run.started = utc_now()
@@ -249,7 +251,7 @@ class BenchSession:
                     if self.worker_id is None:  # a worker's runs are the controller's to own
                         recover.claim(run.dir)
                     self.hook.pytest_bench_run_started(run=RunView(run))
-                    self._take_caveats(run)
+                    take_caveats(run, self.hook)
                 except OSError as exc:
                     self._write_failed(run, exc)
                     continue
@@ -402,39 +404,16 @@ class BenchSession:
         return result
 
     def finish_run(self, run: BenchRun) -> None:
-        """Record what did not run, decide the state, summarize, judge, publish the run."""
-        done = {t["id"] for t in run.trials}
-        sequential = judge.sequential_outcome(run)
-        run.decided = run.decided or (sequential.decided if sequential else None)
+        """Finish ``run`` (:func:`.finish.finish`): the session's own problems say why what
+        did not run did not."""
         why = (
             self._write_errors[0]
             if self._write_errors
             else "the session was interrupted"
             if self._interrupted
-            else run.stop_reason or run.decided or "the session ended before it ran"
+            else None
         )
-        run.trials += [
-            run.blank_trial(spec, "not_run", why)
-            for spec in run.planned
-            if run.trial_id(spec) not in done
-        ]
-        cut_short = self._interrupted or any(
-            t["status"] == "interrupted" and not str(t.get("reason", "")).startswith(BUDGET_STOP)
-            for t in run.trials
-        )
-        run.state = "interrupted" if cut_short else "halted" if run.stop_reason else "complete"
-        run.ended = utc_now()
-        run.summarize()
-        self._take_caveats(run)
-        judge.judge_run(run, sequential, self.baseline_of(run))
-        run.what_went_wrong = what_went_wrong(run)
-        self.hook.pytest_bench_run_finished(run=RunView(run))
-
-    def _take_caveats(self, run: BenchRun) -> None:
-        """Add what plugins return from ``pytest_bench_run_caveats``: the one way a hook adds
-        to a run (its view is read-only), judged like the engine's own caveats."""
-        for caveats in self.hook.pytest_bench_run_caveats(run=RunView(run)):
-            run.caveats += [c for c in caveats or () if c not in run.caveats]
+        finish(run, why, self.hook, interrupted=self._interrupted, baseline=self.baseline_of(run))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for problem in self._write_errors:

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_benchmark_agent.config.models import ReplicateRange
-from pytest_benchmark_agent.engine.isolation import CAVEAT_NONE
 from pytest_benchmark_agent.judge.baseline import (
     BASELINE_TAGS,
     FINISHED,
@@ -58,8 +57,8 @@ from pytest_benchmark_agent.judge.baseline import (
     sides,
 )
 from pytest_benchmark_agent.judge.observations import measure_stages, observations, sample_table
-from pytest_benchmark_agent.records.run import BenchRun
-from pytest_benchmark_agent.records.tags import compute_tag
+from pytest_benchmark_agent.judge.tags import compute_tag
+from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun
 from pytest_benchmark_agent.stats.comparability import (
     Refusal,
     Verdict,

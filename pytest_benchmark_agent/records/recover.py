@@ -1,4 +1,4 @@
-"""Runs whose session is gone: found by any later session or verb, and finalized ``interrupted``.
+"""Who owns a run: the claims by which a later session or verb tells a run whose session is gone.
 
 A session killed with SIGKILL (or by the OOM killer, or a power cut) never reaches its end, so
 its run would stay ``running`` forever. Each process that records into a run first *claims* it:
@@ -9,23 +9,20 @@ have finalized it, as ``interrupted``: the trials of its journal kept, the one i
 its last heartbeat names it) ``interrupted``, the rest ``not_run``, its report (with What Went
 Wrong), ``index.json`` and ``results_index.md`` written. A run claimed from another host is
 left alone (its owner cannot be checked from here); so is a run with no claim at all (written
-before claims existed).
+before claims existed). Finalizing such a run is the engine's (:mod:`.engine.recovery`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
-import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, release_lock, utc_now
+from pytest_benchmark_agent.records.fsutil import atomic_write
 
 OWNERS = "owners"
-_LOCK = ".recover.lock"
 
 
 def start_ticks(pid: int) -> int | None:
@@ -92,101 +89,3 @@ def orphaned(run_dir: Path) -> bool:
             return False  # a claim being written, or unreadable: not ours to judge
         states.append(owner_state(owner) if isinstance(owner, dict) else "unknown")
     return bool(states) and all(state == "gone" for state in states)
-
-
-def recover_orphans(home: Path, *, by: str) -> list[str]:
-    """Finalize every run in ``home`` whose owners are gone (``by``: who found it, for the
-    record); returns their ids. One that cannot be finalized is skipped with a warning."""
-    runs = home / "runs"
-    try:
-        names = sorted(name for name in os.listdir(runs) if not name.startswith("."))
-    except OSError:
-        return []
-    return [name for name in names if recover_run(runs / name, by=by)]
-
-
-def recover_run(run_dir: Path, *, by: str) -> bool:
-    """Finalize ``run_dir`` if its owners are gone; whether it was finalized here."""
-    if not orphaned(run_dir):
-        return False
-    lock = acquire_lock(run_dir / _LOCK, wait=False)
-    if lock is None:
-        return False  # another process is finalizing it
-    try:
-        if not orphaned(run_dir):
-            return False
-        finalize(run_dir, by)
-        return True
-    except Exception as exc:  # a corrupted record or a full disk: say so, never stop the caller
-        print(
-            f"benchmark-agent: run {run_dir.name} was left running by a session that is gone "
-            f"and could not be finalized ({type(exc).__name__}: {exc}); its finished trials "
-            f"stay in {run_dir / 'trials.jsonl'}",
-            file=sys.stderr,
-        )
-        return False
-    finally:
-        release_lock(lock)
-        with contextlib.suppress(OSError):
-            (run_dir / _LOCK).unlink()
-
-
-def finalize(run_dir: Path, by: str) -> None:
-    """Finish an ownerless run as its session would have, ``interrupted``."""
-    # The writers, the judge and the plan load here only: every verb and session scans for
-    # orphans first (``recover_orphans``), and a scan that finds none must stay cheap.
-    from pytest_benchmark_agent.config.models import BenchmarkConfig
-    from pytest_benchmark_agent.engine.plan import build_plan
-    from pytest_benchmark_agent.judge import gate2 as judge
-    from pytest_benchmark_agent.records.run import BenchRun
-    from pytest_benchmark_agent.records.views import RunView
-    from pytest_benchmark_agent.records.writer import RecordWriter, load_results, load_yaml
-    from pytest_benchmark_agent.report.markdown import ReportWriter, what_went_wrong
-    from pytest_benchmark_agent.report.progress import read_heartbeat
-
-    frozen = load_yaml(run_dir / "config.yaml")
-    config = BenchmarkConfig.model_validate(frozen["config"])
-    source = Path(frozen["source"])
-    previous = load_results(run_dir)
-    points = _points(previous) if config.search_space is not None else None
-    run = BenchRun(
-        plan=build_plan(config, source, points), home=run_dir.parent.parent, run_id=run_dir.name
-    )
-    planned = set(frozen.get("planned_trials") or [])
-    run.planned = [spec for spec in run.plan.trials if run.trial_id(spec) in planned]
-    run.trials = [t for t in previous.get("trials") or [] if t.get("status") != "not_run"]
-    run.preps = list(previous.get("preps") or [])
-    run.caveats = list(previous.get("caveats") or [])
-    run.fingerprint = frozen.get("fingerprint") or {}
-    run.started = previous.get("started") or previous.get("ended") or utc_now()
-    beat = read_heartbeat(run_dir) or {}
-    why = (
-        f"the session that ran it (pid {beat.get('pid') or '?'}) ended without finishing it "
-        "(killed or crashed)"
-    )
-    done = {t["id"] for t in run.trials}
-    for spec in run.planned:
-        trial_id = run.trial_id(spec)
-        if trial_id in done:
-            continue
-        if trial_id == beat.get("trial_id"):
-            record = run.blank_trial(spec, "interrupted", f"{why} during this trial")
-        else:
-            record = run.blank_trial(spec, "not_run", why)
-        run.trials.append(record)
-    run.stop_reason = why
-    run.caveats.append(f"finalized as interrupted by {by} at {utc_now()}: {why}")
-    run.state = "interrupted"
-    run.ended = beat.get("updated") or utc_now()
-    run.summarize()
-    judge.judge_run(run, judge.sequential_outcome(run), None)
-    run.what_went_wrong = what_went_wrong(run)
-    view = RunView(run)
-    RecordWriter().pytest_bench_run_finished(run=view)
-    ReportWriter().pytest_bench_run_finished(run=view)
-
-
-def _points(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """A tuning round's points, read back from its treatment labels (``a=1,b=2``)."""
-    labels = results.get("treatments") or []
-    return [dict(pair.split("=", 1) for pair in str(label).split(",")) for label in labels]

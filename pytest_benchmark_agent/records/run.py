@@ -16,18 +16,26 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_benchmark_agent.config.models import BUILTIN_METRICS
 from pytest_benchmark_agent.config.placeholders import as_text
-from pytest_benchmark_agent.engine.plan import BenchPlan, TrialSpec
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.safetext import NAME_MAX
 from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
 
+if TYPE_CHECKING:  # the plan is the engine's; a record only holds it
+    from pytest_benchmark_agent.engine.plan import BenchPlan, TrialSpec
+
 #: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
 SCHEMA_VERSION = 1
+
+#: The caveat of a run measured under ``--bench-isolation none`` (gate 2 reads it back).
+CAVEAT_NONE = (
+    "isolation 'none': measurements may have overlapped other stages of this session "
+    "on the same host"
+)
 
 
 def new_session_token() -> tuple[str, str]:

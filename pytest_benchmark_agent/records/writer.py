@@ -25,8 +25,12 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_benchmark_agent.config.gate1 import treatment_variable
-from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_yaml, yaml_problem
+from pytest_benchmark_agent.config.models import (
+    BenchmarkConfig,
+    parse_yaml,
+    treatment_variable,
+    yaml_problem,
+)
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import code_label

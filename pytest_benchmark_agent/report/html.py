@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_benchmark_agent.config.models import metric_role
@@ -37,11 +37,14 @@ th{background:#f3f3f3;text-align:left}td.n{text-align:right;font-variant-numeric
 
 
 def render_html(
-    run: BenchRun, svgs: Mapping[str, str] | None = None, plot_note: str | None = None
+    run: BenchRun,
+    svgs: Mapping[str, str] | None = None,
+    plot_note: str | None = None,
+    *,
+    wrong: Sequence[str],
 ) -> str:
-    """The whole page; ``svgs`` maps a metric to its inline plot (``plots.write_plots``)."""
-    from pytest_benchmark_agent.report.markdown import what_went_wrong
-
+    """The whole page; ``svgs`` maps a metric to its inline plot (``plots.write_plots``),
+    ``wrong`` is the run's What Went Wrong (the Markdown report's list, shown alike)."""
     config = run.plan.config
     e = _text
     parts = [
@@ -83,7 +86,7 @@ def render_html(
     if plot_note:
         parts.append(f"<p>Plots: {e(plot_note)}.</p>")
     parts += ['<h2>What Went Wrong</h2><ul class="wrong">']
-    parts += [f"<li>{_prose(item)}</li>" for item in (run.what_went_wrong or what_went_wrong(run))]
+    parts += [f"<li>{_prose(item)}</li>" for item in wrong]
     parts += ["</ul>", "<h2>Controls</h2>", "<table><tr><th>param</th><th>value</th>"]
     parts[-1] += "<th>role</th></tr>"
     for name, value in config.params.items():

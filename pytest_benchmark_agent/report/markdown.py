@@ -26,9 +26,8 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.config.models import BUILTIN_METRICS, metric_role
+from pytest_benchmark_agent.config.models import BUILTIN_METRICS, exact_metrics, metric_role
 from pytest_benchmark_agent.config.placeholders import as_text
-from pytest_benchmark_agent.engine.metrics import exact_metrics
 from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.judge.gate2 import regressions
 from pytest_benchmark_agent.records import redact
@@ -82,7 +81,7 @@ class ReportWriter:
             variable=run.variable,
         )
         atomic_write(run.dir / "report.md", redact.scrub_text(render_report(run, files, note)))
-        page = render_html(run, svgs, note)
+        page = render_html(run, svgs, note, wrong=run.what_went_wrong or what_went_wrong(run))
         atomic_write(run.dir / "report.html", redact.scrub_text(page))
 
 

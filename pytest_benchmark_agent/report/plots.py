@@ -24,8 +24,8 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.engine.metrics import show_value
 from pytest_benchmark_agent.report.units import axis_label
+from pytest_benchmark_agent.stats.describe import show_value
 
 NO_MATPLOTLIB = (
     "matplotlib is not installed, so this report has no plots (it is a dependency: "

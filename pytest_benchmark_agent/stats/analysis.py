@@ -40,7 +40,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from pytest_benchmark_agent.engine.metrics import show_value
 from pytest_benchmark_agent.stats.comparability import (
     DIRECTIONS,
     MetricRule,
@@ -54,6 +53,7 @@ from pytest_benchmark_agent.stats.comparability import (
     refusal,
     usable,
 )
+from pytest_benchmark_agent.stats.describe import show_value
 from pytest_benchmark_agent.stats.distributions import ndtr, ndtri, stdtrit
 
 BOOTSTRAP_RESAMPLES = 4000  # the unpaired fallback's bootstrap of the ratio of medians

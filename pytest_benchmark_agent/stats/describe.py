@@ -6,12 +6,28 @@ often each occurred, never by a mean, a median or a CV: its values are identitie
 
 from __future__ import annotations
 
+import json
+import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_benchmark_agent.engine.metrics import show_value
+#: An integer as written in canonical form (no sign but ``-``, no leading zero): kept as an
+#: ``int``; ``007`` or ``+7`` stay text, so the value reads back exactly as it was written.
+INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+
+
+def show_value(value: Any) -> str:
+    """A recorded value as the stage wrote it: an int's every digit, a str verbatim (quoted
+    when it reads as an integer, so a JSON ``"7"`` is not taken for the int 7), a float in the
+    shortest spelling that reads back as it (``4242`` for 4242.0)."""
+    if isinstance(value, str):
+        return json.dumps(value) if INTEGER.fullmatch(value) else value
+    if isinstance(value, float):
+        text = repr(value)
+        return text[:-2] if text.endswith(".0") else text
+    return str(value)
 
 
 def describe(values: Sequence[Any]) -> dict[str, Any]:

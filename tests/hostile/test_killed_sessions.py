@@ -22,6 +22,7 @@ import pytest
 from benchhelpers import BenchProject
 from hostilehelpers import agent, assert_clean_exit, assert_trials_on_disk, tiny_bench
 
+from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.writer import load_results
 from pytest_benchmark_agent.report.progress import read_heartbeat
@@ -117,7 +118,7 @@ def test_a_run_whose_owner_is_alive_is_left_running(project: BenchProject) -> No
     run_dir = project.home / "runs" / "2026-01-01T00-00-00-simple-beef"
     recover.claim(run_dir)
     assert not recover.orphaned(run_dir)
-    assert recover.recover_orphans(project.home, by="a test") == []
+    assert recovery.recover_orphans(project.home, by="a test") == []
     assert not (run_dir / "index.json").exists()
 
 
@@ -149,7 +150,56 @@ def test_a_run_that_cannot_be_finalized_is_named_and_skipped(
     owner = json.loads(claim.read_text())
     claim.write_text(json.dumps({**owner, "start_ticks": owner["start_ticks"] + 1}))
     (run_dir / "config.yaml").write_text("config: [not, a, benchmark]\n")
-    assert recover.recover_orphans(project.home, by="a test") == []
+    assert recovery.recover_orphans(project.home, by="a test") == []
     err = capsys.readouterr().err
     assert "run broken was left running by a session that is gone" in err
     assert "trials.jsonl" in err
+
+
+SEEING_PLUGIN = """
+import json
+
+
+def pytest_bench_run_caveats(run):
+    return ["seen by the conftest plugin"] if run.name != "other" else None
+
+
+def pytest_bench_run_finished(run):
+    results = run.results()
+    with open("finished.jsonl", "a") as seen:
+        seen.write(json.dumps({
+            "run_id": run.run_id,
+            "state": results["state"],
+            "statuses": sorted(t["status"] for t in results["trials"]),
+            "caveats": results["caveats"],
+        }) + "\\n")
+"""
+
+
+def test_a_recovered_run_is_published_to_the_sessions_plugins(project: BenchProject) -> None:
+    """Recovery finishes a run as a session does, through the hooks: another plugin's
+    ``pytest_bench_run_finished`` sees the recovered run, and its caveats are asked for."""
+    run_dir = start_and_kill(project)
+    (project.path / "finished.jsonl").unlink(missing_ok=True)  # the killed session's own writes
+    (project.path / "conftest.py").write_text(SEEING_PLUGIN)
+    project.bench(tiny_bench(name="other"), name="other.bench.yaml")
+    assert_clean_exit(project.run("other.bench.yaml"), {0})
+    results = assert_finalized(project, run_dir)
+    seen = [json.loads(line) for line in (project.path / "finished.jsonl").read_text().splitlines()]
+    recovered = [entry for entry in seen if entry["run_id"] == run_dir.name]
+    assert len(recovered) == 1, seen
+    assert recovered[0]["state"] == "interrupted"
+    assert recovered[0]["statuses"] == ["interrupted", "passed"]
+    assert "seen by the conftest plugin" in recovered[0]["caveats"]
+    assert recovered[0]["caveats"] == results["caveats"]
+    assert any(entry["run_id"] != run_dir.name for entry in seen)  # the session's own run
+
+
+def test_a_verb_publishes_a_recovered_run_through_the_hook_specifications(
+    project: BenchProject,
+) -> None:
+    """Outside pytest a plugin manager holding the hook specifications finishes it: the
+    engine's writers are its plugins, so the record and the report are written alike."""
+    run_dir = start_and_kill(project)
+    assert recovery.recover_orphans(project.home, by="a test") == [run_dir.name]
+    assert_finalized(project, run_dir)
