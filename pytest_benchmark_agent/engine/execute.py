@@ -2,8 +2,11 @@
 
 ``obtain_prep`` is what a prep's session-scoped fixture does; ``run_trial`` is what a trial
 item does. Both turn every way a stage can go wrong into a recorded outcome with a readable
-reason, and hand each finished trial to the ``pytest_bench_trial_finished`` hook at once, so
-its samples are on disk before the next trial starts.
+reason. ``run_trial`` returns a passed trial's record and carries any other out on an exception
+(:class:`TrialNotPassed`, or a KeyboardInterrupt holding the trial it cut short); the item
+(:mod:`.collect`) hands each one to the session (``BenchSession.finish_trial``), which
+publishes it through the ``pytest_bench_trial_finished`` hook at once, so its samples are on
+disk before the next trial starts.
 """
 
 from __future__ import annotations
@@ -288,8 +291,9 @@ def run_trial(
 ) -> dict[str, Any]:
     """Run the measure stage of one trial and return its record (not yet published).
 
-    Raises StageFailed after building the record when the trial did not pass, so pytest shows
-    it as a failure with the stage's reason; the record is attached to the exception.
+    Raises :class:`TrialNotPassed` (its ``record`` built, its ``cause`` the StageFailed) when
+    the trial did not pass, so pytest shows it as a failure with the stage's reason, and a
+    KeyboardInterrupt carrying the record (:func:`interrupted_record`) when it was cut short.
     """
     record = run.blank_trial(spec, "passed")
     record["host"] = host_id()

@@ -494,7 +494,7 @@ def cross_verdicts(
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Every treatment of ``subject`` against ``reference`` (its same treatment, else its
     control), per metric; all ``not_comparable`` with ``refusal`` when gate 2 refused."""
-    from pytest_benchmark_agent.stats import analysis  # scipy: imported only when runs are compared
+    from pytest_benchmark_agent.stats import analysis  # numpy: imported only when runs are compared
 
     against = {
         label: label if label in reference.treatments else reference.control

@@ -114,7 +114,7 @@ def observations(
     offset: int = 0,
 ) -> tuple[dict[str, list[Observation]], list[str]]:
     """:func:`sample_table` as :class:`.analysis.Observation` lists, ready to analyse."""
-    from pytest_benchmark_agent.stats import analysis  # scipy: only a comparison needs it
+    from pytest_benchmark_agent.stats import analysis  # numpy: only a comparison needs it
 
     table, caveats = sample_table(
         trials, metrics, labels, upto=upto, stage_of=stage_of, rename=rename, offset=offset

@@ -307,7 +307,7 @@ def index_entry(
     record: Mapping[str, Any], frozen: Mapping[str, Any], exported: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The ``index.json`` entry the engine writes at a run's end, rebuilt from the record by
-    :func:`.record.build_index_entry`; the file's own entry gives only the keys this version
+    :func:`.writer.build_index_entry`; the file's own entry gives only the keys this version
     does not build, and the code block where the fingerprint has no code identity."""
     config = BenchmarkConfig.model_validate(frozen["config"])
     identity = (frozen.get("fingerprint") or {}).get("code_identity")
