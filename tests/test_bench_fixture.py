@@ -8,7 +8,15 @@ import pytest
 import yaml
 
 from pytest_benchmark_agent.domains.api import Domain, StageCall, measure
-from pytest_benchmark_agent.engine.fixture import BenchSessionError
+from pytest_benchmark_agent.engine.fixture import (
+    FINISH_GRACE_S,
+    BenchSessionError,
+    BenchTimeoutError,
+    default_timeout,
+)
+from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.stats.comparability import Refusal, Verdict
 
 
 class Doubling(Domain):
@@ -83,3 +91,78 @@ def test_a_session_that_records_no_run_raises_with_its_output(bench) -> None:
         bench.run_domain(Doubling, params={}, treatment_variable="factor", treatments=[2, 3])
     assert excinfo.value.exit_code == 2
     assert "params.factor: is required by the manifest" in excinfo.value.output
+
+
+def doubled_bench(folder: Path, **fields: object) -> Path:
+    """``b`` scores twice what ``a`` does, every replicate: gate 2 calls it improved."""
+    path = shell_bench(folder)
+    document = yaml.safe_load(path.read_text())
+    document["stages"][0]["cmd"] = (
+        "if [ {mode} = b ]; then echo score=$(( {size} * 4 )); else echo score=$(( {size} * 2 )); "
+        "fi; echo mode={mode}"
+    )
+    document.update(fields)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def test_a_verdict_is_a_typed_record(bench, tmp_path: Path) -> None:
+    result = bench.run(doubled_bench(tmp_path), replicates=6)
+    assert result.counts == {"passed": 12}, result.output
+    verdict = result.verdict("score", "b")
+    assert isinstance(verdict, Verdict)
+    assert verdict.improved and not (verdict.regressed or verdict.no_change), verdict
+    assert verdict.ratio == 2.0
+    assert verdict.interval is not None and verdict.interval == verdict.ci
+    assert verdict.n == (6, 6)
+    assert verdict == Verdict.from_dict(result.record["verdicts"]["score"]["b"])
+    with pytest.raises(AttributeError):
+        verdict.verdict = "regressed"  # type: ignore[misc]  # frozen: no test changes it
+
+
+def test_a_verdict_record_reads_back_as_written() -> None:
+    written = Verdict(
+        "not_comparable",
+        ratio=1.5,
+        ci=(1.1, 2.0),
+        n=(3, 4),
+        reason="too few replicates",
+        refused=Refusal.TOO_SMALL,
+    )
+    record = {**written.as_record(), "against": {"run": "earlier", "label": "a"}}
+    read = Verdict.from_dict(record)
+    assert read == written and read.not_comparable and read.interval == (1.1, 2.0)
+
+
+def test_the_default_timeout_is_the_wall_clock_budget_and_a_grace() -> None:
+    assert default_timeout({"budget": {"wall_clock_s": 30}}) == 30 + FINISH_GRACE_S
+    assert default_timeout({"budget": {"trials": 4}}) is None
+    assert default_timeout({}) is None
+    for refused_by_gate_1 in ("30", True, -5, float("nan"), None):
+        assert default_timeout({"budget": {"wall_clock_s": refused_by_gate_1}}) is None
+
+
+def test_a_session_past_its_timeout_is_stopped_with_its_records_kept(bench, tmp_path: Path) -> None:
+    path = doubled_bench(tmp_path, replicates=1)
+    document = yaml.safe_load(path.read_text())
+    document["stages"][0]["cmd"] = "touch started; sleep 600; echo score=1; echo mode={mode}"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    with pytest.raises(BenchTimeoutError) as excinfo:
+        bench.run(path, timeout=20)
+    error = excinfo.value
+    assert "was still running at its timeout of 20s and was stopped" in str(error)
+    assert (tmp_path / "started").exists(), error.output
+    results = load_results(error.run_dir)
+    assert results["state"] == "interrupted", error.output
+    assert {t["status"] for t in results["trials"]} == {"interrupted", "not_run"}
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), "600", True])
+def test_a_timeout_that_is_not_seconds_is_refused_before_any_session(
+    bench, tmp_path: Path, timeout: object
+) -> None:
+    runs = bench.home / "runs"
+    before = set(runs.iterdir()) if runs.exists() else set()
+    with pytest.raises(ConfigError, match="timeout: .* is not a positive number of seconds"):
+        bench.run(shell_bench(tmp_path), timeout=timeout)
+    assert (set(runs.iterdir()) if runs.exists() else set()) == before

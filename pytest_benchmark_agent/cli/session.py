@@ -25,6 +25,7 @@ from pytest_benchmark_agent.config.review import (
     set_hypothesis,
 )
 from pytest_benchmark_agent.engine import detach
+from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.records.writer import UnreadableRecord, skip_unreadable
@@ -85,26 +86,12 @@ def _command_line(args: argparse.Namespace) -> tuple[list[str], argparse.Namespa
     return before[:count], own, unknown + after
 
 
-def _pytest(files: list[str], home: Path, extra: list[str], pytest_args: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--bench",
-        *files,
-        "--bench-home",
-        str(home),
-        *extra,
-        *pytest_args,
-    ]
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     """Run benchmark files as a pytest session (or one file, detached)."""
     files, own, pytest_args = _command_line(args)
     home = home_of(args)
     if not own.detach:
-        return subprocess.call(_pytest(files, home, [], pytest_args))
+        return subprocess.call(bench_command(files, home, options=pytest_args))
     if len(files) != 1:
         raise SystemExit(
             f"benchmark-agent run --detach: give exactly one benchmark file (one "
@@ -118,7 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_id = new_run_id(config.name)
     run_dir = home / "runs" / run_id
     pid = detach.start(
-        run_dir, _pytest(files, home, ["--bench-run-id", run_id, "-s"], pytest_args), Path.cwd()
+        run_dir, bench_command(files, home, run_id=run_id, options=["-s", *pytest_args]), Path.cwd()
     )
     print(
         f"{run_id}: detached (pid {pid})\n"
@@ -194,7 +181,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise SystemExit("benchmark-agent plan --hypothesis: give exactly one benchmark file")
         set_hypothesis(Path(files[0]), own.hypothesis)
         print(f"{files[0]}: hypothesis set", flush=True)
-    code = subprocess.call(_pytest(files, home, ["--collect-only", "-q"], pytest_args))
+    planned = bench_command(files, home, options=["--collect-only", "-q", *pytest_args])
+    code = subprocess.call(planned)
     if code != 0:
         return code
     challenged = 0

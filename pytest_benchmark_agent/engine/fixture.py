@@ -7,19 +7,25 @@ returns a :class:`BenchResult` with the run's samples, statistics and verdicts::
     def test_merge_is_faster(bench):
         result = bench.run("bench.yaml", params={"corpus.n_docs": 600}, replicates=3)
         assert result.counts == {"passed": 6}
-        assert result.verdict("p50_ms", "optimize")["verdict"] != "regressed"
+        assert not result.verdict("p50_ms", "optimize").regressed
+
+A verdict is a frozen :class:`~.stats.comparability.Verdict` (``improved``, ``regressed``,
+``no_change``, ``not_comparable``, ``ratio``, ``interval``, ``p_holm``, ``reason``, ...).
 
 The data directory is shared by every test of the session (``<basetemp>/bench_home``), so a
 prep built by one test is reused by the next. A session that records no run (a gate-1 error,
-exit code 2) raises :class:`BenchSessionError` with pytest's output.
+exit code 2) raises :class:`BenchSessionError` with pytest's output; one still running at its
+``timeout`` (by default the file's ``budget.wall_clock_s`` plus :data:`FINISH_GRACE_S`) is
+stopped as Ctrl-C stops it, its records kept, and raises :class:`BenchTimeoutError`.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +35,19 @@ import yaml
 
 from pytest_benchmark_agent.config.models import read_yaml_input
 from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import BenchError, ConfigError
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line
 from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.stats.comparability import Verdict
+
+#: Beyond a file's wall-clock budget, time for the session to start (collection, gate 1) and to
+#: end its run (judging, the records and reports): a generous bound, not a measured figure.
+FINISH_GRACE_S = 120.0
+#: How long a session stopped at its timeout (SIGTERM, as Ctrl-C) may take to record its end
+#: before it is killed; a run killed unfinished is finished by the next session or verb.
+STOP_GRACE_S = 60.0
 
 
 class BenchSessionError(BenchError):
@@ -42,6 +57,15 @@ class BenchSessionError(BenchError):
         self.output = output
         self.exit_code = exit_code
         super().__init__(f"{message} (pytest exit code {exit_code}):\n{output[-4000:]}")
+
+
+class BenchTimeoutError(BenchSessionError):
+    """A benchmark session still running at its timeout, stopped; ``run_dir`` keeps what it
+    recorded (a run stopped in time is ``interrupted``)."""
+
+    def __init__(self, message: str, output: str, exit_code: int, run_dir: Path):
+        self.run_dir = run_dir
+        super().__init__(message, output, exit_code)
 
 
 @dataclass
@@ -91,12 +115,15 @@ class BenchResult:
         ``true``)."""
         return [str(t) for t in self.record.get("treatments") or []]
 
-    @property
-    def verdicts(self) -> dict[str, dict[str, Any]]:
-        """Metric -> non-control treatment -> gate 2's verdict record."""
-        return self.record.get("verdicts") or {}
+    @functools.cached_property
+    def verdicts(self) -> dict[str, dict[str, Verdict]]:
+        """Metric -> non-control treatment -> gate 2's verdict, read once from the record."""
+        return {
+            metric: {label: Verdict.from_dict(record) for label, record in per.items()}
+            for metric, per in (self.record.get("verdicts") or {}).items()
+        }
 
-    def verdict(self, metric: str, treatment: Any) -> dict[str, Any]:
+    def verdict(self, metric: str, treatment: Any) -> Verdict:
         """Gate 2's verdict on ``metric`` for ``treatment`` against the control (a run of one
         configuration has none: it is compared with other runs only). ``treatment`` is its
         value as the file wrote it (``9``, ``"9"``, ``True``) or its label."""
@@ -132,6 +159,7 @@ class BenchRunner:
         *,
         params: Mapping[str, Any] | None = None,
         args: Sequence[str] = (),
+        timeout: float | None = None,
         **fields: Any,
     ) -> BenchResult:
         """Run a benchmark file (a path, or a whole benchmark document as a mapping).
@@ -139,18 +167,20 @@ class BenchRunner:
         ``params`` override declared params (``--bench-set``); other keyword arguments replace
         top-level fields of the file (``replicates=3``, ``treatments=[...]``), which runs a
         temporary copy beside the original so its relative paths still hold; ``args`` go to
-        pytest unchanged.
+        pytest unchanged. ``timeout`` (seconds) bounds the session: by default the file's
+        ``budget.wall_clock_s`` plus :data:`FINISH_GRACE_S`, none without that budget.
         """
+        _check_timeout(timeout)
         if isinstance(source, Mapping):
             document = {**source, **fields}
             path = self.scratch / f"{_file_stem(document.get('name', 'bench'))}.bench.yaml"
             path.write_text(yaml.safe_dump(document, sort_keys=False))
-            return self._session(path, params, args, {})
+            return self._session(path, params, args, {}, timeout)
         path = Path(source)
         path = path if path.is_absolute() else (self.base / path).resolve()
         if not path.exists():
             raise FileNotFoundError(f"bench.run: no benchmark file {path}")
-        return self._session(path, params, args, fields)
+        return self._session(path, params, args, fields, timeout)
 
     def run_domain(
         self,
@@ -160,12 +190,13 @@ class BenchRunner:
         treatment_variable: str | None = None,
         treatments: Sequence[Any] | None = None,
         args: Sequence[str] = (),
+        timeout: float | None = None,
         **fields: Any,
     ) -> BenchResult:
         """Run a Python Domain (its registered name, or the class itself) with every param
         in ``params``; other keyword arguments are top-level fields (``replicates=2``).
         Without ``treatment_variable`` and ``treatments`` it measures one configuration (the
-        treatment ``default``)."""
+        treatment ``default``); ``timeout`` as for :meth:`run`."""
         if isinstance(domain, type):
             import inspect
 
@@ -180,7 +211,7 @@ class BenchRunner:
             document["treatment_variable"] = treatment_variable
         if treatments is not None:
             document["treatments"] = list(treatments)
-        return self.run(document, args=args)
+        return self.run(document, args=args, timeout=timeout)
 
     def _session(
         self,
@@ -188,6 +219,7 @@ class BenchRunner:
         overrides: Mapping[str, Any] | None,
         args: Sequence[str],
         fields: Mapping[str, Any],
+        timeout: float | None,
     ) -> BenchResult:
         copy = None
         if fields:
@@ -197,35 +229,82 @@ class BenchRunner:
             copy.write_text(yaml.safe_dump(document, sort_keys=False))
         target = copy or path
         try:
-            name = _mapping(target).get("name") or path.stem
+            document = _mapping(target)
+            name = document.get("name") or path.stem
             run_id = new_run_id(str(name))
-            command = [
-                sys.executable,
-                "-m",
-                "pytest",
-                "--bench",
-                str(target),
-                "--bench-home",
-                str(self.home),
-                "--bench-run-id",
-                run_id,
-                "-p",
-                "no:cacheprovider",
-                "-q",
-                *[f"--bench-set={k}={_yaml_text(v)}" for k, v in (overrides or {}).items()],
-                *args,
-            ]
-            done = subprocess.run(command, cwd=target.parent, capture_output=True, text=True)
+            timeout = timeout if timeout is not None else default_timeout(document)
+            sets = [f"--bench-set={k}={_yaml_text(v)}" for k, v in (overrides or {}).items()]
+            options = ["-p", "no:cacheprovider", "-q", *sets, *args]
+            command = bench_command([target], self.home, run_id=run_id, options=options)
+            code, output, timed_out = _run_session(command, target.parent, timeout)
         finally:
             if copy is not None:
                 copy.unlink(missing_ok=True)
-        output = done.stdout + done.stderr
         run_dir = self.home / "runs" / run_id
-        if not (run_dir / "results.yaml").is_file():
-            raise BenchSessionError(
-                f"benchmark session of {path} recorded no run", output, done.returncode
+        if timed_out:
+            raise BenchTimeoutError(
+                f"benchmark session of {path} was still running at its timeout of {timeout:g}s "
+                f"and was stopped; what it recorded is in {run_dir}. Raise bench.run's "
+                "timeout=, or the file's budget.wall_clock_s it defaults from",
+                output,
+                code,
+                run_dir,
             )
-        return BenchResult(done.returncode, output, run_dir, load_results(run_dir))
+        if not (run_dir / "results.yaml").is_file():
+            raise BenchSessionError(f"benchmark session of {path} recorded no run", output, code)
+        return BenchResult(code, output, run_dir, load_results(run_dir))
+
+
+def _run_session(command: list[str], cwd: Path, timeout: float | None) -> tuple[int, str, bool]:
+    """Run the child session; (exit code, its output, whether it ran past ``timeout``). One
+    past it is stopped with SIGTERM (as Ctrl-C: stages stopped, the run recorded
+    ``interrupted``), killed if it is still running :data:`STOP_GRACE_S` later."""
+    child = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        out, err = child.communicate(timeout=timeout)
+        return child.returncode, out + err, False
+    except subprocess.TimeoutExpired:
+        child.terminate()
+        try:
+            out, err = child.communicate(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
+        return child.returncode, out + err, True
+    finally:
+        if child.poll() is None:  # an exception of this process's own (KeyboardInterrupt)
+            child.kill()
+            child.wait()
+
+
+def default_timeout(document: Mapping[str, Any]) -> float | None:
+    """The default timeout: ``budget.wall_clock_s`` plus :data:`FINISH_GRACE_S`; None when the
+    file sets none (a value gate 1 refuses is left for the session to refuse)."""
+    budget = document.get("budget")
+    wall_clock = budget.get("wall_clock_s") if isinstance(budget, Mapping) else None
+    if isinstance(wall_clock, bool) or not isinstance(wall_clock, int | float):
+        return None
+    return wall_clock + FINISH_GRACE_S if math.isfinite(wall_clock) and wall_clock > 0 else None
+
+
+def _check_timeout(timeout: Any) -> None:
+    """Refuse a timeout that is not a positive number of seconds, before any session starts."""
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ConfigError(
+            "bench.run",
+            [
+                (
+                    "timeout",
+                    f"{one_line(repr(timeout), 60)} is not a positive number of seconds.",
+                    "give seconds, e.g. timeout=600, or leave it out to use the file's "
+                    "budget.wall_clock_s.",
+                )
+            ],
+        )
 
 
 def _mapping(path: Path) -> dict[str, Any]:

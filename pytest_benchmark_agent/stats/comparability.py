@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -95,6 +95,49 @@ class Verdict:
             "median_ratio": self.median_ratio,
             "refused": None if self.refused is None else self.refused.value,
         }
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> Verdict:
+        """A verdict record read back (docs/benchmark/FORMAT.md, "A verdict record"); a key
+        this version does not know (``against`` across runs) is left out."""
+        ci, n, refused = record.get("ci"), record.get("n"), record.get("refused")
+        return cls(
+            verdict=record["verdict"],
+            ratio=record.get("ratio"),
+            ci=(ci[0], ci[1]) if ci else None,
+            p=record.get("p"),
+            p_holm=record.get("p_holm"),
+            reason=record.get("reason"),
+            n=(n[0], n[1]) if n else (0, 0),
+            mde=record.get("mde"),
+            test=record.get("test"),
+            design=record.get("design"),
+            units=record.get("units") or 0,
+            level=record.get("level"),
+            median_ratio=record.get("median_ratio"),
+            refused=Refusal(refused) if refused else None,
+        )
+
+    @property
+    def improved(self) -> bool:
+        return self.verdict == "improved"
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict == "regressed"
+
+    @property
+    def no_change(self) -> bool:
+        return self.verdict == "no_change"
+
+    @property
+    def not_comparable(self) -> bool:
+        return self.verdict == "not_comparable"
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The ratio's 95% interval (``ci``)."""
+        return self.ci
 
 
 def is_guarded(spec: MetricRule) -> bool:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.writer import load_results
@@ -68,25 +68,9 @@ class SubprocessRounds:
         self.extra_args = list(extra_args)
 
     def command(self, run_id: str, round_file: Path) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--bench",
-            str(self.path),
-            "--bench-round",
-            str(round_file),
-            "--bench-home",
-            str(self.home),
-            "--bench-run-id",
-            run_id,
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            "-q",
-            *self.extra_args,
-        ]
+        options = ["--bench-round", str(round_file), "-p", "no:cacheprovider", "-p", "no:randomly"]
+        options += ["-q", *self.extra_args]
+        return bench_command([self.path], self.home, run_id=run_id, options=options)
 
     def _fresh(self, run_id: str) -> str:
         """``run_id``, or ``run_id-2``... when an earlier attempt of the round left its folder."""
