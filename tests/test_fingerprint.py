@@ -66,6 +66,15 @@ def test_env_section_describes_this_machine(no_gpu):
     assert env["packages"] == {"pyyaml": yaml.__version__, "no-such-package-xyz": None}
     assert env["tool_packages"]["pytest-benchmark-agent"]
     assert env["tool_packages"]["scipy"]
+    assert "counter_backend" not in env  # no stage counts
+
+
+def test_a_counting_run_records_the_backend_the_engine_names(no_gpu):
+    """The fingerprint asks the caller's backend (the engine's counting backend) only when a
+    stage counts; a machine without one records null, never a guess."""
+    for named in ("cachegrind 3.19.0", None):
+        env = collect_fingerprint([], [], counter_backend=lambda named=named: named)["env"]
+        assert env["counter_backend"] == named
 
 
 def test_package_versions_read_from_metadata_headers_match_importlib_metadata():

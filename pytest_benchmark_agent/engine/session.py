@@ -29,6 +29,7 @@ from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
+from pytest_benchmark_agent.engine.counters import fingerprint_label
 from pytest_benchmark_agent.engine.execute import StageContext
 from pytest_benchmark_agent.engine.finish import finish, take_caveats
 from pytest_benchmark_agent.engine.isolation import HostIsolation
@@ -279,7 +280,9 @@ class BenchSession:
             plan.config.env_vars,
             exclude=[self.home, plan.path.resolve()],
             origin=folder,
-            counted=any(stage.counters for stage in plan.config.stages),
+            counter_backend=(
+                fingerprint_label if any(stage.counters for stage in plan.config.stages) else None
+            ),
         )
 
     @pytest.hookimpl(tryfirst=True)

@@ -70,7 +70,7 @@ def collect_fingerprint(
     *,
     exclude: Iterable[Path] | None = None,
     origin: Path | None = None,
-    counted: bool = False,
+    counter_backend: Callable[[], str | None] | None = None,
 ) -> dict[str, Any]:
     """The fingerprint of this machine and of the code under test.
 
@@ -79,17 +79,16 @@ def collect_fingerprint(
     repository holding it names ``code_identity``. ``exclude`` lists folders and files that
     are not code even inside a code path or the repository; by default the data directory
     (``$BENCHMARK_HOME``, else ``./benchmark_data``), whose cache and runs change on every run.
-    A code path named itself is never excluded. ``counted``: a stage counts (``counters:``).
+    A code path named itself is never excluded. ``counter_backend``: where a stage counts
+    (``counters:``), what names the counting backend (:func:`.engine.counters.fingerprint_label`).
     """
     if exclude is None:
         exclude = [Path(os.environ.get("BENCHMARK_HOME", "benchmark_data"))]
     skipped = [Path(folder).resolve() for folder in exclude]
     code = {str(path): _code(Path(path), skipped) for path in code_paths}
     env = _env(packages or [])
-    if counted:
-        from pytest_benchmark_agent.engine.counters import fingerprint_label
-
-        env["counter_backend"] = fingerprint_label()
+    if counter_backend is not None:
+        env["counter_backend"] = counter_backend()
     return {
         "schema": SCHEMA,
         "env": env,
