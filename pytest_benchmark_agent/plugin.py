@@ -290,10 +290,10 @@ def _round_points(config: pytest.Config) -> list[dict[str, Any]] | None:
     path = config.getoption("bench_round")
     if not path:
         return None
-    import json
+    from pytest_benchmark_agent.records.bounded import read_json
 
     try:
-        points = json.loads(Path(path).read_text())["points"]
+        points = read_json(path)["points"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise pytest.UsageError(
             f"--bench-round {path}: cannot read the round's points ({exc}); "

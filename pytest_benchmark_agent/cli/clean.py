@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from pytest_benchmark_agent.cli.common import home_of
 from pytest_benchmark_agent.engine.cache import MANIFEST
+from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import acquire_lock, release_lock
 from pytest_benchmark_agent.records.recover import OWNERS, owner_state
 from pytest_benchmark_agent.records.store import runs_in
@@ -197,8 +197,8 @@ def _runs_in_progress(home: Path) -> list[tuple[str, float]]:
             finished = 0.0
         starts = []
         for path in claims:
-            with contextlib.suppress(OSError, ValueError):
-                owner, claimed = json.loads(path.read_text()), path.stat().st_mtime
+            with contextlib.suppress(OSError, BadJson):
+                owner, claimed = read_json(path, MAX_STATE_BYTES), path.stat().st_mtime
                 if claimed >= finished and (
                     not isinstance(owner, dict) or owner_state(owner) != "gone"
                 ):

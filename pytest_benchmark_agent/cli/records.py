@@ -23,7 +23,8 @@ from pytest_benchmark_agent.judge.baseline import (
     resolve_ref,
 )
 from pytest_benchmark_agent.judge.tags import TAGS, ReclassifyError, reclassify
-from pytest_benchmark_agent.records.safetext import one_line
+from pytest_benchmark_agent.records import recover
+from pytest_benchmark_agent.records.safetext import one_line, printable
 from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.writer import (
     UnreadableRecord,
@@ -87,7 +88,10 @@ def _entry(run_dir: Path) -> dict[str, Any]:
     if entry is not None:
         return entry
     record = load_results(run_dir)
-    return {key: record.get(key) for key in ("name", "state", "tag", "counts")}
+    fields = {key: record.get(key) for key in ("name", "state", "tag", "counts")}
+    if fields["state"] == "running" and recover.orphaned(run_dir):
+        fields["state"] = "interrupted"  # its session is gone, and finalizing it failed
+    return fields
 
 
 # -- analyze --------------------------------------------------------------------------------------
@@ -102,7 +106,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if not report.is_file():
         print(f"{run_dir.name} has no report yet (state: {record.get('state')})")
         return 0
-    print(report.read_text())
+    print(printable(report.read_text(errors="replace")))
     print("\n".join(skeptical_outline(record, RecordView.load(run_dir))))
     return 0
 

@@ -23,8 +23,10 @@ from typing import Any
 
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import PrepNode, content_hash
+from pytest_benchmark_agent.errors import StageFailed
 from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, utc_now
+from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
+from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, outside, utc_now
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
 
 MANIFEST = "manifest.json"
@@ -70,9 +72,11 @@ class PrepCache:
         if not manifest_path.is_file():
             return None, "no cache entry"
         try:
-            manifest = json.loads(manifest_path.read_text())
-        except ValueError:
+            manifest = read_json(manifest_path, MAX_STATE_BYTES)
+        except (OSError, BadJson):
             return None, "manifest is not valid JSON"
+        if not isinstance(manifest, dict):
+            return None, "manifest is not a JSON object"
         if manifest.get("signature") != node.signature:
             return None, "manifest belongs to another signature"
         paths = self.artifact_paths(node)
@@ -82,6 +86,8 @@ class PrepCache:
                 return None, f"artifact '{name}' missing from the manifest"
             if not path.exists():
                 return None, f"artifact '{name}' is missing"
+            if outside(path, folder) is not None:
+                return None, f"artifact '{name}' resolves outside its folder"
             if content_hash(path) != recorded["sha256"]:
                 return None, f"artifact '{name}' does not match its recorded hash (corrupted)"
         with contextlib.suppress(OSError):  # the last use, which `clean` removes by (LRU)
@@ -111,6 +117,15 @@ class PrepCache:
         missing = [name for name, path in paths.items() if not path.exists()]
         if missing:
             raise FileNotFoundError(", ".join(f"'{name}' ({paths[name]})" for name in missing))
+        for name, path in paths.items():
+            where = outside(path, self.folder(node.signature))
+            if where is not None:
+                raise StageFailed(
+                    node.stage.name,
+                    f"left its artifact '{name}' resolving to {where}, outside its cache "
+                    "folder: refused, never read or hashed; a prep writes its artifacts "
+                    f"inside {self.folder(node.signature)}",
+                )
         artifacts: dict[str, Any] = {}
         for name, path in paths.items():
             kind = "dir" if path.is_dir() else "file"

@@ -25,7 +25,8 @@ from pytest_benchmark_agent.engine.execute import (
 )
 from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, build_plan
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records import redact
+from pytest_benchmark_agent.records import recover, redact
+from pytest_benchmark_agent.records.safetext import printable
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.engine.session import BenchSession
@@ -43,6 +44,8 @@ class BenchFile(pytest.File):
         plan = build_plan(config, self.path, points)
         caveat = bench.preflight(plan)
         run = bench.new_run(plan)
+        if bench.worker_id is None and recover.taken(run.dir):  # claimed atomically at its start
+            raise recover.RunTaken(run.dir)
         self.add_marker(pytest.mark.bench)  # on the file: every trial carries it, at no cost
         if caveat:
             run.caveats.append(f"preflight: {caveat}")
@@ -82,7 +85,8 @@ class BenchFile(pytest.File):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
         if isinstance(excinfo.value, BenchError):
-            return redact.scrub_text(str(excinfo.value))  # the command and stderr may hold one
+            # the command and stderr may hold a secret, and a stage's escape sequences
+            return printable(redact.stage_text(str(excinfo.value)))
         return super().repr_failure(excinfo)
 
 
@@ -110,9 +114,11 @@ class BenchItem(pytest.Function):
             raise exc.cause from None
         except KeyboardInterrupt as exc:
             record = interrupted_record(exc)
-            if record is not None:
-                self.bench.finish_trial(self.run, record)
-            raise
+            if record is None:
+                raise
+            self.bench.finish_trial(self.run, record)
+            # pytest's banner names the exception's class: the user's, not the engine's carrier
+            raise KeyboardInterrupt from None
         self.bench.finish_trial(self.run, record)
 
     def reportinfo(self):
@@ -120,7 +126,8 @@ class BenchItem(pytest.Function):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]):  # type: ignore[override]
         if isinstance(excinfo.value, BenchError):
-            return redact.scrub_text(str(excinfo.value))  # the command and stderr may hold one
+            # the command and stderr may hold a secret, and a stage's escape sequences
+            return printable(redact.stage_text(str(excinfo.value)))
         return super().repr_failure(excinfo)
 
 

@@ -260,6 +260,8 @@ class DistributedController:
         worker, host = part["worker"], part["host"]
         if run.started is None:
             self._start(run, part.get("started"), part.get("fingerprint") or {})
+            if run.started is None:
+                return
         if "fingerprint" in part:
             self._add_worker(run, worker, host, part["fingerprint"])
         run.preps += [{**prep, "worker": worker, "host": host} for prep in part["preps"]]
@@ -273,10 +275,18 @@ class DistributedController:
                 run.caveats += [caveat] if caveat not in run.caveats else []
 
     def _start(self, run: BenchRun, started: str | None, fingerprint: dict[str, Any]) -> None:
+        try:
+            recover.claim_new(run.dir)
+        except recover.RunTaken as taken:  # its parts are not recorded: another run's folder
+            self.runs.pop(run.run_id, None)
+            self._by_file = {f: r for f, r in self._by_file.items() if r is not run}
+            self.bench._stop(run, str(taken))
+            return
+        except OSError:
+            pass  # met again, and reported, when the run's first file is written
         run.started = started or utc_now()
         run.fingerprint = fingerprint
         try:
-            recover.claim(run.dir)
             self.bench.hook.pytest_bench_run_started(run=RunView(run))
         except OSError as exc:
             self.bench._write_failed(run, exc)

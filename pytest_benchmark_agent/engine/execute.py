@@ -45,6 +45,7 @@ from pytest_benchmark_agent.guards.gpu import (
     gpu_hours,
     pin_devices,
 )
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import release_lock, utc_now
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.views import RunView
@@ -255,7 +256,7 @@ def _reuse_or_build(
 
 def _prep_failed(run: BenchRun, event: dict[str, Any], node: PrepNode, reason: str) -> PrepOutcome:
     """Record a prep that did not build (its cache entry unpublished, so never reused)."""
-    event.update(action="failed", reason=reason)
+    event.update(action="failed", reason=redact.stage_text(reason))
     run.preps.append(event)
     return PrepOutcome(node, error=reason)
 
@@ -371,7 +372,7 @@ def run_trial(
         _check_exit(result, ctx)
         record["metrics"].update(result.counts_or_error())
         record["metrics"].update(
-            _read_metrics(spec, result, values, exact_metrics(run.plan.config.metrics))
+            _read_metrics(spec, result, values, exact_metrics(run.plan.config.metrics), run.home)
         )
     except (StageFailed, MetricError) as exc:
         cause = (
@@ -423,7 +424,7 @@ def interrupted_record(exc: BaseException) -> dict[str, Any] | None:
 
 
 def _not_passed(record: dict[str, Any], exc: StageFailed) -> TrialNotPassed:
-    record.update(status=exc.status, reason=str(exc))
+    record.update(status=exc.status, reason=redact.stage_text(str(exc)))
     return TrialNotPassed(record, exc)
 
 
@@ -513,9 +514,11 @@ def _check_exit(result: StageRun, ctx: StageContext) -> None:
 
 
 def _read_metrics(
-    spec: TrialSpec, result: StageRun, values: dict[str, Any], exact: frozenset[str]
+    spec: TrialSpec, result: StageRun, values: dict[str, Any], exact: frozenset[str], home: Path
 ) -> dict[str, Value]:
-    """The stage's declared metrics; the ``exact`` ones (``direction: equal``) as written."""
+    """The stage's declared metrics; the ``exact`` ones (``direction: equal``) as written. A
+    metrics file is read only inside the stage's folders: its working folder, or the data
+    ``home`` (its ``{out}`` and artifacts)."""
     source = spec.stage.metrics_from
     if source is None:  # gate 1: a measure stage without one declares its counters
         return {}
@@ -523,7 +526,8 @@ def _read_metrics(
     if not fields:
         return {}
     if source.file:
-        return read_metrics_file(spec.cwd / render(source.file, values, quote=False), fields, exact)
+        path = spec.cwd / render(source.file, values, quote=False)
+        return read_metrics_file(path, fields, exact, (spec.cwd, home))
     return parse_metrics(result.stdout_lines(), fields, "stdout", exact)
 
 

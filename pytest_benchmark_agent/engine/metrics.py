@@ -18,16 +18,18 @@ import json
 import math
 import re
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.config.gate1 import METRIC_NAME
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import MetricError
-from pytest_benchmark_agent.records.fsutil import NotRegularFile, regular_chunks
+from pytest_benchmark_agent.records import redact
+from pytest_benchmark_agent.records.fsutil import NotRegularFile, outside, regular_chunks
 from pytest_benchmark_agent.stats.describe import INTEGER
 
-_PAIR = re.compile(r"^\s*([A-Za-z_][\w.@\-/]*)\s*[=:]\s*(.*?)\s*$")
+_PAIR = re.compile(rf"^\s*({METRIC_NAME.pattern})\s*[=:]\s*(.*?)\s*$")
 _EFFECTIVE = "BENCH_EFFECTIVE"
 
 #: A metric's value in a trial record: a float, or an exact (``direction: equal``) int or str.
@@ -115,7 +117,8 @@ def parse_metrics(
                 f"'{name}={what}'. Last lines of {source}:\n{tail}"
             )
         raw = pairs[name]
-        values[name] = _exact(name, raw, source) if name in exact else _number(name, raw, source)
+        value = _exact(name, raw, source) if name in exact else _number(name, raw, source)
+        values[name] = redact.stage_text(value) if isinstance(value, str) else value
     return values
 
 
@@ -179,13 +182,20 @@ class _JsonNumber(str):
 
 
 def read_metrics_file(
-    path: Path, fields: Iterable[str], exact: Collection[str] = ()
+    path: Path, fields: Iterable[str], exact: Collection[str] = (), inside: Sequence[Path] = ()
 ) -> dict[str, Value]:
     """Metrics from a file a stage wrote (a JSON object, or ``name=value`` lines); one that
-    is missing, or is not a regular file (a FIFO, a device: never read), is an error saying
+    is missing, is not a regular file (a FIFO, a device: never read) or resolves outside the
+    stage's own folders ``inside`` (a link to ``/etc/shadow``: never read) is an error saying
     which."""
     if not path.exists():
         raise MetricError(f"metrics file {path} was not written by the stage.")
+    where = outside(path, *inside) if inside else None
+    if where is not None:
+        raise MetricError(
+            f"metrics file {path} resolves to {where}, outside the stage's folders, so it is "
+            "not read; the stage must write its metrics inside its working folder or {out}."
+        )
     try:
         return parse_metrics(file_lines(path), fields, f"metrics file {path}", exact)
     except NotRegularFile as error:

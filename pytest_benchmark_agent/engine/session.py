@@ -65,6 +65,11 @@ class BenchSession:
         token: tuple[str, str] | None = None,
         worker_id: str | None = None,
     ):
+        if home.exists() and not home.is_dir():  # nothing could be recorded, nor reported
+            raise pytest.UsageError(
+                f"--bench-home {home} is a file, not a folder; fix: give a folder (made if "
+                "missing) as the data home"
+            )
         self.config = config
         self.home = home
         self.overrides = overrides
@@ -240,7 +245,7 @@ class BenchSession:
         if self.worker_id is None:
             recovery.recover_orphans(self.home, by="a later session", hook=self.hook)
         for run in self.runs:
-            if run.planned:
+            if run.planned and not (self.worker_id is None and self._taken(run)):
                 run.started = utc_now()
                 run.fingerprint = self._fingerprint(run)
                 if self.stage_context.isolation.policy == "none":
@@ -249,13 +254,24 @@ class BenchSession:
                 if wall_clock is not None:
                     self.stage_context.deadlines[run.run_id] = self._t0 + wall_clock
                 try:
-                    if self.worker_id is None:  # a worker's runs are the controller's to own
-                        recover.claim(run.dir)
                     self.hook.pytest_bench_run_started(run=RunView(run))
                     take_caveats(run, self.hook)
                 except OSError as exc:
                     self._write_failed(run, exc)
                     continue
+
+    def _taken(self, run: BenchRun) -> bool:
+        """Whether ``run``'s id is another run's. This session claims it here, atomically
+        (:func:`.recover.claim_new`; a worker's runs are the controller's to own); a taken id
+        stops the session before any stage runs (exit 2), and nothing is written to that run."""
+        try:
+            recover.claim_new(run.dir)
+        except recover.RunTaken as taken:
+            self._stop(run, str(taken))
+            return True
+        except OSError:
+            pass  # met again, and reported, when the run's first file is written
+        return False
 
     def _fingerprint(self, run: BenchRun) -> dict[str, Any]:
         """Environment, code and accelerator; the code is what the benchmark declares
@@ -394,6 +410,13 @@ class BenchSession:
                 self.finish_run(run)
             except OSError as exc:
                 self._write_failed(run, exc)
+            except KeyboardInterrupt:  # Ctrl-C in a plugin's hook (run_finished): no traceback
+                self._interrupted = True
+                self._write_errors.append(
+                    f"interrupted while run {run.run_id} was being finished; what its hooks "
+                    "had written is kept, and a later session or verb finishes an unfinished "
+                    "record as interrupted"
+                )
         if self._write_errors and session.exitstatus in (0, 1):
             session.exitstatus = pytest.ExitCode.INTERRUPTED
         result = yield

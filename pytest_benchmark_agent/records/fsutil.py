@@ -227,6 +227,17 @@ def regular_chunks(path: Path | str, limit: int | None = None) -> Iterator[bytes
         os.close(fd)
 
 
+def outside(path: Path, *folders: Path) -> Path | None:
+    """Where ``path`` really is when that is outside every one of ``folders`` (a link a stage
+    left to ``/etc/shadow``, ``/usr`` or ``/``), else None: such a path is never read or
+    hashed as a stage's output."""
+    resolved = path.resolve()
+    for folder in folders:
+        if resolved.is_relative_to(folder.resolve()):
+            return None
+    return resolved
+
+
 def read_regular(path: Path | str, limit: int | None = None) -> bytes:
     """The whole content of a regular file, read as :func:`regular_chunks` does."""
     return b"".join(regular_chunks(path, limit))

@@ -24,8 +24,23 @@ from typing import Any
 import yaml
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.records.fsutil import atomic_write, file_lock, fsync_dir, utc_now
+from pytest_benchmark_agent.records.bounded import (
+    MAX_RECORD_BYTES,
+    MAX_STATE_BYTES,
+    BadJson,
+    decode_json,
+    read_json,
+)
+from pytest_benchmark_agent.records.fsutil import (
+    NotRegularFile,
+    atomic_write,
+    file_lock,
+    fsync_dir,
+    read_regular,
+    utc_now,
+)
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
+from pytest_benchmark_agent.records.safetext import inert_markdown
 from pytest_benchmark_agent.records.writer import (
     JOURNAL,
     build_index_entry,
@@ -62,8 +77,8 @@ def export_run(run_dir: Path) -> dict[str, Any]:
     index_path, report_path = run_dir / "index.json", run_dir / "report.md"
     index = None
     if index_path.is_file():
-        with contextlib.suppress(ValueError):
-            index = json.loads(index_path.read_text())
+        with contextlib.suppress(OSError, BadJson):
+            index = read_json(index_path, MAX_STATE_BYTES)
     return {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
@@ -87,26 +102,29 @@ def to_json(document: Mapping[str, Any]) -> str:
 def read_document(path: Path) -> dict[str, Any]:
     """The checked document in ``path``; PortableError naming the field otherwise."""
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        text = read_regular(path, MAX_RECORD_BYTES).decode("utf-8")
+    except NotRegularFile as exc:
+        raise PortableError(path, "", f"cannot read it: a {exc.kind}, not a file") from None
     except OSError as exc:
         raise PortableError(path, "", f"cannot read it ({exc.strerror or exc})") from None
+    except MemoryError:
+        raise PortableError(path, "", "cannot read it: too large for memory") from None
     except UnicodeDecodeError as exc:
         raise PortableError(
             path, "", f"not UTF-8 text (byte {exc.start}): not an export of benchmark-agent"
         ) from None
     try:
-        document = json.loads(text)
-    except ValueError as exc:
+        document = decode_json(text, path)
+    except BadJson as exc:
         # The parser ran out of text, or the object's closing brace is missing.
         cut = text.lstrip().startswith("{") and (
             not text.rstrip().endswith("}")
-            or (isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip()))
+            or (exc.position is not None and exc.position >= len(text.rstrip()))
         )
         raise PortableError(
             path,
             "",
-            f"not valid JSON ({exc})"
-            + ("; the file ends early: a truncated download?" if cut else ""),
+            f"{exc.problem}" + ("; the file ends early: a truncated download?" if cut else ""),
         ) from None
     check_document(path, document)
     return document
@@ -160,6 +178,14 @@ def check_document(path: Path, document: Any) -> None:
             raise PortableError(
                 path, f"record.{key}", f"expected text, found {_kind(record.get(key))}"
             )
+    if record["state"] == "running":
+        raise PortableError(
+            path,
+            "record.state",
+            "is 'running': the export was taken while its session still ran, so its record "
+            "is partial and would be mixed with what that session writes later; export the "
+            "run again once it has finished (benchmark-agent status names its state)",
+        )
     for key, kind in (("summary", dict), ("verdicts", dict), ("treatments", list)):
         if record.get(key) is not None and not isinstance(record[key], kind):
             raise PortableError(
@@ -298,7 +324,7 @@ def _write_run(folder: Path, document: Mapping[str, Any], record: dict[str, Any]
         folder / JOURNAL, "".join(json.dumps(t, default=str) + "\n" for t in record["trials"])
     )
     if document.get("report"):
-        atomic_write(folder / "report.md", document["report"])
+        atomic_write(folder / "report.md", inert_markdown(document["report"]))
     entry = index_entry(record, frozen, document.get("index"))
     atomic_write(folder / "index.json", json.dumps(entry, indent=1))
 

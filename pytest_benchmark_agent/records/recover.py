@@ -20,16 +20,21 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.errors import BenchError
+from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import atomic_write
 
 OWNERS = "owners"
 
 
 def start_ticks(pid: int) -> int | None:
-    """A process's start time in clock ticks since boot (with its pid, its identity)."""
+    """A process's start time in clock ticks since boot (with its pid, its identity); None
+    for a zombie: it has ended, only its exit status is left for its parent to collect (so a
+    killed session counts as gone at once, as ``status`` sees it, not once it is reaped)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[19])
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return None if fields[0] == b"Z" else int(fields[19])
     except (OSError, IndexError, ValueError):
         return None
 
@@ -54,6 +59,38 @@ def claim(run_dir: Path) -> Path:
     path = run_dir / OWNERS / f"{me['pid']}-{me['start_ticks']}.json"
     atomic_write(path, json.dumps(owner))
     return path
+
+
+class RunTaken(BenchError):
+    """A run id already claimed by another session, or holding a finished run's record."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        super().__init__(
+            f"run {run_dir.name} already exists in {run_dir.parent} (recorded, or claimed by "
+            "another session); a run id names one run, and its record is never overwritten "
+            "or mixed. Fix: give another --bench-run-id, or leave it out for a fresh one."
+        )
+
+
+def taken(run_dir: Path) -> bool:
+    """Whether ``run_dir`` is claimed or holds a record (a look only: :func:`claim_new` claims)."""
+    return any(os.path.lexists(run_dir / name) for name in (OWNERS, "results.yaml", "index.json"))
+
+
+def claim_new(run_dir: Path) -> Path:
+    """Claim ``run_dir`` for a new run: its ``owners/`` folder is made with one ``mkdir``, so
+    of two sessions given the same run id at once exactly one wins; a folder already claimed
+    or holding a record raises :class:`RunTaken` (a detached session's folder, holding only
+    its log, is not yet claimed)."""
+    if taken(run_dir):
+        raise RunTaken(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        (run_dir / OWNERS).mkdir()
+    except FileExistsError:
+        raise RunTaken(run_dir) from None
+    return claim(run_dir)
 
 
 def _alive(process: dict[str, Any]) -> bool:
@@ -84,8 +121,8 @@ def orphaned(run_dir: Path) -> bool:
     states = []
     for path in files:
         try:
-            owner = json.loads(path.read_text())
-        except (OSError, ValueError):
+            owner = read_json(path, MAX_STATE_BYTES)
+        except (OSError, BadJson):
             return False  # a claim being written, or unreadable: not ours to judge
         states.append(owner_state(owner) if isinstance(owner, dict) else "unknown")
     return bool(states) and all(state == "gone" for state in states)

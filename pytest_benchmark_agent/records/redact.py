@@ -229,6 +229,9 @@ def secret_values(config: BenchmarkConfig) -> dict[str, str]:
             found[f"treatment {index} of {tv}"] = as_text(value)
     for stage in config.stages:
         found.update({k: v for k, v in stage.env.items() if is_secret_name(k) and not names_in(v)})
+    for name in config.env_vars:  # recorded by name; every stage inherits its value
+        if is_secret_name(name) and os.environ.get(name):
+            found[f"env_vars {name}"] = os.environ[name]
     texts = [as_text(v) for v in config.params.values()]
     texts += [v for stage in config.stages for v in stage.env.values()]
     for text in texts:
@@ -275,6 +278,14 @@ def scrub_text(text: str) -> str:
     for form in sorted((f for f in _FORMS if f in text), key=len, reverse=True):
         text = text.replace(form, REDACTED)
     return text
+
+
+def stage_text(text: str) -> str:
+    """Text that came from a stage (a failure reason quoting its stderr, a metric's value, a
+    line streamed with ``-s``) as it may leave the stage for any file, export or terminal:
+    every registered secret (:func:`scrub_text`) and every known token format redacted. The
+    one seam for a stage's text: a stage can print anything its environment holds."""
+    return _TOKEN_FORMATS.sub(REDACTED, scrub_text(text))
 
 
 def scrub(data: Any) -> Any:

@@ -33,6 +33,12 @@ from pytest_benchmark_agent.config.models import (
 )
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records import redact
+from pytest_benchmark_agent.records.bounded import (
+    MAX_RECORD_BYTES,
+    MAX_STATE_BYTES,
+    BadJson,
+    decode_json,
+)
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.fsutil import (
     NotRegularFile,
@@ -44,7 +50,7 @@ from pytest_benchmark_agent.records.fsutil import (
     write_line,
 )
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
-from pytest_benchmark_agent.records.safetext import md
+from pytest_benchmark_agent.records.safetext import inert_markdown, md
 from pytest_benchmark_agent.records.schema import (
     PrepEvent,
     RecordShapeError,
@@ -113,20 +119,28 @@ def skip_unreadable(error: UnreadableRecord | str) -> None:
 
 
 def load_yaml(path: Path) -> Any:
-    """A record file's YAML (never blocking on a FIFO); UnreadableRecord names the file."""
+    """A record file's YAML: a regular file (never blocking on a FIFO) of at most
+    :data:`.bounded.MAX_RECORD_BYTES`, parsed at the record depth limit; UnreadableRecord
+    names the file and the problem, whatever it is (RecursionError and MemoryError included)."""
     try:
-        text = read_regular(path).decode("utf-8")
+        text = read_regular(path, MAX_RECORD_BYTES).decode("utf-8")
     except NotRegularFile as error:
         raise UnreadableRecord(path, f"a {error.kind}, not a file") from None
     except OSError as error:
         raise UnreadableRecord(path, error.strerror or str(error)) from None
     except UnicodeDecodeError as error:
         raise UnreadableRecord(path, f"not UTF-8 at byte offset {error.start}") from None
+    except MemoryError:
+        raise UnreadableRecord(path, "too large to read into memory") from None
     try:
         return parse_yaml(text)
     except yaml.YAMLError as error:
         where, problem = yaml_problem(error, text)
         raise UnreadableRecord(path, f"not valid YAML at {where or 'its end'}: {problem}") from None
+    except RecursionError:
+        raise UnreadableRecord(path, "nested deeper than a record can be") from None
+    except MemoryError:
+        raise UnreadableRecord(path, "too large to read into memory") from None
 
 
 class RecordWriter:
@@ -282,7 +296,7 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
     """
     journal = run_dir / JOURNAL
     try:
-        data = read_regular(journal)
+        data = read_regular(journal, MAX_RECORD_BYTES)
     except FileNotFoundError:
         return []
     except OSError as error:
@@ -292,11 +306,11 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
     trials = []
     for number, line in enumerate(lines, 1):
         try:
-            trial = json.loads(line)
+            trial = decode_json(line, journal)
             TrialRecord.from_dict(trial)
-        except (ValueError, RecordShapeError) as problem:
+        except (BadJson, RecordShapeError) as problem:
             if number < len(lines) or data.endswith(b"\n"):  # not a torn last line
-                why = problem if isinstance(problem, RecordShapeError) else "not JSON"
+                why = problem if isinstance(problem, RecordShapeError) else problem.problem
                 skip_unreadable(f"{journal}: line {number} is not a trial record ({why}); left out")
             continue
         trials.append(trial)
@@ -403,10 +417,13 @@ def _read_entry(path: str) -> tuple[tuple[int, int, int], dict[str, Any]]:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(path, file_kind(info.st_mode))
+        if info.st_size > MAX_STATE_BYTES:
+            raise BadJson(path, f"over the {MAX_STATE_BYTES} bytes an index entry may be")
         data = os.read(fd, info.st_size)
     finally:
         os.close(fd)
-    return (info.st_ino, info.st_mtime_ns, info.st_size), _checked_entry(json.loads(data))
+    entry = _checked_entry(decode_json(data, path))
+    return (info.st_ino, info.st_mtime_ns, info.st_size), entry
 
 
 #: The fields of an index entry its readers index into, and the types they take.
@@ -450,8 +467,8 @@ def _entry_problem(error: Exception) -> str:
         return f"a {error.kind}, not a file"
     if isinstance(error, OSError):
         return error.strerror or str(error)
-    if isinstance(error, json.JSONDecodeError):
-        return f"not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
+    if isinstance(error, BadJson):
+        return error.problem
     return str(error)  # a JSON value of the wrong shape, or not UTF-8
 
 
@@ -516,7 +533,7 @@ def regenerate_index(home: Path) -> None:
             )
         lines.append("")
     with file_lock(home / ".index.lock"):
-        atomic_write(home / "results_index.md", "\n".join(lines))
+        atomic_write(home / "results_index.md", inert_markdown("\n".join(lines)))
 
 
 def _ratio_text(ratio: Any) -> str:

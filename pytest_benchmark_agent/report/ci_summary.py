@@ -18,8 +18,10 @@ import pytest
 
 from pytest_benchmark_agent.judge.baseline import RecordView
 from pytest_benchmark_agent.judge.gate2 import ci_gate
+from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code
 from pytest_benchmark_agent.records.views import RunView
 from pytest_benchmark_agent.stats.describe import values_text
 
@@ -37,7 +39,7 @@ class StepSummaryWriter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_bench_run_finished(self, run: RunView) -> None:
-        text = "\n".join(render(run)) + "\n\n"
+        text = inert_markdown(redact.scrub_text("\n".join(render(run)))) + "\n\n"
         try:
             with open(self.path, "a", encoding="utf-8") as summary:
                 summary.write(text)
@@ -61,7 +63,7 @@ def render(run: BenchRun) -> list[str]:
     this_code = code_label(run.fingerprint.get("code_identity"))
     if base is None:
         lines = [
-            f"### `{run.name}` at {this_code}: gate **{gate['outcome']}** "
+            f"### {md_code(run.name)} at {md(this_code)}: gate **{gate['outcome']}** "
             "(within the run: no --bench-baseline)",
             "",
         ]
@@ -69,10 +71,10 @@ def render(run: BenchRun) -> list[str]:
     else:
         code = base.get("code") or {}
         lines = [
-            f"### `{run.name}`: {code.get('baseline') or 'no baseline'} -> "
-            f"{code.get('this') or this_code}: gate **{gate['outcome']}**",
+            f"### {md_code(run.name)}: {md(code.get('baseline') or 'no baseline')} -> "
+            f"{md(code.get('this') or this_code)}: gate **{gate['outcome']}**",
             "",
-            f"Baseline `{base.get('ref')}`: "
+            f"Baseline {md_code(base.get('ref'))}: "
             + (
                 f"run {base['run_id']} ({base.get('resolved')}, {base.get('tag')})"
                 if base.get("run_id")
@@ -102,7 +104,7 @@ def _baseline_table(run: BenchRun, base: Mapping[str, Any]) -> list[str]:
                 theirs = (reference.summary.get(metric) or {}).get(target)
             rows.append(
                 _row(
-                    f"`{metric}`" + (f" [{label}]" if several else ""),
+                    f"`{metric}`" + (f" [{md(label)}]" if several else ""),
                     theirs,
                     (run.summary.get(metric) or {}).get(label),
                     v,
@@ -136,7 +138,12 @@ def _own_table(run: BenchRun) -> list[str]:
             continue
         for label, v in (run.verdicts.get(metric) or {}).items():
             rows.append(
-                _row(f"`{metric}` [{label} vs control {run.control}]", control, per.get(label), v)
+                _row(
+                    f"`{metric}` [{md(label)} vs control {md(run.control)}]",
+                    control,
+                    per.get(label),
+                    v,
+                )
             )
     return HEADER + (rows or ["| - | - | - | - | - | no verdicts |"])
 

@@ -33,7 +33,7 @@ from pytest_benchmark_agent.judge.gate2 import regressions
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.run import BenchRun
-from pytest_benchmark_agent.records.safetext import md, md_code, one_line
+from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code, one_line
 from pytest_benchmark_agent.records.views import RunView
 from pytest_benchmark_agent.report.html import render_html
 from pytest_benchmark_agent.report.junit import add_run_properties, add_trial_properties
@@ -80,7 +80,10 @@ class ReportWriter:
             svg=svgs,
             variable=run.variable,
         )
-        atomic_write(run.dir / "report.md", redact.scrub_text(render_report(run, files, note)))
+        atomic_write(
+            run.dir / "report.md",
+            inert_markdown(redact.scrub_text(render_report(run, files, note))),
+        )
         page = render_html(run, svgs, note, wrong=run.what_went_wrong or what_went_wrong(run))
         atomic_write(run.dir / "report.html", redact.scrub_text(page))
 
@@ -101,7 +104,7 @@ def render_report(
         _treatment_line(run),
         f"- **State:** {state}",
         f"- **Tag:** {run.tag}",
-        *[f"  - {one_line(reason)}" for reason in run.tag_reasons],
+        *[f"  - {md(reason)}" for reason in run.tag_reasons],
         "- **Trials:** " + _counts_text(run),
         f"- **Started / ended (UTC):** {run.started} / {run.ended}",
         "- **Record:** [results.yaml](results.yaml), [config.yaml](config.yaml); "
@@ -131,7 +134,7 @@ def render_report(
     lines += _baseline(run)
     lines += _reproduction(run)
     lines += ["## What Went Wrong", ""]
-    lines += [f"- {one_line(item)}" for item in (run.what_went_wrong or what_went_wrong(run))]
+    lines += [f"- {md(item)}" for item in (run.what_went_wrong or what_went_wrong(run))]
     lines += ["", "## Hosts and isolation", ""]
     lines += _hosts(run)
     lines += ["", "## Preps", "", "| stage | binding | action | signature |", "|---|---|---|---|"]
@@ -689,7 +692,8 @@ def _tail(run: BenchRun, gate: dict[str, Any] | None) -> list[str]:
             + (f": {reasons[0]}" if reasons else "")
         )
         lines += [f"    {reason}" for reason in reasons[1:]]
-    lines.append(f"  report: {run.dir / 'report.md'}")
+    if (run.dir / "report.md").is_file():  # never a path to a report that was not written
+        lines.append(f"  report: {run.dir / 'report.md'}")
     return lines
 
 

@@ -41,6 +41,13 @@ LOG_RATIO = 5.0
 _JITTER = (0.0, -0.06, 0.06, -0.12, 0.12, -0.03, 0.03, -0.09, 0.09)
 
 
+def matplotlib_under(home: Path) -> None:
+    """Have matplotlib keep its font cache and config in the data home (``.matplotlib/``),
+    not in ``$HOME/.cache/matplotlib``: the engine writes nothing outside the home. Set before
+    matplotlib is first imported (it reads ``MPLCONFIGDIR`` then); a user's own is kept."""
+    os.environ.setdefault("MPLCONFIGDIR", str(home / ".matplotlib"))
+
+
 def plot_file(metric: str) -> str:
     return "plot-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", metric) + ".png"
 
@@ -68,6 +75,7 @@ def write_plots(
     blocks_run = {(t.get("host"), t.get("replicate"), t.get("seed")) for t in passed}
     if len(blocks_run) < 2 and len({t.get("treatment") for t in passed}) < 2:
         return [], SINGLE_BLOCK
+    matplotlib_under(folder.parent.parent)
     try:
         import matplotlib.collections  # noqa: F401  (only whether they import: _figure
         import matplotlib.figure  # noqa: F401  uses both)

@@ -36,7 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import append_line, utc_now
+from pytest_benchmark_agent.records.redact import stage_text
+from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.store import DEVIATIONS
 
 if TYPE_CHECKING:
@@ -78,9 +81,10 @@ class Beat:
 def read_heartbeat(run_dir: Path) -> dict[str, Any] | None:
     """The last heartbeat of a run, or None when it has none (or it cannot be read)."""
     try:
-        return json.loads((run_dir / HEARTBEAT).read_text())
-    except (OSError, ValueError):
+        beat = read_json(run_dir / HEARTBEAT, MAX_STATE_BYTES)
+    except (OSError, BadJson):
         return None
+    return beat if isinstance(beat, dict) else None
 
 
 def duration(seconds: float | None) -> str:
@@ -336,7 +340,7 @@ class StageEcho:
         if not held:
             return
         tag = f"[{label}]" if stream == "stdout" else f"[{label} {stream}]"
-        text = held.decode(errors="replace").splitlines()
+        text = [one_line(stage_text(line)) for line in held.decode(errors="replace").splitlines()]
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
         self._progress.erase()
         with uncaptured(self._config):

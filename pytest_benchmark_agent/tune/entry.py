@@ -19,6 +19,7 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
+from pytest_benchmark_agent.records.fsutil import acquire_lock, release_lock
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.records.writer import load_results, load_yaml
 from pytest_benchmark_agent.tune.recorder import TuneRecorder, definition
@@ -28,6 +29,9 @@ from pytest_benchmark_agent.tune.space import SearchSpace, load_space
 from pytest_benchmark_agent.tune.strategies import STRATEGIES
 from pytest_benchmark_agent.tune.tuner import ResumeMismatch, Tuner
 
+#: Held (an flock) by the process running a tune, so a ``--resume`` while it runs is refused;
+#: the kernel drops it when that process ends, however it ends.
+TUNE_LOCK = ".tune.lock"
 EXIT_CODES = {"complete": 0, "halted": 1, "failed": 2, "interrupted": 2}
 
 
@@ -50,7 +54,6 @@ def run_tune(
     try:
         config = load_benchmark(path, overrides)
         space = load_space(config, path)
-        settings = config.tune
         previous = _previous_tune(home, resume, config, space, strategy, path) if resume else None
     except ConfigError as exc:
         echo(str(exc))
@@ -60,10 +63,38 @@ def run_tune(
         echo(f"tune: --strategy must be one of {', '.join(STRATEGIES)} (got {strategy!r}).")
         return 2
     tune_id = previous["run_id"] if previous else new_run_id(f"{config.name}-tune")
-    replay = _replay(home, previous, config) if previous else []
     folder = home / "runs" / tune_id
+    lock = acquire_lock(folder / TUNE_LOCK, wait=False)
+    if lock is None:
+        echo(
+            f"tune: --resume {tune_id}: that tune is running now (another process holds "
+            f"{folder / TUNE_LOCK}); two processes would run every round twice. Fix: wait for "
+            "it to end (benchmark-agent status), or stop it first."
+        )
+        return 2
+    try:
+        return _tune(folder, path, home, config, space, strategy, previous, extra_args, echo)
+    finally:
+        release_lock(lock)
+
+
+def _tune(
+    folder: Path,
+    path: Path,
+    home: Path,
+    config: BenchmarkConfig,
+    space: SearchSpace,
+    strategy: str,
+    previous: dict[str, Any] | None,
+    extra_args: Sequence[str],
+    echo: Callable[[str], None],
+) -> int:
+    """Run the tune whose folder is ``folder`` (its lock held), replaying ``previous``'s
+    finished rounds; its exit code."""
+    tune_id = folder.name
+    replay = _replay(home, previous, config) if previous else []
     runner = SubprocessRounds(path, home, folder / "rounds", extra_args)
-    tuner = Tuner(space, config, settings, runner, tune_id=tune_id, replay=replay, echo=echo)
+    tuner = Tuner(space, config, config.tune, runner, tune_id=tune_id, replay=replay, echo=echo)
     recorder = TuneRecorder(
         home, tuner, config, path, strategy, started=previous.get("started") if previous else None
     )

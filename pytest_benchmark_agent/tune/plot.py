@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.report.plots import matplotlib_under
 from pytest_benchmark_agent.stats.describe import describe
 from pytest_benchmark_agent.tune.space import OPERATORS
 
@@ -25,6 +26,7 @@ def plot_objective(doc: dict[str, Any], png: Path) -> str | None:
     and one panel per constraint with its bound. Two or more: the first two params as axes,
     colour for the objective. Returns a note instead when matplotlib is not installed.
     """
+    matplotlib_under(png.parent.parent.parent)  # runs/<tune id>/objective.png
     try:
         import matplotlib
 

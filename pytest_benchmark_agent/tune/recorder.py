@@ -21,6 +21,7 @@ from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import POINT, point_label
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
+from pytest_benchmark_agent.records.safetext import inert_markdown
 from pytest_benchmark_agent.records.writer import dump_yaml, regenerate_index
 from pytest_benchmark_agent.stats.describe import describe
 from pytest_benchmark_agent.tune.plot import plot_objective
@@ -131,7 +132,9 @@ class TuneRecorder:
             ),
         )
         note = plot_objective(document, self.dir / "objective.png")
-        atomic_write(self.dir / "report.md", redact.scrub_text(render_report(document, note)))
+        atomic_write(
+            self.dir / "report.md", inert_markdown(redact.scrub_text(render_report(document, note)))
+        )
         ratio = document["chained_ratio"]
         atomic_write(
             self.dir / "index.json",
