@@ -44,6 +44,8 @@ BUILTIN_METRICS = ("wall_s", "cpu_s", "peak_rss_mb")
 #: :data:`COUNTER_NOISE_THRESHOLD`, calibrated in docs/benchmark/STATISTICS.md.
 COUNTERS = ("instructions",)
 COUNTER_NOISE_THRESHOLD = 0.002
+#: A counter's default ``min_replicates``: its t rule decides from 3 blocks (stats/analysis.py).
+COUNTER_MIN_REPLICATES = 3
 
 #: Where the format of the benchmark file is documented; every message about a value points here.
 FORMAT_DOC = "docs/benchmark/FORMAT.md"
@@ -366,10 +368,13 @@ class BenchmarkConfig(FileModel):
 
     @model_validator(mode="after")
     def _counter_noise(self) -> BenchmarkConfig:
-        """A counter's default noise band is the counters' (they are nearly deterministic)."""
+        """A counter's default noise band and ``min_replicates`` are the counters' (they are
+        nearly deterministic, and their t rule decides from 3 blocks)."""
         for name, spec in self.metrics.items():
             if name in COUNTERS and "noise_threshold" not in spec.model_fields_set:
                 spec.noise_threshold = COUNTER_NOISE_THRESHOLD
+            if name in COUNTERS and "min_replicates" not in spec.model_fields_set:
+                spec.min_replicates = COUNTER_MIN_REPLICATES
         return self
 
     @model_validator(mode="after")

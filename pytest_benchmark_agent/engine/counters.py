@@ -42,6 +42,14 @@ INSTALL_HINT = (
     "install valgrind (Debian/Ubuntu: apt-get install -y valgrind), or run where the kernel "
     "exposes a hardware PMU (/sys/bus/event_source/devices/cpu) and perf is installed"
 )
+#: Each backend's noise: the floor of the sd of a block's log ratio that the counters' verdict
+#: rule (stats/analysis.py, ``_counted_paired``) assumes, however closely a run's blocks agree.
+#: cachegrind counted the A/A pair of every block identically to 161 instructions of 85M (2e-6,
+#: quiet and loaded: docs/benchmark/STATISTICS.md); 0.05% is far above that, and low enough that
+#: an A/A run of 3 blocks shows an interval inside the 0.2% default band (half-width 0.12%).
+#: perf counts interrupts' and page faults' user-space instructions too: no PMU here to measure
+#: it, so twice cachegrind's floor (an A/A run needs 4 blocks to show inside the band).
+NOISE_FLOORS = {"cachegrind": 0.0005, "perf": 0.001}
 _VERSION_TIMEOUT_S = 10.0
 #: Hash seeds of counted trials cycle through 1..HASH_SEEDS (PYTHONHASHSEED's range is 0..2^32-1).
 HASH_SEEDS = 4_294_967_295
@@ -86,6 +94,13 @@ def detect(pmu: Path = PMU, path: str | None = None) -> Backend | None:
 def backend() -> Backend | None:
     """:func:`detect` on this machine, once per process (it runs the tools' ``--version``)."""
     return detect()
+
+
+def noise_floor(label: str | None) -> float | None:
+    """:data:`NOISE_FLOORS` of the backend a trial record names (``counted_by``: ``cachegrind
+    3.19.0``); None for a label of no known backend (its counts are judged as timings are)."""
+    name = (label or "").split(" ", 1)[0]
+    return NOISE_FLOORS.get(name)
 
 
 def fingerprint_label() -> str | None:
