@@ -134,6 +134,26 @@ def test_a_counted_file_of_three_replicates_does_not_warn() -> None:
     assert gate1.replicates_cannot_decide(config) is None
 
 
+# -- 3. hash seeds: drawn per run, replayable --
+
+
+def test_a_runs_hash_seeds_are_its_own_and_a_bad_replay_base_is_a_usage_error(project) -> None:
+    from pytest_benchmark_agent.engine import counters
+
+    one, other = counters.hash_seed_base("run-1"), counters.hash_seed_base("run-2")
+    assert one != other and 0 <= one < counters.HASH_SEEDS
+    assert counters.hash_seed(counters.HASH_SEEDS - 1, 1) == 1  # wraps inside 1..HASH_SEEDS
+    counting = counters.Counting(counters.Backend("cachegrind", "0", "valgrind"), [], Path("x"))
+    assert counting.environment({}, 2, one)["PYTHONHASHSEED"] == str(counters.hash_seed(one, 2))
+    assert counting.environment({"PYTHONHASHSEED": "7"}, 2, one)["PYTHONHASHSEED"] == "7"
+    synthetic(project, {"cv": 0.001}, replicates=6)
+    for bad in ("abc", "-1", str(counters.HASH_SEEDS), "1; rm -rf /"):
+        result = project.run("bench.yaml", "--bench-hash-seeds", bad, subprocess=True)
+        assert result.ret == 4, result.stdout.str()
+        assert "give the hash_seed_base a run's results.yaml records" in result.stderr.str()
+    assert not project.runs()  # nothing ran, nothing recorded
+
+
 # -- 4. "within the noise threshold" only when the interval is inside the band --
 
 

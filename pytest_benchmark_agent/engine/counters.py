@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import shlex
 import shutil
 import subprocess
@@ -103,6 +104,20 @@ def noise_floor(label: str | None) -> float | None:
     return NOISE_FLOORS.get(name)
 
 
+def hash_seed_base(run_id: str) -> int:
+    """A run's offset into the hash seeds, drawn from its run id: another run draws other seeds
+    (so a rerun's reproduction of the counts can fail, as a rerun of timings can), while every
+    xdist worker of the run draws the same. Recorded as the run's ``hash_seed_base``;
+    ``--bench-hash-seeds BASE`` replays it."""
+    digest = hashlib.sha256(run_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % HASH_SEEDS
+
+
+def hash_seed(base: int, block: int) -> int:
+    """The ``PYTHONHASHSEED`` of ``block`` in a run whose offset is ``base``: 1..HASH_SEEDS."""
+    return 1 + (base + block) % HASH_SEEDS
+
+
 def fingerprint_label() -> str | None:
     """The backend as the environment fingerprint records it (``cachegrind 3.19.0``)."""
     found = backend()
@@ -132,16 +147,17 @@ class Counting:
         self.counters = list(counters)
         self.folder = folder
 
-    def environment(self, env: Mapping[str, str], block: int) -> dict[str, str]:
-        """``env`` with Python's hash seed set from the trial's block, unless already set.
+    def environment(self, env: Mapping[str, str], block: int, base: int = 0) -> dict[str, str]:
+        """``env`` with Python's hash seed set from the trial's block and the run's ``base``
+        (:func:`hash_seed`), unless already set.
 
         A random hash seed moves a Python loop's instruction count by up to 10% (dict probe
         sequences); one seed per block gives both treatments of a block the same layout (the
         pair's difference is the code's) while blocks still vary it (the verdict is not one
-        layout's)."""
+        layout's), and runs vary it too (a rerun is not the same layouts again)."""
         if "PYTHONHASHSEED" in env:
             return dict(env)
-        return {**env, "PYTHONHASHSEED": str(1 + block % HASH_SEEDS)}
+        return {**env, "PYTHONHASHSEED": str(hash_seed(base, block))}
 
     def command(self, command: str) -> str:
         """``command`` run by ``/bin/sh -c`` under the backend (quoted: nothing is re-parsed)."""
