@@ -15,7 +15,7 @@ Two parts, each printed as a table of rates with 95% Wilson intervals:
    normal or heavy-tailed (Student t, 3 degrees), on both sides of each block. What the
    floor must keep: A/A at most 5% wherever the noise is, and the power where it is small.
 
-    python benchmarks/counter_calibration.py                  # ~4 minutes here
+    python benchmarks/counter_calibration.py                  # 4-9 minutes here (the load)
     python benchmarks/counter_calibration.py --blocks 12 --experiments 2000 --synthetic 4000
 """
 
@@ -148,7 +148,7 @@ def synthetic_rows(floor: float, runs: int, seed: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", type=int, default=6, help="counted blocks per condition")
+    parser.add_argument("--blocks", type=int, default=4, help="counted blocks per condition")
     parser.add_argument("--experiments", type=int, default=1000, help="resampled runs per cell")
     parser.add_argument("--synthetic", type=int, default=1000, help="synthetic runs per cell")
     parser.add_argument(

@@ -109,10 +109,13 @@ def test_a_counted_session_decides_a_one_percent_change_at_three_blocks_on_a_loa
     replayed = project.results(2)
     assert replayed["hash_seed_base"] == results["hash_seed_base"], replay.stdout.str()
     first_block = {t["treatment"]: t for t in results["trials"] if t["replicate"] == 0}
-    for trial in replayed["trials"]:  # the same seeds, so the very same counts
+    floor = counters.NOISE_FLOORS["cachegrind"]
+    for trial in replayed["trials"]:  # the same seeds: the same counts but for the run's paths
         if trial["status"] == "passed":
-            assert trial["hash_seed"] == first_block[trial["treatment"]]["hash_seed"]
-            assert trial["metrics"] == first_block[trial["treatment"]]["metrics"]
+            first = first_block[trial["treatment"]]
+            assert trial["hash_seed"] == first["hash_seed"]
+            ratio = trial["metrics"]["instructions"] / first["metrics"]["instructions"]
+            assert abs(ratio - 1) < floor / 2, (trial["metrics"], first["metrics"])
     report = (project.runs()[0] / "report.md").read_text()
     assert "Across Python hash seeds (3 distinct, one per block" in report
     assert f"--bench-hash-seeds {results['hash_seed_base']}" in report

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs  # noqa: F401
+from test_plan_verb import agent
 from test_verdicts_round2 import synthetic, verdict_of
 
 from pytest_benchmark_agent.cli.records import order_outline
@@ -48,6 +49,10 @@ def pairs(control: list[float], treated: list[float]) -> dict[str, list[Observat
 
 def test_five_replicates_run_warn_with_the_arithmetic_and_stay_exploratory(project) -> None:
     synthetic(project, {"effect": {"b": 1.5}, "cv": 0.001}, replicates=5)
+    planned = agent(project, "plan", "bench.yaml")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert "UndecidableReplicatesWarning" in planned.stdout
+    assert "2/2^5 = 0.0625" in " ".join(planned.stdout.split())
     result = project.run("bench.yaml", "-rw", subprocess=True)
     assert result.ret == 0, result.stdout.str()
     out = result.stdout.str()
