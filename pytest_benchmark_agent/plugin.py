@@ -54,6 +54,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "know the run folder before the session starts (detached runs)",
     )
     group.addoption(
+        "--bench-hash-seeds",
+        default=None,
+        type=_hash_seed_base,
+        metavar="BASE",
+        help="replay the Python hash seeds of a recorded counted run: the hash_seed_base of "
+        "its results.yaml (default: each run draws its own, so a rerun's counts can differ)",
+    )
+    group.addoption(
         "--bench-round",
         default=None,
         metavar="FILE",
@@ -305,6 +313,22 @@ def _round_points(config: pytest.Config) -> list[dict[str, Any]] | None:
             "mappings from tuned param to value"
         )
     return points
+
+
+def _hash_seed_base(text: str) -> int:
+    """``--bench-hash-seeds``: a recorded ``hash_seed_base``, an integer 0..HASH_SEEDS - 1."""
+    from pytest_benchmark_agent.records.hashseeds import HASH_SEEDS
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < HASH_SEEDS:
+        raise argparse.ArgumentTypeError(
+            f"--bench-hash-seeds {text!r}: give the hash_seed_base a run's results.yaml "
+            f"records, an integer from 0 to {HASH_SEEDS - 1}"
+        )
+    return value
 
 
 #: The outcomes ``--bench-fail-on`` may fail on.

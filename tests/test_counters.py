@@ -25,6 +25,8 @@ from pytest_benchmark_agent.engine import counters
 from pytest_benchmark_agent.engine.stages import run_stage
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.fingerprint import compare_fingerprints
+from pytest_benchmark_agent.records.hashseeds import hash_seed
+from pytest_benchmark_agent.stats.counter_noise import NOISE_FLOORS
 
 needs_valgrind = pytest.mark.skipif(
     counters.backend() is None or counters.backend().name != "cachegrind",
@@ -79,22 +81,48 @@ def busy_loops() -> list[subprocess.Popen]:
 
 
 @needs_valgrind
-def test_a_counted_session_decides_a_one_percent_change_on_a_loaded_machine(project):
+def test_a_counted_session_decides_a_one_percent_change_at_three_blocks_on_a_loaded_machine(
+    project,
+):
     """Three treatments in one run: the sum (250000), the same sum written differently (an
-    A/A pair: '0250000' is the same work) and +1% of its range; 7 blocks (Holm over two
-    comparisons needs 2/2^n <= 0.025); the machine busy on every core throughout."""
-    project.bench(counted_bench(["250000", "0250000", "252500"], replicates=7))
+    A/A pair: '0250000' is the same work) and +1% of its range; 3 blocks (the counters' t
+    rule has no 2/2^n floor: issue 35); the machine busy on every core throughout. A rerun
+    draws other hash seeds, and ``--bench-hash-seeds`` replays the first run's."""
+    project.bench(counted_bench(["250000", "0250000", "252500"], replicates=3))
     burners = busy_loops()
     try:
-        result = project.run("bench.yaml", subprocess=True)
+        result = project.run("bench.yaml", "-rw", subprocess=True)
+        rerun = project.run("bench.yaml", subprocess=True)
+        base = str(project.results(0)["hash_seed_base"])
+        replay = project.run(
+            "bench.yaml", "--bench-hash-seeds", base, "-k", "rep0", subprocess=True
+        )
     finally:
         for proc in burners:
             proc.kill()
             proc.wait()
     assert result.ret == 0, result.stdout.str()
-    results = project.results()
+    assert "UndecidableReplicatesWarning" not in result.stdout.str()  # counters decide at 3
+    assert rerun.ret == 0, rerun.stdout.str()
+    results, again = project.results(0), project.results(1)
+    seeds = {t["hash_seed"] for t in results["trials"]}
+    assert seeds.isdisjoint({t["hash_seed"] for t in again["trials"]})  # other layouts
+    assert again["hash_seed_base"] != results["hash_seed_base"]
+    replayed = project.results(2)
+    assert replayed["hash_seed_base"] == results["hash_seed_base"], replay.stdout.str()
+    first_block = {t["treatment"]: t for t in results["trials"] if t["replicate"] == 0}
+    floor = NOISE_FLOORS["cachegrind"]
+    for trial in replayed["trials"]:  # the same seeds: the same counts but for the run's paths
+        if trial["status"] == "passed":
+            first = first_block[trial["treatment"]]
+            assert trial["hash_seed"] == first["hash_seed"]
+            ratio = trial["metrics"]["instructions"] / first["metrics"]["instructions"]
+            assert abs(ratio - 1) < floor / 2, (trial["metrics"], first["metrics"])
+    report = (project.runs()[0] / "report.md").read_text()
+    assert "Across Python hash seeds (3 distinct, one per block" in report
+    assert f"--bench-hash-seeds {results['hash_seed_base']}" in report
     trials = [t for t in results["trials"] if t["status"] == "passed"]
-    assert len(trials) == 21
+    assert len(trials) == 9
     control = [t["metrics"]["instructions"] for t in trials if t["treatment"] == "250000"]
     assert statistics.stdev(control) / statistics.mean(control) < 0.005
     for trial in trials:
@@ -102,11 +130,14 @@ def test_a_counted_session_decides_a_one_percent_change_on_a_loaded_machine(proj
         assert set(trial["distorted"]) == {"wall_s", "cpu_s", "peak_rss_mb"}
         assert set(trial["metrics"]) == {"instructions"}  # distorted timings are no metric
         assert trial["wall_s"] > 0  # still recorded, apart from the metrics
-        assert trial["hash_seed"] == str(1 + trial["replicate"])  # one per block
+        expected = hash_seed(results["hash_seed_base"], trial["replicate"])
+        assert trial["hash_seed"] == str(expected)  # one per block, the run's own
         assert not (Path(trial["logs"]) / "counters").exists()  # the backend's files removed
     verdicts = results["verdicts"]["instructions"]
     assert verdicts["0250000"]["verdict"] == "no_change"
+    assert verdicts["0250000"]["reason"].startswith("within the noise threshold 0.20%")
     assert verdicts["252500"]["verdict"] == "regressed"
+    assert verdicts["252500"]["test"].startswith("paired t on log ratios")
     config = yaml.safe_load((project.runs()[-1] / "config.yaml").read_text())
     assert config["fingerprint"]["env"]["counter_backend"] == counters.backend().label
 

@@ -244,7 +244,7 @@ def test_indistinguishable_improvements_keep_the_simpler_point() -> None:
     assert five.decision == "tied"
     assert tuner.ties == [
         "round 0: x=5 and x=2 both improved on x=0 and were "
-        "indistinguishable from each other; selected the simpler x=2."
+        "not shown to differ from each other; selected the simpler x=2."
     ]
 
 

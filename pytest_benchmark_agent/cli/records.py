@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,30 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def order_outline(trials: list[dict[str, Any]], control: str) -> str:
+    """What the recorded positions say about the order inside blocks: how often each
+    treatment ran first, and whether a warm-up or position effect could pose as an effect."""
+    ran = [t for t in trials if t.get("status") != "not_run"]
+    blocks = {(t.get("host"), t.get("stage"), t.get("replicate"), t.get("seed")) for t in ran}
+    firsts = Counter(str(t.get("treatment")) for t in ran if t.get("position") == 0)
+    if not any(t.get("position") is not None for t in ran):
+        return (
+            "no trial records its position in its block, so the order inside blocks is "
+            "unknown: a warm-up or position effect cannot be ruled out."
+        )
+    shares = ", ".join(f"`{label}` in {count}" for label, count in sorted(firsts.items()))
+    said = f"by the recorded positions, the first trial of a block was {shares} of {len(blocks)}"
+    if firsts.get(control, 0) == len(blocks):
+        return (
+            f"{said}: the control `{control}` ran first in every block, so a warm-up or "
+            "position effect would look like a treatment effect."
+        )
+    return (
+        f"{said}: the order varied, so a warm-up or position effect falls on both sides and "
+        "the paired test does not read it as a treatment effect."
+    )
+
+
 def skeptical_outline(record: dict[str, Any], view: RecordView) -> list[str]:
     """The four parts of the skeptical reading, filled with what the record says."""
     try:
@@ -190,8 +215,7 @@ def skeptical_outline(record: dict[str, Any], view: RecordView) -> list[str]:
             "one configuration, its replicates ran one after another; a warm-up would show as a "
             "drift across them."
             if alone
-            else "inside every block the control runs first; a "
-            "warm-up or position effect would look like a treatment effect."
+            else order_outline(record.get("trials") or [], control)
         )
     )
     lines += ["", "### 3. What Went Wrong", ""]

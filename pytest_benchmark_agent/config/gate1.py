@@ -19,13 +19,14 @@ metric only counted stages report.
 from __future__ import annotations
 
 import difflib
-import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.models import (
     BUILTIN_METRICS,
     COUNTERS,
+    METRIC_NAME,
     BenchmarkConfig,
     Stage,
     one_configuration,
@@ -44,7 +45,8 @@ Problem = tuple[str, str, str]
 def check(
     config: BenchmarkConfig, path: Path, *, tuning: bool = False, home: Path | None = None
 ) -> None:
-    """Raise ConfigError with every gate-1 problem of ``config`` (read from ``path``).
+    """Raise ConfigError with every gate-1 problem of ``config`` (read from ``path``); warn
+    (:class:`UndecidableReplicatesWarning`) when its replicates can never decide a verdict.
 
     ``home`` (the data directory) is where a missing manifest param's suggested value is
     looked up: the value the latest RELIABLE run of this benchmark used.
@@ -64,59 +66,72 @@ def check(
         problems += _check_metrics(config)
         problems += _check_counters(config)
         problems += _check_inputs(config, path.parent)
-    if not tuning:  # the tuner sizes its own rounds
-        problems += check_replicates_can_decide(config)
     if problems:
         raise ConfigError(path, problems)
+    if not tuning and (why := replicates_cannot_decide(config)):  # the tuner sizes its rounds
+        warnings.warn(UndecidableReplicatesWarning(f"{path}: {why}"), stacklevel=2)
 
 
 #: The family-wise error rate of gate 2's verdicts (stats/analysis.py's default alpha).
 ALPHA = 0.05
 
 
-def check_replicates_can_decide(config: BenchmarkConfig) -> list[Problem]:
-    """Refuse replicates that no exact paired test could decide with (docs/benchmark/STATISTICS.md).
+class UndecidableReplicatesWarning(UserWarning):
+    """A count of replicates (or seeds) with which no verdict of the run can be decided: it
+    runs, and its verdicts say "could never decide" (an EXPLORATORY run, an unjudged CI gate)."""
 
-    With n blocks a test that respects them has at most 2^n equally likely label patterns, so
+
+def replicates_cannot_decide(config: BenchmarkConfig) -> str | None:
+    """Why the planned blocks (or seeds) can never decide a timing's verdict, with the
+    arithmetic and the count that could; None when they can (docs/benchmark/STATISTICS.md).
+
+    With n units a test that respects them has at most 2^n equally likely label patterns, so
     its smallest two-sided p is 2 / 2^n; Holm's first step over m comparisons (metrics compared
-    x treatments other than the control) needs p <= alpha / m. An explicit ``replicates`` (or
-    ``replicates.max``) below that count is refused with the arithmetic; the default is left to
-    the verdicts, which say "could never decide". A count below every compared metric's
-    ``min_replicates`` is a smoke run that refuses to compare anyway, and is left alone. So are
-    seeded designs (the seeds are the paired units, and each is a training whose cost is the
-    user's call): their verdicts say "could never decide" with the same arithmetic.
+    x treatments other than the control) needs p <= alpha / m. Counted metrics (``counters:``)
+    are judged by a parametric rule without that floor and are left out. A count below every
+    such metric's ``min_replicates`` is a smoke run that refuses to compare anyway (its
+    verdicts say so), and one configuration compares nothing: both are left alone.
     """
-    if (
-        "replicates" not in config.model_fields_set
-        or one_configuration(config)
-        or config.seeds is not None
-    ):
-        return []
-    compared = [m for m in config.metrics.values() if m.direction != "equal"]
+    if one_configuration(config):
+        return None
+    counted = {name for stage in config.stages for name in stage.counters}
+    family = [m for m in config.metrics.values() if m.direction != "equal"]
+    ranked = [
+        m for name, m in config.metrics.items() if m.direction != "equal" and name not in counted
+    ]
     others = len(treatment_values(config)) - 1
-    units = config.max_replicates
-    if not compared or others < 1 or units < min(m.min_replicates for m in compared):
-        return []
-    comparisons = len(compared) * others
+    what = "seeds" if config.seeds is not None else "blocks"
+    units = len(config.seeds) if config.seeds is not None else config.max_replicates
+    if not ranked or others < 1 or units < min(m.min_replicates for m in ranked):
+        return None
+    comparisons = len(family) * others
     level = ALPHA / comparisons
     need = 1
     while 2 / 2**need > level:
         need += 1
     if units >= need:
-        return []
-    field = "replicates" if isinstance(config.replicates, int) else "replicates.max"
-    return [
-        (
-            field,
-            f"{units} blocks can never decide: an exact paired test's smallest two-sided p is "
-            f"2/2^{units} = {2 / 2**units:.4g}, above the {ALPHA:g}/{comparisons} = {level:.4g} "
-            f"that Holm's first step needs over {comparisons} comparison(s) "
-            f"({len(compared)} metric(s) x {others} treatment(s) against the control).",
-            f"use at least {need} blocks (replicates: {need}, or replicates: "
-            f"{{min: {need}, max: {need * 2}}} to stop early on a clear effect), or compare "
-            "fewer metrics or treatments (docs/benchmark/STATISTICS.md).",
-        )
-    ]
+        return None
+    field = (
+        "seeds"
+        if config.seeds is not None
+        else ("replicates" if isinstance(config.replicates, int) else "replicates.max")
+    )
+    fix = (
+        f"list at least {need} seeds"
+        if config.seeds is not None
+        else f"replicates: {need} (or replicates: {{min: {need}, max: {need * 2}}} to stop early "
+        "on a clear effect)"
+    )
+    return (
+        f"{field}: {units} {what} can never decide a timing's verdict: an exact paired test's "
+        f"smallest two-sided p at {units} {what} is 2/2^{units} = {2 / 2**units:.4g}, above the "
+        f"{ALPHA:g}/{comparisons} = {level:.4g} that Holm's first step needs over {comparisons} "
+        f"comparison(s) ({len(family)} metric(s) x {others} treatment(s) against the control). "
+        f"The run goes ahead: its verdicts will say 'could never decide', it will be "
+        f"EXPLORATORY and its CI gate unjudged (--bench-fail-on=unjudged fails it). To decide, "
+        f"use {fix}, compare fewer metrics or treatments, or count instructions "
+        "(counters: [instructions] decide from 3 blocks; docs/benchmark/STATISTICS.md)."
+    )
 
 
 def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
@@ -318,9 +333,6 @@ def _why_not_a_line(text: str) -> str:
     return "it holds " + ", ".join(one_line(repr(char)) for char in bad)
 
 
-#: A metric's name as the metrics parser reads it on a ``name=value`` line
-#: (engine/metrics.py builds its line pattern from this one).
-METRIC_NAME = re.compile(r"[A-Za-z_][\w.@\-/]*")
 #: The longest single argument Linux passes to a program (MAX_ARG_STRLEN: 32 pages of 4 KiB);
 #: a stage's command is one argument of ``sh -c``.
 MAX_ARGUMENT_BYTES = 128 << 10

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import errno
 import math
+import re
 import types
 import warnings
 from collections.abc import Iterator, Mapping
@@ -38,12 +39,17 @@ from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.fsutil import read_regular
 
 #: Metrics every stage reports without being asked: they can be used as fields and as primaries.
+#: A metric's name as the metrics parser reads it on a ``name=value`` line
+#: (engine/metrics.py builds its line pattern from this one).
+METRIC_NAME = re.compile(r"[A-Za-z_][\w.@\-/]*")
 BUILTIN_METRICS = ("wall_s", "cpu_s", "peak_rss_mb")
 #: Counters a measure stage may ask for (``counters:``): each becomes a built-in metric of it,
 #: counted by a backend (engine/counters.py). Their default ``noise_threshold`` is
 #: :data:`COUNTER_NOISE_THRESHOLD`, calibrated in docs/benchmark/STATISTICS.md.
 COUNTERS = ("instructions",)
 COUNTER_NOISE_THRESHOLD = 0.002
+#: A counter's default ``min_replicates``: its t rule decides from 3 blocks (stats/analysis.py).
+COUNTER_MIN_REPLICATES = 3
 
 #: Where the format of the benchmark file is documented; every message about a value points here.
 FORMAT_DOC = "docs/benchmark/FORMAT.md"
@@ -366,10 +372,13 @@ class BenchmarkConfig(FileModel):
 
     @model_validator(mode="after")
     def _counter_noise(self) -> BenchmarkConfig:
-        """A counter's default noise band is the counters' (they are nearly deterministic)."""
+        """A counter's default noise band and ``min_replicates`` are the counters' (they are
+        nearly deterministic, and their t rule decides from 3 blocks)."""
         for name, spec in self.metrics.items():
             if name in COUNTERS and "noise_threshold" not in spec.model_fields_set:
                 spec.noise_threshold = COUNTER_NOISE_THRESHOLD
+            if name in COUNTERS and "min_replicates" not in spec.model_fields_set:
+                spec.min_replicates = COUNTER_MIN_REPLICATES
         return self
 
     @model_validator(mode="after")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from pytest_benchmark_agent.engine.metrics import file_lines
 from pytest_benchmark_agent.errors import MetricError
+from pytest_benchmark_agent.records.hashseeds import hash_seed
 
 #: Where the kernel lists a hardware PMU; without it ``perf stat -e instructions`` cannot count.
 PMU = Path("/sys/bus/event_source/devices/cpu")
@@ -43,8 +44,6 @@ INSTALL_HINT = (
     "exposes a hardware PMU (/sys/bus/event_source/devices/cpu) and perf is installed"
 )
 _VERSION_TIMEOUT_S = 10.0
-#: Hash seeds of counted trials cycle through 1..HASH_SEEDS (PYTHONHASHSEED's range is 0..2^32-1).
-HASH_SEEDS = 4_294_967_295
 
 
 @dataclass(frozen=True)
@@ -117,16 +116,17 @@ class Counting:
         self.counters = list(counters)
         self.folder = folder
 
-    def environment(self, env: Mapping[str, str], block: int) -> dict[str, str]:
-        """``env`` with Python's hash seed set from the trial's block, unless already set.
+    def environment(self, env: Mapping[str, str], block: int, base: int = 0) -> dict[str, str]:
+        """``env`` with Python's hash seed set from the trial's block and the run's ``base``
+        (:func:`hash_seed`), unless already set.
 
         A random hash seed moves a Python loop's instruction count by up to 10% (dict probe
         sequences); one seed per block gives both treatments of a block the same layout (the
         pair's difference is the code's) while blocks still vary it (the verdict is not one
-        layout's)."""
+        layout's), and runs vary it too (a rerun is not the same layouts again)."""
         if "PYTHONHASHSEED" in env:
             return dict(env)
-        return {**env, "PYTHONHASHSEED": str(1 + block % HASH_SEEDS)}
+        return {**env, "PYTHONHASHSEED": str(hash_seed(base, block))}
 
     def command(self, command: str) -> str:
         """``command`` run by ``/bin/sh -c`` under the backend (quoted: nothing is re-parsed)."""

@@ -347,6 +347,7 @@ def run_trial(
                 containment=ctx.containment,
                 counters=spec.stage.counters,
                 block=spec.replicate,
+                hash_seed_base=run.hash_seed_base,
             )
     except KeyboardInterrupt:
         record.update(

@@ -193,7 +193,12 @@ class BenchSession:
             self._baselines[run_id] = check_baseline(
                 self.home, baseline, plan.config, plan.path, exclude=run_id
             )
-        run = BenchRun(plan=plan, home=self.home, run_id=run_id)
+        run = BenchRun(
+            plan=plan,
+            home=self.home,
+            run_id=run_id,
+            replayed_hash_seeds=self.config.getoption("bench_hash_seeds"),
+        )
         self.runs.append(run)
         return run
 

@@ -264,6 +264,7 @@ def run_stage(
     containment: Containment | None = None,
     counters: Sequence[str] = (),
     block: int = 0,
+    hash_seed_base: int = 0,
 ) -> StageRun:
     """Run ``command`` to completion (or its timeout, or a guard kill) and report how it went.
 
@@ -277,11 +278,11 @@ def run_stage(
     ``containment`` (the session's) kills every other process the stage started when it ends,
     so no stage outlives its trial. ``counters`` are counted by the backend the command then
     runs under (:mod:`.counters`), read once the stage exited cleanly; Python's hash seed is
-    then the ``block``'s unless ``env`` sets it.
+    then the ``block``'s in the run's ``hash_seed_base`` unless ``env`` sets it.
     """
     count = counting(counters, log_dir)
     if count:
-        env = count.environment(env, block)
+        env = count.environment(env, block, hash_seed_base)
     out = StageOutput(log_dir / "stdout.txt", echo=echo)
     err = StageOutput(log_dir / "stderr.txt", echo=echo)
     scope = containment.stage() if containment is not None else StageScope("process-group", "")

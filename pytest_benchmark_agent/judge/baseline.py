@@ -768,17 +768,11 @@ def _num(value: Any) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def find_reproduction_target(
+def _same_config_runs(
     home: Path, this: RecordView, config_hash: str
-) -> tuple[RecordView | None, FingerprintDiff | None, list[str]]:
-    """The newest earlier run of the same frozen config and code with a comparable fingerprint:
-    a run of other code is no rerun (it is compared as a baseline instead).
-
-    Returns it, its fingerprint differences, and a note per newer same-config run skipped
-    because its fingerprint differs where it matters, and one for the runs of other code (told
-    apart by their index entries, so they are never opened).
-    """
-    skipped: list[str] = []
+) -> tuple[list[Path], list[str]]:
+    """Earlier finished runs of the same frozen config and code (newest first), told apart by
+    their index entries; and the code labels of the same-config runs of other code."""
     candidates = []
     label = this.code
     commit = (this.fingerprint.get("code_identity") or {}).get("commit")
@@ -797,13 +791,28 @@ def find_reproduction_target(
                 other_code.append(str(code.get("label")))
                 continue
             candidates.append((entry.get("ended") or "", run_dir))
+    return [run_dir for _, run_dir in sorted(candidates, reverse=True)], other_code
+
+
+def find_reproduction_target(
+    home: Path, this: RecordView, config_hash: str
+) -> tuple[RecordView | None, FingerprintDiff | None, list[str]]:
+    """The newest earlier run of the same frozen config and code with a comparable fingerprint:
+    a run of other code is no rerun (it is compared as a baseline instead).
+
+    Returns it, its fingerprint differences, and a note per newer same-config run skipped
+    because its fingerprint differs where it matters, and one for the runs of other code (told
+    apart by their index entries, so they are never opened).
+    """
+    skipped: list[str] = []
+    candidates, other_code = _same_config_runs(home, this, config_hash)
     if other_code:
         skipped.append(
             f"{len(other_code)} earlier run(s) of this frozen config measured other "
-            f"code (e.g. {other_code[-1]}; this run {label}): a rerun needs the "
+            f"code (e.g. {other_code[-1]}; this run {this.code}): a rerun needs the "
             "same code"
         )
-    for _, run_dir in sorted(candidates, reverse=True):
+    for run_dir in candidates:
         try:
             prior = RecordView.load(run_dir)
         except UnreadableRecord as error:  # an earlier record never breaks a later run
@@ -824,3 +833,36 @@ def find_reproduction_target(
             continue
         return prior, diff, skipped
     return None, None, skipped
+
+
+def opposite_verdicts(
+    home: Path, this: RecordView, config_hash: str, specs: Mapping[str, Any]
+) -> list[str]:
+    """Every primary verdict of ``this`` decided opposite to the same verdict of ANY earlier
+    faithful run (same frozen config and code, comparable fingerprint), naming that run: a
+    contradiction with one run is not undone by a later run that happened to agree (issue 35:
+    regressed, then no_change, then improved must not pass as inconclusive)."""
+    decided = ("improved", "regressed")
+    found = []
+    for run_dir in _same_config_runs(home, this, config_hash)[0]:
+        try:
+            prior = RecordView.load(run_dir)
+        except UnreadableRecord as error:
+            skip_unreadable(error)
+            continue
+        diff = fingerprint_diff(prior, this)
+        if code_changed(prior, this, diff) or diff.blocking:
+            continue
+        for metric in primary_metrics(specs):
+            for label, mine in (this.verdicts.get(metric) or {}).items():
+                theirs = (prior.verdicts.get(metric) or {}).get(label) or {}
+                ours, their_verdict = mine.get("verdict"), theirs.get("verdict")
+                if ours in decided and their_verdict in decided and ours != their_verdict:
+                    found.append(
+                        f"contradicts {prior.run_id}: `{metric}` [{label}] {ours} "
+                        f"x{_num(mine.get('ratio'))} {_interval(mine.get('ci'))} here, "
+                        f"{their_verdict} x{_num(theirs.get('ratio'))} "
+                        f"{_interval(theirs.get('ci'))} in {prior.run_id} (the same config "
+                        "and code, decided in opposite directions)"
+                    )
+    return found

@@ -52,6 +52,7 @@ from pytest_benchmark_agent.judge.baseline import (
     cross_verdicts,
     find_reproduction_target,
     fingerprint_diff,
+    opposite_verdicts,
     primary_metrics,
     reproduction,
     sides,
@@ -68,6 +69,7 @@ from pytest_benchmark_agent.stats.comparability import (
     refusal,
     usable,
 )
+from pytest_benchmark_agent.stats.counter_noise import noise_floor
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.stats import analysis
@@ -178,6 +180,7 @@ def _decide(
         min_blocks=replicates.min,
         max_blocks=replicates.max,
         seed=SEED,
+        counter_floors=counter_floors(run),
     )
 
 
@@ -270,10 +273,11 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
     specs = run.plan.config.metrics
     labels, control = run.treatment_labels, run.control
     obs, caveats = observations(run.trials, list(specs), labels, upto=upto, stage_of=_stages(run))
+    floors = counter_floors(run)
     combined = (
         sequential.decision.analysis
         if sequential and sequential.decision
-        else analysis.analyze_run(obs, specs, labels, control, seed=SEED)
+        else analysis.analyze_run(obs, specs, labels, control, seed=SEED, counter_floors=floors)
     )
     trials_by_host: dict[str, list[Mapping[str, Any]]] = {}
     for trial in run.trials:
@@ -285,7 +289,9 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
             host_obs, _ = observations(
                 trials_by_host[host], list(specs), labels, upto=upto, stage_of=_stages(run)
             )
-            per_host[host] = analysis.analyze_run(host_obs, specs, labels, control, seed=SEED)
+            per_host[host] = analysis.analyze_run(
+                host_obs, specs, labels, control, seed=SEED, counter_floors=floors
+            )
     elif hosts:
         per_host[hosts[0]] = combined
     verdicts, more_refusals, host_caveats = host_conflicts(combined.verdicts, per_host, specs)
@@ -308,6 +314,19 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
         host_splits=more_refusals,
         late=late,
     )
+
+
+def counter_floors(run: BenchRun) -> dict[str, float]:
+    """The metrics of ``run`` that a counting backend counted, each with that backend's noise
+    floor (engine/counters.py): the analysis judges them by the counters' t rule."""
+    counted = {stage.name: stage.counters for stage in run.plan.config.stages if stage.counters}
+    floors: dict[str, float] = {}
+    for trial in run.trials:
+        floor = noise_floor(trial.get("counted_by"))
+        for metric in counted.get(trial.get("stage"), ()):
+            if floor is not None and metric in run.plan.config.metrics:
+                floors[metric] = max(floor, floors.get(metric, 0.0))
+    return floors
 
 
 def _nothing_to_compare(run: BenchRun) -> Gate2 | None:
@@ -486,6 +505,12 @@ def judge_run(
         if reference
         else ({"run_id": None, "skipped": skipped} if skipped else None)
     )
+    cited = reference.run_id if reference is not None else None
+    failures += [
+        line
+        for line in opposite_verdicts(run.home, this, run.config_hash, specs)
+        if not line.startswith(f"contradicts {cited}:")  # the reference says so itself
+    ]
     run.tag, run.tag_reasons = compute_tag(
         failures, limits, qualifying_caveats(run, gate2), reference, skipped
     )

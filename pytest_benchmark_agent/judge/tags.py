@@ -7,7 +7,8 @@ The rules, the first that applies:
   effective params other than the declared ones (gate 1 after the run), gate 2 refused a primary
   metric (too few replicates, no samples, fingerprints differing from the baseline's), two
   measurements overlapped on a host that promised isolation, the baseline was no longer fit to
-  be one, or the run contradicts the earlier run of its config (a different primary verdict).
+  be one, or a primary verdict is decided opposite to that of ANY earlier faithful run of its
+  config and code (naming that run).
 * **EXPLORATORY**: too little data for a primary verdict (too few replicates or seeds), or no
   earlier run of the same frozen config and code to reproduce (a baseline of other code is
   compared, not reproduced): a first run, and every CI run of a new commit. Its caveats are

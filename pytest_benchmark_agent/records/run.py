@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_benchmark_agent.config.models import BUILTIN_METRICS
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records import redact
+from pytest_benchmark_agent.records.hashseeds import hash_seed_base
 from pytest_benchmark_agent.records.safetext import NAME_MAX
 from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
@@ -85,6 +86,21 @@ class BenchRun:
     sequential: dict[str, Any] | None = None
     tag_reasons: list[str] = field(default_factory=list)
     what_went_wrong: list[str] = field(default_factory=list)
+    #: ``--bench-hash-seeds BASE``: replay a recorded run's hash seeds (None: the run's own).
+    replayed_hash_seeds: int | None = None
+
+    @property
+    def hash_seed_base(self) -> int:
+        """The offset of this run's hash seeds (engine/counters.py): drawn from the run id, or
+        a recorded run's, replayed."""
+        if self.replayed_hash_seeds is not None:
+            return self.replayed_hash_seeds
+        return hash_seed_base(self.run_id)
+
+    @property
+    def counted(self) -> bool:
+        """Whether any stage of the run is counted (``counters:``)."""
+        return any(stage.counters for stage in self.plan.config.stages)
 
     @property
     def name(self) -> str:
@@ -285,6 +301,7 @@ class BenchRun:
             "baseline": self.baseline,
             "reproduces": self.reproduces,
             "sequential": self.sequential,
+            "hash_seed_base": self.hash_seed_base if self.counted else None,
             "tag_reasons": self.tag_reasons,
             "what_went_wrong": self.what_went_wrong,
         }

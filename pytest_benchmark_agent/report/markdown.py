@@ -38,6 +38,7 @@ from pytest_benchmark_agent.records.views import RunView
 from pytest_benchmark_agent.report.html import render_html
 from pytest_benchmark_agent.report.junit import add_run_properties, add_trial_properties
 from pytest_benchmark_agent.report.plots import plot_file, write_plots
+from pytest_benchmark_agent.report.seeds import seed_spread_lines
 from pytest_benchmark_agent.report.units import human
 from pytest_benchmark_agent.stats.describe import values_text
 
@@ -231,6 +232,7 @@ def _metric_tables(run: BenchRun, plots: set[str]) -> list[str]:
         lines.append("")
         if metric in run.verdicts and direction != "equal" and not guard:
             lines += _verdict_table(run.verdicts[metric], per, f"against {md_code(run.control)}")
+        lines += seed_spread_lines(run, metric)
         if plot_file(metric) in plots:
             lines += [f"![{metric}: samples per treatment]({plot_file(metric)})", ""]
     if not lines:

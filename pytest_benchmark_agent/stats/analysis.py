@@ -54,7 +54,7 @@ from pytest_benchmark_agent.stats.comparability import (
     usable,
 )
 from pytest_benchmark_agent.stats.describe import show_value
-from pytest_benchmark_agent.stats.distributions import ndtr, ndtri, stdtrit
+from pytest_benchmark_agent.stats.distributions import ndtr, ndtri, stdtr, stdtrit
 
 BOOTSTRAP_RESAMPLES = 4000  # the unpaired fallback's bootstrap of the ratio of medians
 CI_LEVEL = 0.95
@@ -177,6 +177,7 @@ class _Comparison:
     median_ratio: float | None = None
     mismatch: str | None = None  # direction "equal": what differs from the control
     note: str | None = None  # a caveat about the design actually used
+    df: int | None = None  # the counters' t rule: its degrees of freedom (None: the rank test)
 
 
 def analyze_run(
@@ -186,9 +187,17 @@ def analyze_run(
     control: str,
     alpha: float = 0.05,
     seed: int = 0,
+    counter_floors: Mapping[str, float] | None = None,
 ) -> RunAnalysis:
-    """Verdicts for every metric in ``specs`` and every non-control treatment (fixed design)."""
-    return _analyze(observations, specs, treatments, control, alpha, seed, lambda a: a)
+    """Verdicts for every metric in ``specs`` and every non-control treatment (fixed design).
+
+    ``counter_floors`` names the metrics that are counts of a counting backend, each with the
+    backend's calibrated noise (the floor of a block's log-ratio sd): they are judged by
+    :func:`_counted_paired` instead of the rank test, so they decide from 3 blocks.
+    """
+    return _analyze(
+        observations, specs, treatments, control, alpha, seed, lambda a: a, counter_floors or {}
+    )
 
 
 def look_schedule(min_blocks: int, max_blocks: int) -> tuple[int, ...]:
@@ -221,6 +230,7 @@ def sequential_decision(
     max_blocks: int,
     alpha: float = 0.05,
     seed: int = 0,
+    counter_floors: Mapping[str, float] | None = None,
 ) -> SequentialDecision:
     """Analyse after ``blocks_done`` complete blocks and say whether to stop adding blocks.
 
@@ -248,7 +258,9 @@ def sequential_decision(
     def level_fn(share: float) -> float:
         return _nominal_levels(share, looks, max_blocks)[-1]
 
-    analysis = _analyze(observations, specs, treatments, control, alpha, seed, level_fn)
+    analysis = _analyze(
+        observations, specs, treatments, control, alpha, seed, level_fn, counter_floors or {}
+    )
     level = level_fn(alpha)
     if look not in schedule:
         upcoming = min(k for k in schedule if k > look)
@@ -279,8 +291,7 @@ def _decided(verdict: Verdict, threshold: float) -> bool:
         return True
     if verdict.verdict == "not_comparable":
         return bool(verdict.reason and verdict.reason.startswith("guard "))
-    ci = verdict.ci
-    return ci is not None and 1 - threshold < ci[0] and ci[1] < 1 + threshold
+    return inside_band(verdict.ci, threshold)
 
 
 def _analyze(
@@ -291,6 +302,7 @@ def _analyze(
     alpha: float,
     seed: int,
     level_fn: Callable[[float], float],
+    counter_floors: Mapping[str, float],
 ) -> RunAnalysis:
     """Compare, correct with Holm (levels from ``level_fn``), apply guards, collect caveats."""
     if not 0 < alpha < 1:
@@ -308,7 +320,9 @@ def _analyze(
             rng = np.random.default_rng(
                 [seed, zlib.crc32(metric.encode()), zlib.crc32(treatment.encode())]
             )
-            per[treatment] = _compare(spec, groups[control], groups[treatment], rng)
+            per[treatment] = _compare(
+                spec, groups[control], groups[treatment], rng, counter_floors.get(metric)
+            )
             if per[treatment].note:
                 caveats.append(f"{metric} [{treatment}]: {per[treatment].note}")
         comparisons[metric] = per
@@ -400,8 +414,11 @@ def _compare(
     control: dict[Key, Sample],
     treated: dict[Key, Sample],
     rng: np.random.Generator,
+    floor: float | None = None,
 ) -> _Comparison:
-    """Pick the design (paired blocks, paired seeds, unpaired) and run its test."""
+    """Pick the design (paired blocks, paired seeds, unpaired) and run its test: the rank test,
+    or for a counter (``floor``: its backend's noise) the floored paired t rule."""
+
     n = (len(control), len(treated))
     refused = refusal(spec, n)
     if refused is not None:
@@ -429,6 +446,11 @@ def _compare(
         )
     scale = 1.0 if log_scale else abs(c_med)
 
+    def paired(c: np.ndarray, t: np.ndarray, design: str, note: str | None) -> _Comparison:
+        if floor is not None and log_scale:
+            return _counted_paired(n, c, t, floor, design, median_ratio, note)
+        return _paired(n, c, t, log_scale, rng, design, median_ratio, note)
+
     def tf(x: np.ndarray) -> np.ndarray:
         return np.log(x) if log_scale else x / scale
 
@@ -448,7 +470,7 @@ def _compare(
             note = f"seeds without both sides dropped; compared {len(shared)} seeds"
         c_units = tf(np.array([c_seed[s] for s in shared]))
         t_units = tf(np.array([t_seed[s] for s in shared]))
-        return _paired(n, c_units, t_units, log_scale, rng, "paired seeds", median_ratio, note)
+        return paired(c_units, t_units, "paired seeds", note)
     blocks = sorted(set(control) & set(treated))
     if len(blocks) >= spec.min_replicates:
         note = None
@@ -456,7 +478,7 @@ def _compare(
             note = f"incomplete blocks: compared the {len(blocks)} complete blocks of n={list(n)}"
         c_units = tf(np.array([control[k] for k in blocks]))
         t_units = tf(np.array([treated[k] for k in blocks]))
-        return _paired(n, c_units, t_units, log_scale, rng, "paired blocks", median_ratio, note)
+        return paired(c_units, t_units, "paired blocks", note)
     return _unpaired(
         n,
         tf(np.array(list(control.values()))),
@@ -617,6 +639,57 @@ def _paired(
     )
 
 
+def _counted_paired(
+    n: tuple[int, int],
+    c: np.ndarray,
+    t: np.ndarray,
+    floor: float,
+    design: str,
+    median_ratio: float | None,
+    note: str | None,
+) -> _Comparison:
+    """The counters' rule: Student's paired t on the log ratios, its sd floored at ``floor``.
+
+    Counts of instructions hardly vary between the two runs of a block (the same program, the
+    same hash seed), so the exact rank test's 2 / 2^n floor, not the noise, is what stops a
+    decision at 3-5 blocks. A parametric rule has no such floor; flooring the sd at the
+    backend's calibrated noise keeps a run whose blocks agree by chance (or exactly) from
+    claiming an interval narrower than the backend can measure. Calibrated under load in
+    docs/benchmark/STATISTICS.md ("Counters decide at three blocks").
+    """
+    size = len(c)
+    if size < 2:
+        return _Comparison(
+            n,
+            refusal=Refused(
+                Refusal.TOO_SMALL, f"a paired test needs at least 2 {design.split()[1]}"
+            ),
+        )
+    d = t - c
+    mean = float(d.mean())
+    sd = max(float(d.std(ddof=1)), floor)
+    se = sd / math.sqrt(size)
+    df = size - 1
+    p = min(1.0, 2 * stdtr(df, -abs(mean) / se))
+    half = stdtrit(df, 1 - (1 - CI_LEVEL) / 2) * se
+    return _Comparison(
+        n,
+        effect=math.expm1(mean),
+        ci=(math.exp(mean - half), math.exp(mean + half)),
+        p=p,
+        half_width=half,
+        se=se,
+        smallest_p=0.0,
+        log_scale=True,
+        test=f"paired t on log ratios (sd floored at the counter's noise {floor:.3%})",
+        design=design,
+        note=note,
+        units=size,
+        df=df,
+        median_ratio=median_ratio,
+    )
+
+
 def _root(stat: Callable[[float], float], lo: float, hi: float) -> float:
     """The middle of the shifts where the (non-increasing) ``stat`` crosses zero."""
 
@@ -749,20 +822,40 @@ def _verdict(
     if rejected and beyond:
         better = (c.effect < 0) == (spec.direction == "lower")
         return Verdict("improved" if better else "regressed", **common)
+    return Verdict(
+        "no_change", reason=no_change_reason(c, threshold, rejected, level, mde, p_holm), **common
+    )
+
+
+def no_change_reason(
+    c: _Comparison, threshold: float, rejected: bool, level: float, mde: float, p_holm: float
+) -> str:
+    """Why a comparison is ``no_change``, in words that claim only what was shown: "within the
+    noise threshold" only when the whole interval lies inside the band; a test that did not pass
+    is "not shown to differ", with the MDE (what the run could have seen)."""
+    assert c.ci is not None and c.p is not None
+    ratio = 1 + c.effect
     interval = f"ratio {ratio:.4g}, interval [{c.ci[0]:.4g}, {c.ci[1]:.4g}]"
-    inside = 1 - threshold <= c.ci[0] and c.ci[1] <= 1 + threshold
     if c.smallest_p > level and c.test != "identical values":
-        why = undecidable_text(c.units, c.smallest_p, level, c.design)
-    elif inside or (not rejected and abs(c.effect) <= threshold):
-        why = f"within the noise threshold {threshold:.2%}: {interval}"
-    elif rejected:  # a difference, but the interval reaches into the band: its size is unsure
-        why = (
+        return undecidable_text(c.units, c.smallest_p, level, c.design)
+    if inside_band(c.ci, threshold):
+        return f"within the noise threshold {threshold:.2%}: {interval}"
+    if rejected:  # a difference, but the interval reaches into the band: its size is unsure
+        return (
             f"not shown beyond the noise threshold {threshold:.2%}: the test passes, but the "
             f"interval reaches into the band 1 +/- {threshold:.2%}: {interval}"
         )
-    else:
-        why = f"p={c.p:.3g} does not pass Holm's step-down (adjusted p {p_holm:.3g}); {interval}"
-    return Verdict("no_change", reason=why, **common)
+    return (
+        f"not shown to differ (MDE {mde:.2%}): p={c.p:.3g} does not pass Holm's step-down "
+        f"(adjusted p {p_holm:.3g}), and the interval reaches beyond the noise threshold "
+        f"{threshold:.2%}: {interval}"
+    )
+
+
+def inside_band(ci: Sequence[float] | None, threshold: float) -> bool:
+    """Whether an interval of the ratio lies wholly inside the noise band ``1 +/- threshold``:
+    the only case in which a verdict may say "within the noise threshold"."""
+    return ci is not None and 1 - threshold <= ci[0] and ci[1] <= 1 + threshold
 
 
 def undecidable_text(units: int, smallest: float, level: float, design: str | None) -> str:
@@ -790,6 +883,12 @@ def _mde(c: _Comparison, level: float, threshold: float) -> float:
         return math.inf
     if c.half_width == 0 and c.se == 0:
         return threshold
+    if c.df is not None:  # the counters' t rule: a closed form
+        band = math.log1p(threshold)
+        need = max(
+            band + stdtrit(c.df, 1 - (1 - CI_LEVEL) / 2) * c.se, -stdtrit(c.df, level / 2) * c.se
+        )
+        return max(threshold, _relative(need + stdtrit(c.df, MDE_POWER) * c.se, True))
     a, b = mde_terms(c.units) if c.design != "unpaired" else (1.0, ndtri(MDE_POWER))
     widen = ndtri(1 - level / 2) / ndtri(1 - (1 - CI_LEVEL) / 2)
     band = math.log1p(threshold) if c.log_scale else threshold

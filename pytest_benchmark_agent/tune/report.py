@@ -89,7 +89,7 @@ def render_report(doc: dict[str, Any], plot_note: str | None) -> str:
             f"{_num(c.get('median'))} | {_num(v.get('ratio'))} | {_ci(v.get('ci'))} | "
             f"{v.get('verdict', '')} | {c['decision']} | {_cell(c['reason'])} |"
         )
-    lines += ["", "## Ties within noise", ""]
+    lines += ["", "## Ties and candidates not shown to differ", ""]
     ties = list(doc["ties"]) + [
         f"round {c['round']}: `{c['label']}` was not shown to differ from the incumbent "
         f"`{c['incumbent']}`; the incumbent (the earlier point) was kept."

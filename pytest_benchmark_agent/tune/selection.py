@@ -260,12 +260,12 @@ def choose(
         elif candidate in tied:
             candidate.decision = "tied"
             candidate.reason = (
-                f"improved on {incumbent_label} but indistinguishable from "
+                f"improved on {incumbent_label} but not shown to differ from "
                 f"{chosen.label}; kept the simpler {chosen.label}"
             )
             ties.append(
                 f"round {index}: {candidate.label} and {chosen.label} both "
-                f"improved on {incumbent_label} and were indistinguishable from each "
+                f"improved on {incumbent_label} and were not shown to differ from each "
                 f"other; selected the simpler {chosen.label}."
             )
         else:
