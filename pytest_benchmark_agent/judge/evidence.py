@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.judge.baseline import BASELINE_TAGS, FINISHED, RecordView
+from pytest_benchmark_agent.judge.baseline import FINISHED, RecordView
 from pytest_benchmark_agent.records.writer import (
     UnreadableRecord,
     index_entries,
@@ -260,9 +260,10 @@ def recorded_history(
 ) -> tuple[list[list[Path]], str]:
     """The recorded runs whose spread judges a baseline of ``commit``, grouped by commit:
     finished runs of benchmark ``name`` sharing ``key`` (gate 1 would pass) at that commit with
-    a clean tree, the newest first; with fewer than MIN_HISTORY, those of its first-parent
-    ancestors too (at most HISTORY_COMMITS back, HISTORY_RUNS runs in all). Returns the groups
-    and words saying what they are."""
+    a clean tree, whatever their tag (a rerun that did not reproduce because the machine moved
+    is the very spread to measure), the newest first; with fewer than MIN_HISTORY, those of its
+    first-parent ancestors too (at most HISTORY_COMMITS back, HISTORY_RUNS runs in all).
+    Returns the groups and words saying what they are."""
     if commit is None or not _SHA.fullmatch(commit):
         return [], "no git commit to find recorded runs by"
     by_commit: dict[str, list[tuple[str, Path]]] = {}
@@ -273,7 +274,6 @@ def recorded_history(
             and entry.get("name") == name
             and entry.get("comparison_key") == key
             and entry.get("state") in FINISHED
-            and entry.get("tag") in BASELINE_TAGS
             and isinstance(code.get("commit"), str)
             and not code.get("dirty")
         ):

@@ -172,7 +172,7 @@ def _decide(
     obs, _ = observations(
         trials, list(specs), run.treatment_labels, upto=blocks, stage_of=_stages(run)
     )
-    return analysis.sequential_decision(
+    decision = analysis.sequential_decision(
         obs,
         specs,
         run.treatment_labels,
@@ -181,6 +181,34 @@ def _decide(
         min_blocks=replicates.min,
         max_blocks=replicates.max,
         seed=SEED,
+    )
+    if decision.stop or blocks not in analysis.look_schedule(replicates.min, replicates.max):
+        return decision
+    settled = _gate_settled(run, decision.analysis)
+    if settled is None:
+        return decision
+    return dataclasses.replace(decision, stop=True, reason=f"{settled} after {blocks} blocks")
+
+
+def _gate_settled(run: BenchRun, result: analysis.RunAnalysis) -> str | None:
+    """Why a look may stop for the CI gate although a verdict is open: every primary metric
+    declares a ``fail_threshold`` and each comparison already regressed beyond it or could have
+    seen it (:func:`.evidence.judge_metric`); None otherwise. Stopping adds no false verdict:
+    the looks' levels hold whenever a run stops."""
+    specs = run.plan.config.metrics
+    primaries = primary_metrics(specs)
+    if not primaries or any(specs[m].fail_threshold is None for m in primaries):
+        return None
+    outcomes = [
+        evidence.judge_metric(metric, v.as_record(), specs[metric]).outcome
+        for metric in primaries
+        for v in result.verdicts.get(metric, {}).values()
+    ]
+    if not outcomes or "unjudged" in outcomes:
+        return None
+    return (
+        "the CI gate can decide: every primary metric regressed beyond its fail_threshold "
+        "or could have seen it"
     )
 
 
