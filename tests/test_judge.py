@@ -344,6 +344,37 @@ def test_an_undecided_run_goes_on_and_is_analysed_at_its_complete_blocks(tmp_pat
     assert "between looks" in outcome.reason
 
 
+@pytest.mark.parametrize("fail_threshold", [0.05, None])
+def test_a_look_stops_once_the_gate_can_decide_when_fail_threshold_is_declared(
+    tmp_path: Path, fail_threshold: float | None
+) -> None:
+    # b moves by +-2% around a: the interval stays wider than the 1% noise band (the verdict is
+    # open), but it excludes a 5% regression, which is all the gate asks
+    wobble = [1.02, 0.98, 1.015, 0.985, 1.02, 0.98, 1.01, 0.99]
+    run = make_run(
+        tmp_path,
+        replicates={"min": 8, "max": 20},
+        noise_threshold=0.01,
+        fail_threshold=fail_threshold,
+    )
+    record(run, lambda t, r: (10.0 + r) * (wobble[r] if t == "b" else 1), blocks=range(8))
+    reason = judge.sequential_stop(run, run.trials, set())
+    outcome = judge.sequential_outcome(run)
+    assert outcome is not None and outcome.decision is not None
+    (verdict,) = outcome.decision.analysis.verdicts["t"].values()
+    assert verdict.verdict == "no_change" and verdict.ci[0] < 0.99 and verdict.ci[1] < 1.05
+    if fail_threshold is None:  # the verdict's own rule: more blocks
+        assert reason is None and not outcome.stopped
+        return
+    assert reason == (
+        "sequential replication stopped after 8 of 20 blocks: the CI gate can decide: every "
+        "primary metric regressed beyond its fail_threshold or could have seen it after 8 blocks"
+    )
+    assert outcome.stopped and outcome.decided == reason
+    judge.judge_run(run, outcome)
+    assert judge.ci_gate(run)["outcome"] == "passed"
+
+
 def test_a_run_cut_before_min_is_a_fixed_design(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates={"min": 5, "max": 20})
     record(run, twice_as_slow, blocks=range(3))
