@@ -9,14 +9,14 @@ Two rules, both pure (the I/O is :func:`recorded_history`'s, which reads recorde
   ``unjudged: could not have seen a X% regression (MDE Y%); add replicates``.
 * **The session is the unit across runs** (:func:`across_runs`). A recorded baseline was
   measured in another job, on a machine that may differ from this one; one run cannot say by
-  how much. With fewer than :data:`MIN_HISTORY` recorded runs of the baseline's revision (or
-  of its branch's recent history), a change whose interval does not clear the between-run
-  allowance (per metric ``run_to_run``, else :data:`DEFAULT_RUN_TO_RUN`, else the larger
-  difference two recorded runs show) is ``not_comparable``: cannot separate machine from code.
-  With :data:`MIN_HISTORY` or more, the spread of their medians enters the interval: its
-  half-width is the within-run interval's and a between-run prediction interval's
-  (``t(K-1) * sd * sqrt(2)`` on the log scale, ``sd`` the runs' log medians' standard
-  deviation) added in quadrature.
+  how much. The recorded runs of the baseline's revision (or of its first-parent history)
+  give the spread of run medians, pooled within commits (:func:`spread_of`). With fewer than
+  :data:`MIN_HISTORY` - 1 degrees of freedom no spread is known: a change whose interval does
+  not clear the between-run allowance (per metric ``run_to_run``, else
+  :data:`DEFAULT_RUN_TO_RUN`, widened to the difference one pair of runs shows) is
+  ``not_comparable``: cannot separate machine from code. With more, the spread enters the
+  interval: its half-width is the within-run interval's and a between-run prediction
+  interval's (``t(df) * sd * sqrt(2)`` on the log scale) added in quadrature.
 
 The figures behind both (false ``regressed`` and power per cell): ``benchmarks/cross_revision.py``
 and STATISTICS.md, "Across revisions".

@@ -567,17 +567,7 @@ def compare_with_baseline(
         verdicts=verdicts,
     )
     if not refusal:
-        history, source = evidence.recorded_history(
-            run.home,
-            run.name,
-            comparison_key(run.plan.config),
-            (base.fingerprint.get("code_identity") or {}).get("commit"),
-            run.run_id,
-            run.plan.path.parent,
-        )
-        record["judged"], record["run_to_run"] = evidence.judge_across(
-            this, base, history, source, verdicts, specs
-        )
+        record["judged"], record["run_to_run"] = _across(run, this, base, verdicts)
     record["gate"] = baseline_gate(record, specs)
     if refusal:
         return None
@@ -595,6 +585,22 @@ def compare_with_baseline(
             f"no treatment in common with {base.run_id}: nothing anchors this run to it"
         )
     return anchored
+
+
+def _across(
+    run: BenchRun, this: RecordView, base: RecordView, verdicts: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The comparison with the baseline judged with the session as the unit, and the spreads
+    used (:func:`.evidence.judge_across`), from the recorded runs of the baseline's revision."""
+    history, source = evidence.recorded_history(
+        run.home,
+        run.name,
+        comparison_key(run.plan.config),
+        (base.fingerprint.get("code_identity") or {}).get("commit"),
+        run.run_id,
+        run.plan.path.parent,
+    )
+    return evidence.judge_across(this, base, history, source, verdicts, run.plan.config.metrics)
 
 
 # -- the CI gate ----------------------------------------------------------------------------------
