@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_benchmark_agent.config.models import MetricSpec
+from pytest_benchmark_agent.config.models import MetricSpec, load_config
+from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.judge import evidence
 from pytest_benchmark_agent.records.writer import load_results
 from pytest_benchmark_agent.stats.analysis import Observation, analyze_run
@@ -273,3 +274,20 @@ def test_the_slower_machine_cell_never_regresses() -> None:
     assert cells[5].startswith("0/20 "), row  # A/A: never regressed
     assert int(cells[6]) + int(cells[7]) == 20  # passed or unjudged
     assert cells[8].startswith("20/20 "), row  # +5% on top: x1.10, beyond the allowance
+
+
+def test_run_to_run_is_a_fraction_of_the_metric(tmp_path: Path) -> None:
+    path = tmp_path / "bench.yaml"
+    path.write_text('name: p\nmetrics:\n  t: {run_to_run: "3%"}\n  u: {}\n')
+    metrics = load_config(path).metrics
+    assert metrics["t"].run_to_run == pytest.approx(0.03) and metrics["u"].run_to_run is None
+
+
+@pytest.mark.parametrize("value", ['"lots"', "-0.05", '"5%; rm -rf /"', "[0.05]"])
+def test_a_bad_run_to_run_names_the_file_and_the_field(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "bench.yaml"
+    path.write_text(f"name: p\nmetrics:\n  t: {{run_to_run: {value}}}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert str(path) in message and "metrics.t.run_to_run" in message
