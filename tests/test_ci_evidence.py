@@ -4,10 +4,11 @@ unit (issue 34, points 2 and 3).
 Real sessions on a real git repository: a synthetic metric of known truth, its true cost a
 committed file and its machine factor the ``MACHINE_FACTOR`` variable of the session (0.5%
 log-normal noise on top). The same code on a machine 5% slower than the one that recorded the
-baseline is never ``regressed`` (20 sessions); a real +15% is caught once three runs of the
-baseline's revision are recorded on machines 1% apart. Then the rules on their own: the
-evidence rule on verdicts the analysis gives, the spread pooled within commits, and a recorded
-commit that is no commit.
+baseline is never ``regressed`` (6 real sessions, and 20 of 20 in the same calibration cell of
+``benchmarks/cross_revision.py``, which costs one process); a real +15% is caught once three
+runs of the baseline's revision are recorded on machines 1% apart. Then the rules on their
+own: the evidence rule on verdicts the analysis gives, the spread pooled within commits, a
+recorded commit that is no commit, and ``run_to_run`` in the benchmark file.
 """
 
 from __future__ import annotations
