@@ -19,6 +19,7 @@ Rules: ours (pytest_benchmark_agent.stats.analysis.analyze_run), plain Mann-Whit
     python benchmarks/stats_calibration.py --issue23 300       # issue 23's synthetic cells
     python benchmarks/stats_calibration.py --mde-table 400     # refit analysis.MDE_TERMS
     python benchmarks/stats_calibration.py --counters          # counter arms, ~15 minutes
+    python benchmarks/stats_calibration.py --cross-revision 100   # issue 34: cross_revision.py
     python benchmarks/stats_calibration.py --counters --counter-blocks 40 --experiments 1000
 
 Counter arms (``--counters``): the same workload (50,000 iterations) with +0.5%, +1% and +2%
@@ -719,6 +720,12 @@ def main() -> None:
     )
     parser.add_argument("--counters", action="store_true", help="the counter arms only")
     parser.add_argument(
+        "--cross-revision",
+        type=int,
+        metavar="RUNS",
+        help="only issue 34's cross-revision cells (benchmarks/cross_revision.py), RUNS each",
+    )
+    parser.add_argument(
         "--counter-blocks", type=int, default=5, help="counted blocks per condition (--counters)"
     )
     parser.add_argument("--seed", type=int, default=0)
@@ -728,6 +735,11 @@ def main() -> None:
 
     if args.counters:
         main_counters(args)
+        return
+    if args.cross_revision:
+        import cross_revision  # its cells draw this module's synthetic noise
+
+        cross_revision.main([f"--runs={args.cross_revision}", f"--seed={args.seed}"])
         return
     started = time.perf_counter()
     if args.mde_table:

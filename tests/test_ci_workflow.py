@@ -249,9 +249,11 @@ def test_main_then_pull_requests_gate_on_main_s_run(origin: Path, tmp_path: Path
     assert "imported " in docs.log
     summary = docs.summary.read_text()
     assert f"{main.sha[:7]} -> {docs.sha[:7]}: gate **passed**" in summary, summary
-    assert "| metric | baseline | this run | ratio | interval | verdict |" in summary
+    assert "| metric | baseline | this run | ratio | interval | MDE | n | CV | verdict |" in summary
     assert re.search(
-        r"^\| `cost` \| 100 \| 100 \| x1 \| \[1, 1\] \| no_change \|$", summary, re.M
+        r"^\| `cost` \| 100 \| 100 \| x1 \| \[1, 1\] \| 1% \| 5/5 \| 0%/0% \| no_change \|$",
+        summary,
+        re.M,
     ), summary
 
     # A pull request that triples the cost: the gate fails the job, naming both commits.
@@ -264,9 +266,11 @@ def test_main_then_pull_requests_gate_on_main_s_run(origin: Path, tmp_path: Path
     assert dict(statuses)["Export the pull request's run"] == 0  # if: always()
     summary = slow.summary.read_text()
     assert f"{main.sha[:7]} -> {slow.sha[:7]}: gate **regressed**" in summary, summary
-    assert re.search(r"^\| `cost` \| 100 \| 300 \| x3 \| \[3, 3\] \| regressed", summary, re.M), (
-        summary
-    )
+    assert re.search(
+        r"^\| `cost` \| 100 \| 300 \| x3 \| \[3, 3\] \| \S+ \| 5/5 \| 0%/0% \| regressed",
+        summary,
+        re.M,
+    ), summary
     assert "beyond fail_threshold" in summary
 
 
@@ -312,4 +316,6 @@ def test_under_xdist_the_summary_is_written_once_by_the_controller(
     assert done.returncode == 0, done.stdout + done.stderr
     text = summary.read_text()
     assert text.count("### `ci-demo`") == 1, text
-    assert re.search(r"^\| `cost` \| - \| 100 \| - \| - \| not judged", text, re.M), text
+    assert re.search(
+        r"^\| `cost` \| - \| 100 \| - \| - \| - \| \d+ \| \S+ \| not judged", text, re.M
+    ), text

@@ -343,6 +343,37 @@ def test_an_undecided_run_goes_on_and_is_analysed_at_its_complete_blocks(tmp_pat
     assert "between looks" in outcome.reason
 
 
+@pytest.mark.parametrize("fail_threshold", [0.05, None])
+def test_a_look_stops_once_the_gate_can_decide_when_fail_threshold_is_declared(
+    tmp_path: Path, fail_threshold: float | None
+) -> None:
+    # b moves by +-2% around a: the interval stays wider than the 1% noise band (the verdict is
+    # open), but it excludes a 5% regression, which is all the gate asks
+    wobble = [1.02, 0.98, 1.015, 0.985, 1.02, 0.98, 1.01, 0.99]
+    run = make_run(
+        tmp_path,
+        replicates={"min": 8, "max": 20},
+        noise_threshold=0.01,
+        fail_threshold=fail_threshold,
+    )
+    record(run, lambda t, r: (10.0 + r) * (wobble[r] if t == "b" else 1), blocks=range(8))
+    reason = judge.sequential_stop(run, run.trials, set())
+    outcome = judge.sequential_outcome(run)
+    assert outcome is not None and outcome.decision is not None
+    (verdict,) = outcome.decision.analysis.verdicts["t"].values()
+    assert verdict.verdict == "no_change" and verdict.ci[0] < 0.99 and verdict.ci[1] < 1.05
+    if fail_threshold is None:  # the verdict's own rule: more blocks
+        assert reason is None and not outcome.stopped
+        return
+    assert reason == (
+        "sequential replication stopped after 8 of 20 blocks: the CI gate can decide: every "
+        "primary metric regressed beyond its fail_threshold or could have seen it after 8 blocks"
+    )
+    assert outcome.stopped and outcome.decided == reason
+    judge.judge_run(run, outcome)
+    assert judge.ci_gate(run)["outcome"] == "passed"
+
+
 def test_a_run_cut_before_min_is_a_fixed_design(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates={"min": 5, "max": 20})
     record(run, twice_as_slow, blocks=range(3))
@@ -593,8 +624,27 @@ def against(verdicts: dict, **extra: object) -> dict:
     }
 
 
-def regressed(ratio: float | None, reason: str | None = None) -> dict:
-    return {"verdict": "regressed", "ratio": ratio, "reason": reason, "against": "r1 `a`"}
+def regressed(ratio: float | None, reason: str | None = None, **evidence: object) -> dict:
+    return {
+        "verdict": "regressed",
+        "ratio": ratio,
+        "reason": reason,
+        "against": "r1 `a`",
+        **evidence,
+    }
+
+
+def unchanged(ci: list[float], mde: float) -> dict:
+    """A no_change against r1 with its interval and MDE (the evidence the gate reads)."""
+    return {
+        "verdict": "no_change",
+        "ratio": 1.0,
+        "ci": ci,
+        "mde": mde,
+        "n": [7, 7],
+        "cv": [0.02, 0.021],
+        "against": "r1 `a`",
+    }
 
 
 GATED = {
@@ -602,6 +652,7 @@ GATED = {
     "digest": MetricSpec(direction="equal", guard=True),
     "mem": MetricSpec(direction="lower"),
 }
+ACROSS = "; judged across runs, one session each"
 
 
 @pytest.mark.parametrize(
@@ -610,31 +661,44 @@ GATED = {
         (
             {"t": {"a": regressed(1.2)}},
             "regressed",
-            "`t` [a] regressed x1.2 against r1 `a` (a1 -> b2), beyond fail_threshold 5%",
+            "`t` [a] regressed x1.2 against r1 `a` (a1 -> b2), beyond fail_threshold 5% "
+            "(interval -, MDE -, n -, CV -)" + ACROSS,
         ),
         (
-            {"t": {"a": regressed(1.03)}},
+            {"t": {"a": regressed(1.03, ci=[1.02, 1.04], mde=0.03)}},
             "passed",
-            "no primary metric regressed beyond its fail_threshold against baseline r1 (a1 -> b2)",
+            "no primary metric regressed beyond its fail_threshold against baseline r1 "
+            "(a1 -> b2), and each could have seen it" + ACROSS,
         ),
         (
             {
-                "t": {"a": {"verdict": "no_change", "ratio": 1.0, "against": "r1 `a`"}},
+                "t": {"a": unchanged([0.99, 1.01], 0.02)},
                 "digest": {
                     "a": regressed(None, "1 of 5 values differ from the control's 7 (e.g. 8)")
                 },
             },
             "regressed",
             "guard `digest` [a] changed against r1 `a` (a1 -> b2): 1 of 5 values differ "
-            "from the control's 7 (e.g. 8)",
+            "from the control's 7 (e.g. 8)" + ACROSS,
         ),
         (
-            {
-                "t": {"a": {"verdict": "no_change", "ratio": 1.0, "against": "r1 `a`"}},
-                "mem": {"a": regressed(3.0)},
-            },
+            {"t": {"a": unchanged([0.99, 1.01], 0.02)}, "mem": {"a": regressed(3.0)}},
             "passed",  # not a primary, not a guard
-            "no primary metric regressed beyond its fail_threshold against baseline r1 (a1 -> b2)",
+            "no primary metric regressed beyond its fail_threshold against baseline r1 "
+            "(a1 -> b2), and each could have seen it" + ACROSS,
+        ),
+        (
+            {"t": {"a": unchanged([0.97, 1.04], 0.08)}},  # the interval excludes +5%
+            "passed",
+            "no primary metric regressed beyond its fail_threshold against baseline r1 "
+            "(a1 -> b2), and each could have seen it" + ACROSS,
+        ),
+        (
+            {"t": {"a": unchanged([0.9, 1.15], 0.137)}},  # issue 34: a +15% passed like this
+            "unjudged",
+            "`t` [a] no_change x1 against r1 `a` (a1 -> b2) (interval [0.9, 1.15], MDE 13.7%, "
+            "n 7/7, CV 2%/2.1%): could not have seen a 5% regression (MDE 13.7%); add "
+            "replicates" + ACROSS,
         ),
         (
             {
@@ -647,16 +711,17 @@ GATED = {
                 }
             },
             "unjudged",
-            "no primary metric could be compared with baseline r1 (a1 -> b2)",
+            "`t` [a] not_comparable x- against r1 `a` (a1 -> b2) (interval -, MDE -, n -, "
+            "CV -): too few replicates (n=3, needed 5)" + ACROSS,
         ),
     ],
 )
-def test_the_gate_fails_beyond_fail_threshold_and_on_a_changed_guard(
+def test_the_gate_passes_only_on_evidence_and_fails_on_a_changed_guard(
     verdicts: dict, outcome: str, first: str
 ) -> None:
     gate = judge.baseline_gate(against(verdicts), GATED)
     assert gate["outcome"] == outcome and gate["reasons"][0] == first
-    if outcome == "passed" and "t" in verdicts and verdicts["t"]["a"]["verdict"] == "regressed":
+    if outcome == "passed" and verdicts["t"]["a"]["verdict"] == "regressed":
         assert gate["reasons"][1].endswith("within fail_threshold 5%")
 
 

@@ -243,6 +243,10 @@ class MetricSpec(FileModel):
     #: How far a primary metric may regress against a baseline before the CI gate fails (a
     #: fraction, 0.05 or "5%"); None: any regressed verdict (one beyond noise_threshold) fails.
     fail_threshold: Fraction | None = None
+    #: How far this metric's run medians may move between CI jobs on the same code (a
+    #: fraction): against a recorded baseline with fewer than 3 recorded runs, a change within it
+    #: cannot be told from the machine. None: the documented default (judge/evidence.py).
+    run_to_run: Fraction | None = None
     min_replicates: ReplicateCount = 5
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_benchmark_agent.config.models import ReplicateRange
+from pytest_benchmark_agent.judge import evidence
 from pytest_benchmark_agent.judge.baseline import (
     BASELINE_TAGS,
     FINISHED,
@@ -60,6 +61,7 @@ from pytest_benchmark_agent.judge.baseline import (
 from pytest_benchmark_agent.judge.observations import measure_stages, observations, sample_table
 from pytest_benchmark_agent.judge.tags import compute_tag
 from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun
+from pytest_benchmark_agent.records.writer import comparison_key
 from pytest_benchmark_agent.stats.comparability import (
     Refusal,
     Verdict,
@@ -171,7 +173,7 @@ def _decide(
     obs, _ = observations(
         trials, list(specs), run.treatment_labels, upto=blocks, stage_of=_stages(run)
     )
-    return analysis.sequential_decision(
+    decision = analysis.sequential_decision(
         obs,
         specs,
         run.treatment_labels,
@@ -181,6 +183,34 @@ def _decide(
         max_blocks=replicates.max,
         seed=SEED,
         counter_floors=counter_floors(run),
+    )
+    if decision.stop or blocks not in analysis.look_schedule(replicates.min, replicates.max):
+        return decision
+    settled = _gate_settled(run, decision.analysis)
+    if settled is None:
+        return decision
+    return dataclasses.replace(decision, stop=True, reason=f"{settled} after {blocks} blocks")
+
+
+def _gate_settled(run: BenchRun, result: analysis.RunAnalysis) -> str | None:
+    """Why a look may stop for the CI gate although a verdict is open: every primary metric
+    declares a ``fail_threshold`` and each comparison already regressed beyond it or could have
+    seen it (:func:`.evidence.judge_metric`); None otherwise. Stopping adds no false verdict:
+    the looks' levels hold whenever a run stops."""
+    specs = run.plan.config.metrics
+    primaries = primary_metrics(specs)
+    if not primaries or any(specs[m].fail_threshold is None for m in primaries):
+        return None
+    outcomes = [
+        evidence.judge_metric(metric, v.as_record(), specs[metric]).outcome
+        for metric in primaries
+        for v in result.verdicts.get(metric, {}).values()
+    ]
+    if not outcomes or "unjudged" in outcomes:
+        return None
+    return (
+        "the CI gate can decide: every primary metric regressed beyond its fail_threshold "
+        "or could have seen it"
     )
 
 
@@ -560,6 +590,8 @@ def compare_with_baseline(
         notes=([] if refusal else [_UNPAIRED_ACROSS]) + notes,
         verdicts=verdicts,
     )
+    if not refusal:
+        record["judged"], record["run_to_run"] = _across(run, this, base, verdicts)
     record["gate"] = baseline_gate(record, specs)
     if refusal:
         return None
@@ -579,6 +611,22 @@ def compare_with_baseline(
     return anchored
 
 
+def _across(
+    run: BenchRun, this: RecordView, base: RecordView, verdicts: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The comparison with the baseline judged with the session as the unit, and the spreads
+    used (:func:`.evidence.judge_across`), from the recorded runs of the baseline's revision."""
+    history, source = evidence.recorded_history(
+        run.home,
+        run.name,
+        comparison_key(run.plan.config),
+        (base.fingerprint.get("code_identity") or {}).get("commit"),
+        run.run_id,
+        run.plan.path.parent,
+    )
+    return evidence.judge_across(this, base, history, source, verdicts, run.plan.config.metrics)
+
+
 # -- the CI gate ----------------------------------------------------------------------------------
 
 
@@ -587,92 +635,104 @@ def unjudged(reasons: list[str]) -> dict[str, Any]:
 
 
 def baseline_gate(baseline: Mapping[str, Any], specs: Mapping[str, Any]) -> dict[str, Any]:
-    """The CI gate against a baseline: ``regressed`` when a primary metric regressed beyond its
-    ``fail_threshold`` (default its noise threshold) or a guard metric regressed (for an
-    ``equal`` guard: changed); ``unjudged`` when no primary comparison could be made;
-    ``passed`` otherwise. Each outcome gives its reasons."""
+    """The CI gate against a baseline, each primary metric by :func:`.evidence.judge_metric` on
+    its verdict judged with the session as the unit (``judged``; ``verdicts`` for a record
+    without one): ``regressed`` when one regressed beyond its ``fail_threshold`` or a guard
+    metric regressed (for an ``equal`` guard: changed); ``unjudged`` when one could not have
+    seen its threshold or could not be compared; ``passed`` when each could and did not.
+    Each outcome gives its reasons; the first says how it was judged."""
     where = f"baseline {baseline['run_id']}"
     code = baseline.get("code") or {}
     both = f"{code.get('baseline')} -> {code.get('this')}"
     if baseline.get("refused"):
         return unjudged([f"not comparable with {where} ({both}): {baseline['refused']}"])
-    verdicts = baseline.get("verdicts") or {}
+    verdicts = baseline.get("judged") or baseline.get("verdicts") or {}
     primaries = primary_metrics(specs)
-    failed, notes, missing = [], [], []
-    judged = 0
+    judged: list[evidence.MetricGate] = []
     for metric in primaries:
-        spec = specs[metric]
-        threshold = spec.noise_threshold if spec.fail_threshold is None else spec.fail_threshold
         for label, v in (verdicts.get(metric) or {}).items():
-            said = f"`{metric}` [{label}] {v['verdict']} x{_ratio(v.get('ratio'))}"
-            if v["verdict"] == "not_comparable":
-                missing.append(f"{said} against {v['against']}: {v.get('reason')}")
-                continue
-            judged += 1
-            if v["verdict"] != "regressed":
-                continue
-            ratio = v.get("ratio")
-            if ratio is None or abs(ratio - 1) > threshold:
-                failed.append(
-                    f"{said} against {v['against']} ({both}), beyond fail_threshold "
-                    f"{_share(threshold)}" + (f": {v['reason']}" if v.get("reason") else "")
-                )
-            else:
-                notes.append(
-                    f"{said} against {v['against']} ({both}): within fail_threshold "
-                    f"{_share(threshold)}"
-                )
-    for metric, spec in specs.items():
-        if not spec.guard or metric in primaries:
-            continue
-        for label, v in (verdicts.get(metric) or {}).items():
-            if v["verdict"] == "regressed":
-                failed.append(
-                    f"guard `{metric}` [{label}] changed against {v['against']} "
-                    f"({both}): " + (v.get("reason") or f"x{_ratio(v.get('ratio'))}")
-                )
-    if failed:
-        return {"outcome": "regressed", "reasons": failed}
+            said = (
+                f"`{metric}` [{label}] {v['verdict']} x{_ratio(v.get('ratio'))} "
+                f"against {v['against']} ({both})"
+            )
+            judged.append(evidence.judge_metric(said, v, specs[metric]))
+    guards = [
+        f"guard `{metric}` [{label}] changed against {v['against']} "
+        f"({both}): " + (v.get("reason") or f"x{_ratio(v.get('ratio'))}")
+        for metric, spec in specs.items()
+        if spec.guard and metric not in primaries
+        for label, v in (verdicts.get(metric) or {}).items()
+        if v["verdict"] == "regressed"
+    ]
+    mode = _across_mode(baseline, primaries)
+    if guards:
+        failed = [g.text for g in judged if g.outcome == "regressed"]
+        return {"outcome": "regressed", "reasons": _first(failed + guards, mode)}
+    return _gate(judged, f"against {where} ({both})", mode)
+
+
+def _across_mode(baseline: Mapping[str, Any], primaries: Sequence[str]) -> str:
+    """How a comparison with a recorded baseline was judged (the first primary's spread)."""
+    for metric in primaries:
+        for spread in ((baseline.get("run_to_run") or {}).get(metric) or {}).values():
+            view = evidence.Spread(
+                spread["runs"],
+                spread.get("sd"),
+                spread.get("allowance") or 0.0,
+                spread["source"],
+                spread.get("df") or 0,
+            )
+            return f"judged across runs, one session each: {view.words()}"
+    return "judged across runs, one session each"
+
+
+def _gate(judged: Sequence[evidence.MetricGate], where: str, mode: str) -> dict[str, Any]:
+    """The gate's record from its primary comparisons: the failures, else the comparisons that
+    could not see their threshold, else the pass; then every other comparison's line."""
+    outcome = evidence.gate_outcome(judged)
+    lines = [g.text for g in judged if g.outcome == outcome]
+    rest = [g.text for g in judged if g.outcome != outcome]
     if not judged:
-        return unjudged([f"no primary metric could be compared with {where} ({both})", *missing])
-    return {
-        "outcome": "passed",
-        "reasons": [
-            f"no primary metric regressed beyond its fail_threshold against {where} ({both})",
-            *notes,
-            *missing,
-        ],
-    }
+        return unjudged([f"no primary metric could be compared {where}"])
+    if outcome == "passed":
+        lines = [
+            f"no primary metric regressed beyond its fail_threshold {where}, and each could "
+            "have seen it",
+            *lines,
+        ]
+    return {"outcome": outcome, "reasons": _first(lines + rest, mode)}
+
+
+def _first(reasons: list[str], mode: str) -> list[str]:
+    """The reasons with the mode that judged them appended to the first (the gate line)."""
+    return [f"{reasons[0]}; {mode}", *reasons[1:]] if reasons else [mode]
 
 
 def ci_gate(run: BenchRun) -> dict[str, Any]:
     """The outcome ``--bench-fail-on`` acts on: against the baseline when one was given, else
-    within the run (a primary metric regressed against the control; unjudged when the run had
-    no primary comparison that could be made)."""
+    within the run, each primary metric of each treatment against the control by
+    :func:`.evidence.judge_metric` (unjudged when the run had no primary comparison)."""
     if run.baseline is not None and run.baseline.get("gate"):
         return run.baseline["gate"]
-    found = regressions(run)
-    if found:
-        return {"outcome": "regressed", "reasons": found}
-    primaries = primary_metrics(run.plan.config.metrics)
-    decided = [
-        v
-        for metric in primaries
-        for v in (run.verdicts.get(metric) or {}).values()
-        if v.get("verdict") != "not_comparable" and not could_never_decide(v)
-    ]
-    if decided:
-        return {
-            "outcome": "passed",
-            "reasons": [f"no primary metric regressed against the control {run.control}"],
-        }
+    specs = run.plan.config.metrics
+    primaries = primary_metrics(specs)
+    judged = []
+    for metric in primaries:
+        per = run.summary.get(metric) or {}
+        for label, v in (run.verdicts.get(metric) or {}).items():
+            cv = [(per.get(side) or {}).get("cv") for side in (run.control, label)]
+            said = (
+                f"`{metric}` [{label}] {v['verdict']} x{_ratio(v.get('ratio'))} "
+                f"against the control {run.control}"
+            )
+            judged.append(evidence.judge_metric(said, {**v, "cv": cv}, specs[metric]))
+    if judged:
+        mode = (
+            "judged within one session: the treatments ran interleaved in blocks, "
+            "compared block by block"
+        )
+        return _gate(judged, f"against the control {run.control}", mode)
     refused = [r for r in run.refusals if r.split(" [", 1)[0] in primaries]
-    refused += [
-        f"{metric} [{label}]: {v.get('reason')}"
-        for metric in primaries
-        for label, v in (run.verdicts.get(metric) or {}).items()
-        if could_never_decide(v)
-    ]
     return unjudged(
         [
             "no baseline (--bench-baseline) and no comparison within the run that could be made",
@@ -686,10 +746,6 @@ def could_never_decide(verdict: Mapping[str, Any]) -> bool:
     exact test to reach its level: the analysis gives it an infinite MDE): not a judgement."""
     mde = verdict.get("mde")
     return verdict.get("verdict") == "no_change" and mde is not None and math.isinf(mde)
-
-
-def _share(value: float) -> str:
-    return f"{100 * value:.3g}%"
 
 
 def alone_reason(run: BenchRun) -> str:
@@ -765,7 +821,8 @@ def regressions(run: BenchRun) -> list[str]:
                 )
         base = run.baseline or {}
         code = base.get("code") or {}
-        for treatment, verdict in (base.get("verdicts") or {}).get(metric, {}).items():
+        across = base.get("judged") or base.get("verdicts") or {}
+        for treatment, verdict in across.get(metric, {}).items():
             if verdict["verdict"] == "regressed":
                 out.append(
                     f"`{metric}` regressed for {treatment} against baseline "

@@ -3,7 +3,9 @@
 Registered by the plugin in the session's controller only (never in an xdist worker) when the
 variable is set; at each run's end it appends one section: a heading naming the benchmark,
 both sides' code and the gate's outcome, a table (metric, baseline, this run, ratio, interval,
-verdict) and the gate's reasons. Without a baseline the table holds the run's own verdicts.
+MDE, n, CV, verdict: the evidence the gate read) and the gate's reasons, the first saying how it
+was judged. Against a baseline the rows are the verdicts judged with the session as the unit
+(``baseline.judged``); without one, the run's own verdicts.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_benchmark_agent.judge.baseline import RecordView
+from pytest_benchmark_agent.judge.evidence import share
 from pytest_benchmark_agent.judge.gate2 import ci_gate
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import code_label
@@ -26,8 +29,8 @@ from pytest_benchmark_agent.records.views import RunView
 from pytest_benchmark_agent.stats.describe import values_text
 
 HEADER = [
-    "| metric | baseline | this run | ratio | interval | verdict |",
-    "|---|---:|---:|---:|---|---|",
+    "| metric | baseline | this run | ratio | interval | MDE | n | CV | verdict |",
+    "|---|---:|---:|---:|---|---:|---:|---:|---|",
 ]
 
 
@@ -91,7 +94,7 @@ def render(run: BenchRun) -> list[str]:
 
 def _baseline_table(run: BenchRun, base: Mapping[str, Any]) -> list[str]:
     """One row per metric and treatment of this run against the baseline."""
-    verdicts = base.get("verdicts") or {}
+    verdicts = base.get("judged") or base.get("verdicts") or {}
     reference = _reference(run, base.get("run_id"))
     several = len(run.treatment_labels) > 1
     rows = []
@@ -113,7 +116,7 @@ def _baseline_table(run: BenchRun, base: Mapping[str, Any]) -> list[str]:
     return HEADER + (
         rows
         or [
-            "| - | - | - | - | - | nothing compared: "
+            "| - | - | - | - | - | - | - | - | nothing compared: "
             f"{_cell(base.get('refused') or 'no verdicts')} |"
         ]
     )
@@ -132,20 +135,25 @@ def _own_table(run: BenchRun) -> list[str]:
                     f"`{metric}`",
                     None,
                     control,
-                    {"verdict": "not judged (one configuration, no baseline)"},
+                    {
+                        "verdict": "not judged (one configuration, no baseline)",
+                        "n": [(control or {}).get("n")] if (control or {}).get("n") else [],
+                        "cv": [(control or {}).get("cv")] if control else [],
+                    },
                 )
             )
             continue
         for label, v in (run.verdicts.get(metric) or {}).items():
+            cv = [(row or {}).get("cv") for row in (control, per.get(label))]
             rows.append(
                 _row(
                     f"`{metric}` [{md(label)} vs control {md(run.control)}]",
                     control,
                     per.get(label),
-                    v,
+                    {**v, "cv": cv},
                 )
             )
-    return HEADER + (rows or ["| - | - | - | - | - | no verdicts |"])
+    return HEADER + (rows or ["| - | - | - | - | - | - | - | - | no verdicts |"])
 
 
 def _reference(run: BenchRun, run_id: str | None) -> RecordView | None:
@@ -174,6 +182,9 @@ def _row(
         _value(mine),
         "-" if verdict.get("ratio") is None else f"x{verdict['ratio']:.4g}",
         f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else "-",
+        share(verdict.get("mde")),
+        "/".join(str(k) for k in verdict.get("n") or []) or "-",
+        "/".join(share(c) for c in verdict.get("cv") or []) or "-",
         said,
     ]
     return "| " + " | ".join(_cell(c) for c in cells) + " |"

@@ -384,7 +384,8 @@ def _baseline(run: BenchRun) -> list[str]:
     lines += [f"- {note}" for note in base.get("notes") or []]
     lines.append("")
     both = f"{code.get('baseline')} -> {code.get('this')}"
-    for metric, per in (base.get("verdicts") or {}).items():
+    # judged with the session as the unit (what the gate read); verdicts in older records
+    for metric, per in (base.get("judged") or base.get("verdicts") or {}).items():
         if not per:
             continue
         lines += [f"### {md_code(metric)} against the baseline ({both})", ""]
@@ -710,7 +711,9 @@ def _baseline_lines(run: BenchRun) -> list[str]:
         f"{code.get('baseline')} -> {code.get('this')}"
     ]
     for metric in primary_metrics(run.plan.config.metrics):
-        for label, v in ((base.get("verdicts") or {}).get(metric) or {}).items():
+        for label, v in (
+            (base.get("judged") or base.get("verdicts") or {}).get(metric) or {}
+        ).items():
             ci = v.get("ci")
             lines.append(
                 f"    `{metric}` [{label}] {v['verdict']}"

@@ -1,0 +1,371 @@
+"""What the CI gate may conclude from a comparison: only what its evidence shows.
+
+Two rules, both pure (the I/O is :func:`recorded_history`'s, which reads recorded runs):
+
+* **A pass needs evidence** (:func:`judge_metric`). A primary metric fails the gate when it
+  regressed beyond its ``fail_threshold``; it passes only when the comparison could have seen a
+  regression of that size: its MDE is at most the threshold, or its interval excludes such a
+  regression (the interval's regression-side edge lies within the threshold). Anything else is
+  ``unjudged: could not have seen a X% regression (MDE Y%); add replicates``.
+* **The session is the unit across runs** (:func:`across_runs`). A recorded baseline was
+  measured in another job, on a machine that may differ from this one; one run cannot say by
+  how much. The recorded runs of the baseline's revision (or of its first-parent history)
+  give the spread of run medians, pooled within commits (:func:`spread_of`). With fewer than
+  :data:`MIN_HISTORY` - 1 degrees of freedom no spread is known: a change whose interval does
+  not clear the between-run allowance (per metric ``run_to_run``, else
+  :data:`DEFAULT_RUN_TO_RUN`, widened to the difference one pair of runs shows) is
+  ``not_comparable``: cannot separate machine from code. With more, the spread enters the
+  interval: its half-width is the within-run interval's and a between-run prediction
+  interval's (``t(df) * sd * sqrt(2)`` on the log scale) added in quadrature.
+
+The figures behind both (false ``regressed`` and power per cell): ``benchmarks/cross_revision.py``
+and STATISTICS.md, "Across revisions".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark_agent.judge.baseline import FINISHED, RecordView
+from pytest_benchmark_agent.records.writer import (
+    UnreadableRecord,
+    index_entries,
+    skip_unreadable,
+)
+from pytest_benchmark_agent.stats.distributions import ndtri, stdtrit
+
+#: The between-run allowance when neither the file (``run_to_run``) nor history gives one:
+#: the same code moved 3% between two hosted jobs in issue 34's chains, and 5% covers that.
+DEFAULT_RUN_TO_RUN = 0.05
+#: Recorded runs needed before their spread is estimated (two give one difference).
+MIN_HISTORY = 3
+#: The most recorded runs read for the spread (the newest), and the first-parent commits of
+#: the baseline's branch searched when its own revision has fewer than MIN_HISTORY runs.
+HISTORY_RUNS = 10
+HISTORY_COMMITS = 20
+_POWER = 0.8
+_CI = 0.975
+_EPS = 1e-12
+_SHA = re.compile(r"[0-9a-f]{7,64}")
+
+
+def fail_threshold(spec: Any) -> float:
+    """A primary metric's gate threshold: ``fail_threshold``, else its noise threshold."""
+    return spec.noise_threshold if spec.fail_threshold is None else spec.fail_threshold
+
+
+@dataclass(frozen=True)
+class MetricGate:
+    """The gate's outcome for one primary metric and treatment, with its words."""
+
+    outcome: str  # regressed | passed | unjudged
+    text: str
+
+
+def share(value: float | None) -> str:
+    """A fraction as a percentage (``-`` unknown, ``inf`` for an MDE no effect reaches)."""
+    if value is None:
+        return "-"
+    return "inf" if math.isinf(value) else f"{100 * value:.3g}%"
+
+
+def evidence_text(verdict: Mapping[str, Any]) -> str:
+    """Interval, MDE, n and CV of a verdict record (its ratio is said before it), one clause."""
+    ci = verdict.get("ci")
+    n = verdict.get("n") or []
+    cv = verdict.get("cv") or []
+    parts = [
+        f"interval [{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else "interval -",
+        f"MDE {share(verdict.get('mde'))}",
+        "n " + ("/".join(str(k) for k in n) if n else "-"),
+        "CV " + ("/".join(share(c) for c in cv) if cv else "-"),
+    ]
+    return ", ".join(parts)
+
+
+def judge_metric(said: str, verdict: Mapping[str, Any], spec: Any) -> MetricGate:
+    """One primary comparison under the evidence rule; ``said`` names it (metric, label,
+    verdict, ratio, what it was compared with) at the start of its text."""
+    threshold = fail_threshold(spec)
+    shown = evidence_text(verdict)
+    if verdict.get("verdict") == "not_comparable":
+        return MetricGate("unjudged", f"{said} ({shown}): {verdict.get('reason')}")
+    ratio = verdict.get("ratio")
+    if verdict.get("verdict") == "regressed" and (
+        ratio is None or abs(ratio - 1) > threshold + _EPS
+    ):
+        why = f": {verdict['reason']}" if verdict.get("reason") else ""
+        return MetricGate(
+            "regressed", f"{said}, beyond fail_threshold {share(threshold)} ({shown}){why}"
+        )
+    if spec.direction == "equal" or could_see(verdict, threshold, spec.direction):
+        how = "within" if verdict.get("verdict") == "regressed" else "could have seen"
+        return MetricGate("passed", f"{said} ({shown}): {how} fail_threshold {share(threshold)}")
+    mde = verdict.get("mde")
+    reach = (
+        verdict.get("reason") or "no MDE: too few units to reach the level"
+        if mde is None or math.isinf(mde)
+        else f"MDE {share(mde)}"
+    )
+    return MetricGate(
+        "unjudged",
+        f"{said} ({shown}): could not have seen a {share(threshold)} regression ({reach}); "
+        "add replicates",
+    )
+
+
+def could_see(verdict: Mapping[str, Any], threshold: float, direction: str) -> bool:
+    """Whether a comparison could have seen a regression of ``threshold``: its MDE is at most
+    it, or its interval's regression-side edge lies within it (such a regression is excluded)."""
+    mde = verdict.get("mde")
+    if mde is not None and mde <= threshold + _EPS:
+        return True
+    ci = verdict.get("ci")
+    if not ci or None in ci:
+        return False
+    if direction == "higher":
+        return ci[0] >= 1 - threshold - _EPS
+    return ci[1] <= 1 + threshold + _EPS
+
+
+def gate_outcome(judged: Sequence[MetricGate]) -> str:
+    """regressed when one metric regressed, else unjudged when one is, else passed."""
+    outcomes = {g.outcome for g in judged}
+    for outcome in ("regressed", "unjudged"):
+        if outcome in outcomes:
+            return outcome
+    return "passed" if judged else "unjudged"
+
+
+# -- across runs: the session is the unit ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spread:
+    """What recorded runs say about one metric's between-run spread: ``sd`` of their log
+    medians (pooled within commits, ``df`` degrees of freedom) when ``df`` reaches
+    MIN_HISTORY - 1, else the ``allowance``."""
+
+    runs: int
+    sd: float | None
+    allowance: float
+    source: str
+    df: int = 0
+
+    @property
+    def mode(self) -> str:
+        return "spread" if self.sd is not None else "allowance"
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "runs": self.runs,
+            "sd": self.sd,
+            "df": self.df,
+            "allowance": None if self.sd is not None else self.allowance,
+            "source": self.source,
+        }
+
+    def words(self) -> str:
+        """How this spread judges, for the gate line."""
+        if self.sd is not None:
+            return (
+                f"between-run spread of {self.source} (sd {share(self.sd)}) in the interval: "
+                "the session is the unit"
+            )
+        return (
+            f"{self.source}: no between-run spread known, changes within the between-run "
+            f"allowance {share(self.allowance)} are unjudged"
+        )
+
+
+def spread_of(groups: Sequence[Sequence[float]], declared: float | None, source: str) -> Spread:
+    """The between-run spread of recorded run medians, grouped by commit (positive values),
+    or the allowance.
+
+    Each commit's runs are centred on their own mean, so a change of code between commits never
+    counts as spread: the pooled standard deviation of the log medians has ``runs - commits``
+    degrees of freedom, and needs MIN_HISTORY - 1 of them (three runs of one commit, or two
+    each of two). With fewer, the allowance: the declared ``run_to_run``, else the default,
+    widened to the difference the one pair of runs of a commit shows."""
+    squares, df, runs = 0.0, 0, 0
+    for group in groups:
+        logs = [math.log(m) for m in group if m > 0 and math.isfinite(m)]
+        runs += len(logs)
+        if len(logs) > 1:
+            mean = sum(logs) / len(logs)
+            squares += sum((x - mean) ** 2 for x in logs)
+            df += len(logs) - 1
+    if df >= MIN_HISTORY - 1:
+        return Spread(runs, math.sqrt(squares / df), DEFAULT_RUN_TO_RUN, source, df)
+    allowance = DEFAULT_RUN_TO_RUN if declared is None else declared
+    if df == 1:  # one pair: its difference is sd * sqrt(2), as the allowance compares two runs
+        allowance = max(allowance, math.expm1(math.sqrt(2 * squares)))
+    return Spread(runs, None, allowance, source, df)
+
+
+def across_runs(verdict: Mapping[str, Any], spread: Spread, spec: Any) -> dict[str, Any]:
+    """A within-run verdict against a recorded baseline, judged with the session as the unit
+    (its record gains ``across``: the spread's record)."""
+    out = {**verdict, "across": spread.as_record()}
+    ratio, ci = verdict.get("ratio"), verdict.get("ci")
+    if verdict.get("verdict") == "not_comparable" or not ratio or not ci or None in ci:
+        return out
+    if ratio <= 0 or ci[0] <= 0:
+        return out
+    decided = verdict.get("verdict") in ("improved", "regressed")
+    if spread.sd is None:
+        band = (1 + spec.noise_threshold) * (1 + spread.allowance) - 1
+        if decided and not (ci[0] > 1 + band or ci[1] < 1 - band):
+            out.update(
+                verdict="not_comparable",
+                refused="too_small",
+                reason=(
+                    f"cannot separate machine from code: x{ratio:.4g} [{ci[0]:.4g}, {ci[1]:.4g}] "
+                    f"does not clear the between-run allowance {share(spread.allowance)} "
+                    f"({spread.source}); fix: record {MIN_HISTORY} or more runs of the "
+                    "baseline's revision, or set this metric's run_to_run"
+                ),
+            )
+        return out
+    within = (math.log(ci[1]) - math.log(ci[0])) / 2
+    between = stdtrit(spread.df, _CI) * spread.sd * math.sqrt(2)
+    half = math.hypot(within, between)
+    centre = math.log(ratio)
+    wide = (math.exp(centre - half), math.exp(centre + half))
+    band = spec.noise_threshold
+    reach = math.log1p(band) + half * (1 + ndtri(_POWER) / ndtri(_CI))
+    out.update(ci=[wide[0], wide[1]], mde=max(verdict.get("mde") or 0.0, math.expm1(reach)))
+    if decided and not (wide[0] > 1 + band or wide[1] < 1 - band):
+        out.update(
+            verdict="no_change",
+            reason=(
+                f"not shown beyond the between-run spread: the interval [{wide[0]:.4g}, "
+                f"{wide[1]:.4g}] with {spread.source} reaches into the noise band "
+                f"1 +/- {share(band)}"
+            ),
+        )
+    return out
+
+
+def recorded_history(
+    home: Path, name: str, key: str, commit: str | None, exclude: str, repo: Path
+) -> tuple[list[list[Path]], str]:
+    """The recorded runs whose spread judges a baseline of ``commit``, grouped by commit:
+    finished runs of benchmark ``name`` sharing ``key`` (gate 1 would pass) at that commit with
+    a clean tree, whatever their tag (a rerun that did not reproduce because the machine moved
+    is the very spread to measure), the newest first; with fewer than MIN_HISTORY, those of its
+    first-parent ancestors too (at most HISTORY_COMMITS back, HISTORY_RUNS runs in all).
+    Returns the groups and words saying what they are."""
+    if commit is None or not _SHA.fullmatch(commit):
+        return [], "no git commit to find recorded runs by"
+    by_commit: dict[str, list[tuple[str, Path]]] = {}
+    for run_dir, entry in index_entries(home):
+        code = entry.get("code") or {}
+        if (
+            run_dir.name != exclude
+            and entry.get("name") == name
+            and entry.get("comparison_key") == key
+            and entry.get("state") in FINISHED
+            and isinstance(code.get("commit"), str)
+            and not code.get("dirty")
+        ):
+            by_commit.setdefault(code["commit"], []).append((entry.get("ended") or "", run_dir))
+
+    def newest(at: str, room: int) -> list[Path]:
+        return [d for _, d in sorted(by_commit.get(at, []), reverse=True)][:room]
+
+    groups = [newest(commit, HISTORY_RUNS)]
+    own = len(groups[0])
+    if own >= MIN_HISTORY:
+        return groups, f"{own} recorded runs of {commit[:7]}"
+    for ancestor in _first_parents(repo, commit)[1:]:
+        room = HISTORY_RUNS - sum(len(g) for g in groups)
+        if room <= 0:
+            break
+        if found := newest(ancestor, room):
+            groups.append(found)
+    others = sum(len(g) for g in groups[1:])
+    if not others:
+        return groups, f"{own} recorded run(s) of {commit[:7]}"
+    return groups, (
+        f"{own + others} recorded runs ({own} of {commit[:7]}, {others} of its first-parent "
+        "history; spread within each commit)"
+    )
+
+
+def _first_parents(repo: Path, commit: str) -> list[str]:
+    """``commit`` and its first-parent ancestors, newest first ([] outside git)."""
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), "rev-list", "--first-parent", f"-n{HISTORY_COMMITS}", commit],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return done.stdout.split() if done.returncode == 0 else []
+
+
+def judge_across(
+    this: RecordView,
+    base: RecordView,
+    history: Sequence[Sequence[Path]],
+    source: str,
+    verdicts: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    specs: Mapping[str, Any],
+) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, dict[str, dict[str, Any]]]]:
+    """``verdicts`` (this run against ``base``, within runs) judged with the session as the
+    unit, each with both sides' CV; and the spread each used (metric -> label -> record).
+    ``history`` are :func:`recorded_history`'s groups (``base`` joins the first one)."""
+    groups: list[list[RecordView]] = [[base]]
+    for index, group in enumerate(history):
+        if index:
+            groups.append([])
+        for run_dir in group:
+            if run_dir.name == base.run_id:
+                continue
+            try:
+                groups[-1].append(RecordView.load(run_dir))
+            except UnreadableRecord as error:  # an earlier record never breaks a later run
+                skip_unreadable(error)
+    if sum(len(g) for g in groups) == 1:
+        source = f"1 recorded run ({base.run_id})"
+    judged: dict[str, dict[str, dict[str, Any]]] = {}
+    spreads: dict[str, dict[str, dict[str, Any]]] = {}
+    for metric, per in verdicts.items():
+        judged[metric], spreads[metric] = {}, {}
+        for label, verdict in per.items():
+            target = label if label in base.treatments else base.control
+            medians = [
+                [m for view in group if (m := _median(view, metric, target)) is not None]
+                for group in groups
+            ]
+            spec = specs.get(metric)
+            spread = spread_of(medians, getattr(spec, "run_to_run", None), source)
+            cv = [_cv(base, metric, target), _cv(this, metric, label)]
+            judged[metric][label] = (
+                across_runs(verdict, spread, spec) if spec is not None else dict(verdict)
+            ) | {"cv": cv}
+            spreads[metric][label] = spread.as_record()
+    return judged, spreads
+
+
+def _median(view: RecordView, metric: str, label: str) -> float | None:
+    value = ((view.summary.get(metric) or {}).get(label) or {}).get("median")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _cv(view: RecordView, metric: str, label: str) -> float | None:
+    value = ((view.summary.get(metric) or {}).get(label) or {}).get("cv")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
