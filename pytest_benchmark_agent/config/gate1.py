@@ -68,7 +68,7 @@ def check(
 ALPHA = 0.05
 
 
-def check_replicates_can_decide(config: BenchmarkConfig) -> list[Problem]:
+def check_replicates_can_decide(config: BenchmarkConfig, revisions: bool = False) -> list[Problem]:
     """Refuse replicates that no exact paired test could decide with (docs/benchmark/STATISTICS.md).
 
     With n blocks a test that respects them has at most 2^n equally likely label patterns, so
@@ -79,15 +79,20 @@ def check_replicates_can_decide(config: BenchmarkConfig) -> list[Problem]:
     ``min_replicates`` is a smoke run that refuses to compare anyway, and is left alone. So are
     seeded designs (the seeds are the paired units, and each is a training whose cost is the
     user's call): their verdicts say "could never decide" with the same arithmetic.
+    ``revisions`` (``--bench-against``): each treatment is compared once, under the working tree
+    against under REV, so there are as many comparisons per metric as treatments.
     """
     if (
         "replicates" not in config.model_fields_set
-        or one_configuration(config)
+        or (one_configuration(config) and not revisions)
         or config.seeds is not None
     ):
         return []
     compared = [m for m in config.metrics.values() if m.direction != "equal"]
-    others = len(treatment_values(config)) - 1
+    if revisions:
+        others = 1 if one_configuration(config) else len(treatment_values(config))
+    else:
+        others = len(treatment_values(config)) - 1
     units = config.max_replicates
     if not compared or others < 1 or units < min(m.min_replicates for m in compared):
         return []
@@ -518,6 +523,16 @@ def _stage_templates(stage: Stage) -> list[tuple[str, str]]:
     return pairs
 
 
+def _checkout_outside_commands(stage: Stage, index: int, field: str) -> Problem:
+    """``{checkout}`` (the root of the checkout the stage's code comes from) is known when the
+    stage runs: in its command and environment only."""
+    return (
+        f"stages[{index}] ({stage.name}).{field}",
+        "uses {checkout}, which only a stage's cmd and env may use.",
+        "give the path relative to the stage's folder, or read $BENCH_CHECKOUT in the command.",
+    )
+
+
 def _stage_names(stage: Stage) -> set[str]:
     return {name for _, text in _stage_templates(stage) for name in names_in(text)}
 
@@ -536,11 +551,11 @@ def _check_placeholders(config: BenchmarkConfig) -> list[Problem]:
                         "name artifacts uniquely.",
                     )
                 )
-            elif artifact in config.params or artifact in ("out", "seed"):
+            elif artifact in config.params or artifact in ("out", "seed", "checkout"):
                 problems.append(
                     (
                         f"stages ({stage.name}).produces",
-                        f"'{artifact}' is also a param or a reserved name (out, seed).",
+                        f"'{artifact}' is also a param or a reserved name (out, seed, checkout).",
                         "rename the artifact.",
                     )
                 )
@@ -552,6 +567,10 @@ def _check_placeholders(config: BenchmarkConfig) -> list[Problem]:
             known.add("seed")
         for field, text in _stage_templates(stage):
             for name in names_in(text):
+                if name == "checkout" and name not in config.params:
+                    if not (field == "cmd" or field.startswith("env.")):
+                        problems.append(_checkout_outside_commands(stage, index, field))
+                    continue
                 if (
                     name in known
                     or name in config.manifest

@@ -275,6 +275,7 @@ class BenchRun:
             "refusals": self.refusals,
             "verdicts_by_host": self.verdicts_by_host,
             "baseline": self.baseline,
+            "revisions": self.plan.revisions.as_record() if self.plan.revisions else None,
             "reproduces": self.reproduces,
             "sequential": self.sequential,
             "tag_reasons": self.tag_reasons,

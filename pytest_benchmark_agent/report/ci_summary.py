@@ -59,7 +59,14 @@ def render(run: BenchRun) -> list[str]:
     gate = ci_gate(run)
     base = run.baseline
     this_code = code_label(run.fingerprint.get("code_identity"))
-    if base is None:
+    if base is None and run.plan.revisions is not None:
+        lines = [
+            f"### `{run.name}`: {run.plan.revisions.both}: gate **{gate['outcome']}** "
+            "(both revisions measured in this session, interleaved)",
+            "",
+        ]
+        lines += _own_table(run)
+    elif base is None:
         lines = [
             f"### `{run.name}` at {this_code}: gate **{gate['outcome']}** "
             "(within the run: no --bench-baseline)",
@@ -134,9 +141,16 @@ def _own_table(run: BenchRun) -> list[str]:
                 )
             )
             continue
+        controls = {treatment: against for against, treatment in run.plan.revision_pairs}
         for label, v in (run.verdicts.get(metric) or {}).items():
+            against = controls.get(label, run.control)  # under --bench-against: its pair's
             rows.append(
-                _row(f"`{metric}` [{label} vs control {run.control}]", control, per.get(label), v)
+                _row(
+                    f"`{metric}` [{label} vs control {against}]",
+                    per.get(against),
+                    per.get(label),
+                    v,
+                )
             )
     return HEADER + (rows or ["| - | - | - | - | - | no verdicts |"])
 

@@ -681,6 +681,8 @@ def _tail(run: BenchRun, gate: dict[str, Any] | None) -> list[str]:
     """The end of :func:`terminal_lines`: regressions, the baseline's verdicts, the CI gate
     (loud when it did not pass) and where the report is."""
     lines = [f"  regression: {regression}" for regression in regressions(run)]
+    if run.plan.revisions is not None:
+        lines.append(f"  code: {run.plan.revisions.both}, both measured in this session")
     lines += _baseline_lines(run)
     if gate is not None:
         outcome = gate["outcome"]
