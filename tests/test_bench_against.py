@@ -276,3 +276,50 @@ def test_checkout_is_a_command_placeholder_only(tmp_path: Path) -> None:
     done = repo.bench()
     assert done.returncode == 2
     assert "uses {checkout}, which only a stage's cmd and env may use" in done.stdout
+
+
+def test_the_per_revision_environment_example_measures_each_revisions_package(
+    tmp_path: Path,
+) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "per-revision-env"
+    repo = Repo(tmp_path)
+    files = {
+        str(path.relative_to(example)): path.read_text()
+        for path in example.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    old = repo.commit("the example", **files)
+    package = "slowsum/slowsum/__init__.py"
+    slower = files[package].replace("result += i", "result += i * 1 + 0")  # more bytecode
+    new = repo.commit("more work per step", **{package: slower})
+    done = repo.bench("--bench-against", "HEAD~1", "--bench-fail-on=regression")
+    assert done.returncode == 1, done.stdout + done.stderr
+    results = repo.record()
+    assert results["verdicts"]["total_s"][new[:12]]["verdict"] == "regressed"
+    assert sorted(p["action"] for p in results["preps"]) == ["built", "built"]
+    for trial in results["trials"]:
+        (where,) = trial["code_from"]
+        assert str(repo.home / "cache") in where and where.endswith("slowsum/__init__.py")
+    assert results["revisions"]["against"]["sha"] == old
+
+
+def test_compare_against_measures_both_revisions_in_one_session(tmp_path: Path) -> None:
+    repo = Repo(tmp_path)
+    old = repo.base()
+    new = repo.commit("10% more work", **{"cost.txt": "1.1"})
+    command = [sys.executable, "-m", "pytest_benchmark_agent.cli.main", "--home", str(repo.home)]
+    done = subprocess.run(
+        [*command, "compare", "--against", "HEAD~1", "bench.yaml"],
+        cwd=repo.path,
+        env=repo.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"code: {old[:12]} (HEAD~1) -> {new[:12]} (HEAD)" in done.stdout
+    assert "CI gate: REGRESSED" in done.stdout
+    alone = subprocess.run(
+        [*command, "compare", "bench.yaml"], cwd=repo.path, capture_output=True, text=True
+    )
+    assert alone.returncode == 2 and "--against REV and one benchmark file" in alone.stderr
