@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -323,3 +324,19 @@ def test_compare_against_measures_both_revisions_in_one_session(tmp_path: Path) 
         [*command, "compare", "bench.yaml"], cwd=repo.path, capture_output=True, text=True
     )
     assert alone.returncode == 2 and "--against REV and one benchmark file" in alone.stderr
+
+
+def test_bisect_names_the_costlier_commit_while_the_machine_shifts_between_sessions(
+    tmp_path: Path,
+) -> None:
+    repo, shas, slow = counts.bisect_commits(tmp_path, 5)
+    done = counts.bisect(repo, shas[0], shas[-1])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"first bad commit: {shas[slow]} commit {slow}")
+    assert re.search(
+        r"^  cost x1\.1\d* \[\S+, \S+\] MDE \S+ \(fail_threshold 5%\): regressed", done.stdout, re.M
+    )
+    # each step measured GOOD and its commit in one session: one run per step
+    steps = re.findall(r"^  [0-9a-f]{7} (good|bad|skip) +run (\S+)", done.stdout, re.M)
+    assert steps and len({run for _, run in steps}) == len(steps)
+    assert len(list((repo.home / "runs").iterdir())) == len(steps)
