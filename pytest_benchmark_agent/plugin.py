@@ -187,6 +187,11 @@ def apply_ini(config: pytest.Config) -> None:
         except ValueError:
             raise bad("bench_progress_every", every, "give a number of seconds, e.g. 30") from None
     option.bench_set = [*(ini("bench_set") or []), *option.bench_set]
+    if option.bench_against and getattr(option, "dist", "no") != "no":
+        raise pytest.UsageError(
+            f"--bench-against {option.bench_against}: both revisions are interleaved in one "
+            "process, so it cannot run under pytest-xdist (-n); fix: leave out -n"
+        )
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -340,3 +340,53 @@ def test_bisect_names_the_costlier_commit_while_the_machine_shifts_between_sessi
     steps = re.findall(r"^  [0-9a-f]{7} (good|bad|skip) +run (\S+)", done.stdout, re.M)
     assert steps and len({run for _, run in steps}) == len(steps)
     assert len(list((repo.home / "runs").iterdir())) == len(steps)
+
+
+def test_options_that_cannot_go_with_it_are_refused(tmp_path: Path) -> None:
+    repo = Repo(tmp_path)
+    repo.base()
+    repo.commit("docs only", **{"README.md": "more\n"})
+    _refused(
+        repo.bench("--bench-against", "HEAD~1", "--bench-baseline", "HEAD~1"),
+        "is given with --bench-baseline",
+    )
+    distributed = repo.bench("--bench-against", "HEAD~1", "-n", "2")
+    assert distributed.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "cannot run under pytest-xdist (-n); fix: leave out -n" in distributed.stderr
+    assert git(repo.path, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_sequential_replicates_with_a_treatment_variable_are_refused(tmp_path: Path) -> None:
+    repo = Repo(tmp_path)
+    document = bench_file(
+        params={"scale": 1},
+        treatment_variable="scale",
+        treatments=[1, 2],
+        replicates={"min": 8, "max": 16},
+    )
+    document["stages"][0]["cmd"] += " {scale}"
+    repo.base(document)
+    repo.commit("docs only", **{"README.md": "more\n"})
+    done = repo.bench("--bench-against", "HEAD~1")
+    assert (
+        done.returncode == 2 and "- replicates: {min, max} with a treatment variable" in done.stdout
+    )
+
+
+def test_too_few_blocks_to_compare_the_revisions_are_refused(tmp_path: Path) -> None:
+    repo = Repo(tmp_path)
+    repo.base(bench_file(replicates=5))
+    repo.commit("docs only", **{"README.md": "more\n"})
+    done = repo.bench("--bench-against", "HEAD~1")
+    assert done.returncode == 2 and "5 blocks can never decide" in done.stdout
+
+
+def test_a_revision_without_the_benchmark_file_of_its_own_is_refused(tmp_path: Path) -> None:
+    repo = Repo(tmp_path)
+    repo.commit("before the benchmark", **{"README.md": "a demo\n"})
+    repo.base()
+    _refused(
+        repo.bench("--bench-against", "HEAD~1", "--bench-against-file=revision"),
+        "has no bench.yaml",
+    )
+    assert git(repo.path, "worktree", "list", "--porcelain").count("worktree ") == 1

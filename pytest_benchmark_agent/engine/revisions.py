@@ -27,6 +27,8 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from pytest_benchmark_agent.config import gate1
+from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.errors import ConfigError
 
 OPTION = "--bench-against"
@@ -94,6 +96,34 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _refuse(path: Path, problem: str, fix: str) -> ConfigError:
     return ConfigError(path, [(OPTION, problem, fix)])
+
+
+def check_design(config: BenchmarkConfig, path: Path, *, with_baseline: bool) -> None:
+    """Refuse what a revision comparison cannot run, before anything is checked out."""
+    problems: list[tuple[str, str, str]] = []
+    if config.search_space is not None:
+        problems.append((OPTION, "a tuning file cannot compare revisions.", "leave one out."))
+    if with_baseline:
+        problems.append(
+            (
+                OPTION,
+                "is given with --bench-baseline: the gate reads one comparison.",
+                "give --bench-against REV (both measured here) or --bench-baseline REF (a "
+                "recorded run), not both.",
+            )
+        )
+    if not isinstance(config.replicates, int) and not gate1.one_configuration(config):
+        problems.append(
+            (
+                "replicates",
+                "{min, max} with a treatment variable: the sequential looks compare each "
+                "treatment with one control, not each with itself under REV.",
+                "give a fixed count (replicates: 12), or leave out --bench-against.",
+            )
+        )
+    problems += gate1.check_replicates_can_decide(config, revisions=True)
+    if problems:
+        raise ConfigError(path, problems)
 
 
 def check_out(bench_file: Path, ref: str, home: Path, token: str, file_from: str) -> Revisions:

@@ -203,26 +203,7 @@ class BenchSession:
             return None, None
         from pytest_benchmark_agent.engine import revisions as rev
 
-        if config.search_space is not None:
-            raise ConfigError(
-                path,
-                [(rev.OPTION, "a tuning file cannot compare revisions.", "leave one of them out.")],
-            )
-        if self.config.getoption("bench_baseline"):
-            raise ConfigError(
-                path,
-                [
-                    (
-                        rev.OPTION,
-                        "is given with --bench-baseline: the gate reads one comparison.",
-                        "give --bench-against REV (both measured here) or --bench-baseline REF "
-                        "(a recorded run), not both.",
-                    )
-                ],
-            )
-        undecidable = gate1.check_replicates_can_decide(config, revisions=True)
-        if undecidable:
-            raise ConfigError(path, undecidable)
+        rev.check_design(config, path, with_baseline=bool(self.config.getoption("bench_baseline")))
         file_from = self.config.getoption("bench_against_file")
         revisions = rev.check_out(path, ref, self.home, "-".join(self.token), file_from)
         self.config.add_cleanup(lambda: rev.remove(revisions.this.root, revisions.against.root))
