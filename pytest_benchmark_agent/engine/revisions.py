@@ -32,8 +32,6 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.errors import ConfigError
 
 OPTION = "--bench-against"
-#: Where the benchmark file comes from: the working tree's (default) or each revision's own.
-FILE_SOURCES = ("worktree", "revision")
 #: The treatment variable of a revision comparison; its values are the commits' short ids.
 CODE = "code"
 #: The environment variable every stage gets: the root of the checkout its code comes from.
