@@ -61,6 +61,9 @@ def test_a_ten_percent_costlier_commit_regresses_naming_both_commits(
     assert verdict["verdict"] == "regressed" and verdict["ci"][0] > 1.05
     assert results["revisions"]["against"]["sha"] == old
     assert results["revisions"]["this"]["sha"] == new
+    (run_dir,) = (repo.home / "runs").iterdir()
+    report = (run_dir / "report.md").read_text()
+    assert re.search(rf"^- \*\*Revisions:\*\* `{old[:12]}` .* -> `{new[:12]}` ", report, re.M)
     # REV's trials ran in REV's checkout and read REV's files (cost 1.0 against 1.1)
     against = Path(results["revisions"]["against"]["checkout"])
     for trial in results["trials"]:
