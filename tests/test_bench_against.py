@@ -141,7 +141,7 @@ def test_each_revision_may_run_its_own_benchmark_file(tmp_path: Path) -> None:
     assert sum("from-head" in command for command in commands.values()) == 1
 
 
-def test_a_prep_with_equal_inputs_is_built_once_and_one_without_inputs_per_revision(
+def test_a_prep_with_equal_inputs_is_built_once_and_others_per_revision(
     tmp_path: Path,
 ) -> None:
     repo = Repo(tmp_path)
@@ -149,7 +149,13 @@ def test_a_prep_with_equal_inputs_is_built_once_and_one_without_inputs_per_revis
     document["stages"] = [
         {"name": "data", "kind": "prep", "cmd": "cp data.txt {out}/", "inputs": ["data.txt"]},
         {"name": "env", "kind": "prep", "cmd": "echo built > {out}/marker"},
-        {**document["stages"][0], "needs": ["data", "env"]},
+        {
+            "name": "code",
+            "kind": "prep",
+            "cmd": "cp {checkout}/cost.txt {out}/",
+            "inputs": ["data.txt"],
+        },
+        {**document["stages"][0], "needs": ["data", "env", "code"]},
     ]
     repo.commit("data", **{"data.txt": "the same in both\n"})
     repo.base(document)
@@ -157,7 +163,8 @@ def test_a_prep_with_equal_inputs_is_built_once_and_one_without_inputs_per_revis
     done = repo.bench("--bench-against", "HEAD~1")
     assert done.returncode == 0, done.stdout + done.stderr
     built = [p["stage"] for p in repo.record()["preps"] if p["action"] == "built"]
-    assert sorted(built) == ["data", "env", "env"]
+    # data: equal inputs, once; env: no inputs, code: names {checkout}: once per revision
+    assert sorted(built) == ["code", "code", "data", "env", "env"]
 
 
 def test_an_editable_install_of_the_working_tree_is_refused_with_the_recipe(

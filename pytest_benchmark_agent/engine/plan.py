@@ -328,8 +328,8 @@ def _bind(
         "inputs": {_where(p, arm): hasher.digest(p, plan.path, stage.name) for p in inputs},
         "wdir": _where(cwd, arm),
     }
-    if arm.revision is not None and not inputs:  # it may read anything in its checkout
-        payload["tree"] = arm.revision.tree
+    if arm.revision is not None and (not inputs or "checkout" in used):
+        payload["tree"] = arm.revision.tree  # it may read anything in its checkout
     signature = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     node = plan.preps.get(signature)
     if node is None:

@@ -9,8 +9,9 @@ worktree away again (the session's cleanup). The user's tree, index and HEAD are
 Each revision's stages run in that revision's checkout (the benchmark file's own folder inside
 it). A prep's signature holds its working folder relative to the checkout, never the checkout's
 path: a prep that declares ``inputs:`` is identified by their content, so one whose inputs are
-equal in both revisions is built once; a prep without ``inputs:`` may read anything in the
-checkout, so its signature holds the commit's root tree and it is built per revision.
+equal in both revisions is built once; a prep without ``inputs:``, or whose command names
+``{checkout}``, may read anything in the checkout, so its signature holds the commit's root
+tree and it is built per revision.
 Every problem is a gate-1 style :class:`.ConfigError` naming the option and the fix (a
 collection error, pytest exit code 2).
 """
