@@ -79,6 +79,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "a REF naming no run leaves the CI gate unjudged",
     )
     group.addoption(
+        "--bench-against",
+        default=None,
+        metavar="REV",
+        help="measure REV's code and the working tree's code in this one session: REV is "
+        "checked out into a git worktree of its own, the two revisions are the treatments "
+        "(REV the control), in interleaved blocks, judged by the in-run paired test; the "
+        "CI gate reads that comparison. The tree must be clean (HEAD is the other side)",
+    )
+    group.addoption(
+        "--bench-against-file",
+        default="worktree",
+        choices=("worktree", "revision"),
+        help="with --bench-against: worktree (default): both revisions run the working "
+        "tree's benchmark file; revision: each revision runs its own",
+    )
+    group.addoption(
         "--bench-fail-on",
         default=None,
         type=_fail_on,
@@ -179,6 +195,11 @@ def apply_ini(config: pytest.Config) -> None:
         except ValueError:
             raise bad("bench_progress_every", every, "give a number of seconds, e.g. 30") from None
     option.bench_set = [*(ini("bench_set") or []), *option.bench_set]
+    if option.bench_against and getattr(option, "dist", "no") != "no":
+        raise pytest.UsageError(
+            f"--bench-against {option.bench_against}: both revisions are interleaved in one "
+            "process, so it cannot run under pytest-xdist (-n); fix: leave out -n"
+        )
 
 
 @pytest.hookimpl(tryfirst=True)

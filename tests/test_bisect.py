@@ -5,6 +5,7 @@ measuring, and refuses bad input with exit code 2."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,15 +29,15 @@ for i in range(int(sys.argv[1]) * FACTOR):
 print(f"loop_ms={{(time.process_time() - start) * 1000:.4f}}")
 """
 
-#: One configuration, compared across commits only. 4 replicates: across runs the comparison
-#: is unpaired (Mann-Whitney U), whose smallest two-sided p is 0.1 at 3 against 3 and 0.029 at
-#: 4 against 4. A noise threshold of 100% (twice as slow) keeps a lucky ordering of equal loops
-#: on a loaded machine from counting.
+#: One configuration: each step measures GOOD and the commit interleaved in one session, paired
+#: by block; 6 blocks, the fewest whose exact paired test can reach 0.05 (2/2^6 = 0.031). A
+#: noise threshold of 100% (twice as slow) keeps a loaded machine from counting, and lets an
+#: equal loop's interval clear it (a good step needs that evidence).
 BENCH = {
     "name": "loop",
     "hypothesis": "the loop costs what it cost at the good commit",
     "params": {"n": 200_000},
-    "replicates": 4,
+    "replicates": 6,
     "stages": [
         {
             "name": "loop",
@@ -131,20 +132,23 @@ def test_bisect_finds_the_slow_commit_and_resumes_from_its_state(
     assert bisect(path, monkeypatch, shas[0], "main", "bench.yaml") == 0
     out = capfd.readouterr().out
     assert f"first bad commit: {shas[2]} work: five times the loop" in out
-    assert "`loop_ms` [default]: regressed x" in out and "95% interval [" in out
-    assert f"({shas[0][:7]} -> {shas[2][:7]})" in out
+    assert re.search(
+        r"^  loop_ms x\S+ \[\S+, \S+\] MDE \S+ \(fail_threshold 100%\): regressed", out, re.M
+    )
+    assert f"({shas[0][:7]} -> {shas[2][:7]}, interleaved in one session)" in out
     assert checkout_of(path) == before  # same HEAD, branch, clean tree, no worktree left
     state = Bisection.load(next((path / "benchmark_data" / "bisect").glob(f"*/{STATE}")))
     assert shas[2] in state.commits and shas[-1] in state.commits
     for k, sha in enumerate(shas[1:], start=1):
         if sha in state.commits:
             assert state.commits[sha]["outcome"] == ("good" if k < 2 else "bad"), k
-    assert (
-        f"runs: GOOD {shas[0][:7]} {state.baseline_run}, first bad {shas[2][:7]} "
-        f"{state.commits[shas[2]]['run_id']}" in out
-    )
+    run = state.commits[shas[2]]["run_id"]
+    assert f"run: {run} (GOOD {shas[0][:7]} and {shas[2][:7]} interleaved)" in out
     runs = run_folders(path)
-    assert state.baseline_run in runs and state.commits[shas[2]]["run_id"] in runs
+    assert run in runs and len(runs) == len(state.commits)  # one session per step, no other
+    # every step's line in the list shows its evidence against GOOD
+    for sha in state.commits:
+        assert re.search(rf"^  {sha[:7]} (good|bad) .*loop_ms x.* MDE ", out, re.M), sha
 
     assert bisect(path, monkeypatch, shas[0], "main", "bench.yaml") == 0  # resumed: no new run
     captured = capfd.readouterr()
@@ -169,7 +173,8 @@ def test_no_regression_between_two_equal_commits(
     path, shas = repo
     assert bisect(path, monkeypatch, shas[0], shas[1], "bench.yaml") == 1
     out = capfd.readouterr().out
-    assert f"no regression: BAD {shas[1][:7]} did not regress against GOOD's run" in out
+    assert f"no regression: BAD {shas[1][:7]} did not regress against GOOD {shas[0][:7]}" in out
+    assert "loop_ms x" in out and ": no_change" in out
 
 
 def test_a_commit_without_the_file_is_skipped_and_can_hide_the_first_bad_one(

@@ -1,11 +1,16 @@
-"""examples/ci/github-actions.yml: its structure, and its shell steps run locally.
+"""examples/ci/: the one-session gate (github-actions.yml) and the recorded-baseline gate
+(github-actions-recorded-baseline.yml): their structure, and their shell steps run locally.
 
-The workflow's ``run:`` steps run as GitHub runs them (``bash --noprofile --norc -eo pipefail``,
+The workflows' ``run:`` steps run as GitHub runs them (``bash --noprofile --norc -eo pipefail``,
 the workflow's env, ``$GITHUB_OUTPUT``, ``$GITHUB_STEP_SUMMARY``) against a real git repository
-holding a small benchmark: main's job on commit A, then the pull request's job on a merge
-commit whose first parent is A, in another clone with its own data directory. The standard
-actions are played by the few lines they stand for: checkout is a shallow fetch of the commit,
-the cache is a folder shared by the jobs, an upload copies the file.
+holding a small benchmark. The one-session gate: a pull request's job on GitHub's merge commit,
+checked out with the base branch as ``origin/main``, measuring both. The recorded baseline:
+main's job on commit A, then the pull request's job on a merge commit whose first parent is A,
+in another clone with its own data directory. The standard actions are played by the few lines
+they stand for: checkout is a fetch of the commit (with ``fetch-depth: 0`` every branch as
+``origin/*``), the cache is a folder shared by the jobs, an upload copies the file. The
+repository variable ``BENCH_TOOL`` names the tool as this test environment already has it
+(``pytest-benchmark-agent``, installed: pip finds it satisfied and never reaches an index).
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ import pytest
 import yaml
 from benchhelpers import git
 
-WORKFLOW = Path(__file__).resolve().parent.parent / "examples" / "ci" / "github-actions.yml"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "ci"
+WORKFLOW = EXAMPLES / "github-actions-recorded-baseline.yml"
+ONE_SESSION = EXAMPLES / "github-actions.yml"
 ACTIONS = {
     "actions/checkout",
     "actions/setup-python",
@@ -32,12 +39,14 @@ ACTIONS = {
     "actions/download-artifact",
     "actions/cache",
 }
+#: The repository variables the workflows read: the tool as this environment has it installed.
+REPOSITORY_VARIABLES = {"vars.BENCH_TOOL": "pytest-benchmark-agent"}
 _EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 BENCH = """\
 name: ci-demo
 hypothesis: this commit costs no more than main
-replicates: 5
+replicates: 7
 stages:
   - name: measure
     kind: measure
@@ -48,8 +57,8 @@ metrics:
 """
 
 
-def workflow() -> dict[str, Any]:
-    return yaml.safe_load(WORKFLOW.read_text())
+def workflow(path: Path = WORKFLOW) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
 
 
 def test_the_workflow_has_a_main_job_and_a_pull_request_job() -> None:
@@ -131,14 +140,19 @@ class Runner:
         if name == "actions/checkout":
             self.workspace.mkdir()
             git(self.workspace, "init", "-q")
-            git(
-                self.workspace,
-                "fetch",
-                "-q",
-                f"--depth={given.get('fetch-depth', 1)}",
-                f"file://{self.origin}",
-                self.ref,
-            )
+            depth = int(given.get("fetch-depth", 1))
+            if depth == 0:  # all history, and every branch as origin/<branch>
+                branches = "+refs/heads/*:refs/remotes/origin/*"
+                git(self.workspace, "fetch", "-q", f"file://{self.origin}", self.ref, branches)
+            else:
+                git(
+                    self.workspace,
+                    "fetch",
+                    "-q",
+                    f"--depth={depth}",
+                    f"file://{self.origin}",
+                    self.ref,
+                )
             git(self.workspace, "checkout", "-q", "FETCH_HEAD")
         elif name == "actions/setup-python":
             assert given["python-version"]
@@ -162,6 +176,7 @@ class Runner:
             "GITHUB_OUTPUT": str(output),
             "GITHUB_STEP_SUMMARY": str(self.summary),
             "GITHUB_SHA": self.sha,
+            "GITHUB_BASE_REF": "main",
             "GITHUB_WORKSPACE": str(self.workspace),
         }
         done = subprocess.run(
@@ -221,7 +236,12 @@ def pull_request(repo: Path, number: int, change: tuple[str, str]) -> str:
 
 def job_env(document: dict[str, Any]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("BENCHMARK_HOME", "PYTEST_ADDOPTS")}
-    env.update({k: str(v) for k, v in document["env"].items()})
+    env.update(
+        {
+            k: _EXPRESSION.sub(lambda match: REPOSITORY_VARIABLES[match[1]], str(v))
+            for k, v in document["env"].items()
+        }
+    )
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")  # never the network
     return env
@@ -319,3 +339,56 @@ def test_under_xdist_the_summary_is_written_once_by_the_controller(
     assert re.search(
         r"^\| `cost` \| - \| 100 \| - \| - \| - \| \d+ \| \S+ \| not judged", text, re.M
     ), text
+
+
+# -- the one-session gate: github-actions.yml ----------------------------------------------------
+
+
+def test_the_one_session_workflow_is_one_pull_request_job_needing_nothing_from_main() -> None:
+    document = workflow(ONE_SESSION)
+    triggers = document.get("on", document.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert set(triggers) == {"pull_request"}
+    (job,) = document["jobs"].values()
+    uses = [step["uses"].split("@")[0] for step in job["steps"] if "uses" in step]
+    assert set(uses) <= ACTIONS and not any("cache" in u or "download" in u for u in uses)
+    checkout = job["steps"][0]
+    assert checkout["uses"].startswith("actions/checkout") and checkout["with"]["fetch-depth"] == 0
+    script = " ".join(step.get("run", "") for step in job["steps"])
+    assert '--bench-against "origin/$GITHUB_BASE_REF" --bench-fail-on=regression' in script
+    assert "pip install pytest-benchmark-agent" not in script  # not on the index
+    assert 'pip install "$BENCH_TOOL"' in script
+    assert document["env"]["BENCH_TOOL"] == "${{ vars.BENCH_TOOL }}"
+
+
+def test_the_one_session_gate_passes_a_readme_edit_and_fails_a_slowdown(
+    origin: Path, tmp_path: Path
+) -> None:
+    document = workflow(ONE_SESSION)
+    env = job_env(document)
+    job = document["jobs"]["pull-request"]
+    cache = tmp_path / "cache"  # no job of main ran: nothing is restored
+    cache.mkdir()
+    main = git(origin, "rev-parse", "main")
+
+    docs = Runner(tmp_path, origin, "docs", pull_request(origin, 1, ("README.md", "hi\n")), cache)
+    statuses = docs.run_job(job, env)
+    assert all(status == 0 for _, status in statuses), docs.log
+    summary = docs.summary.read_text()
+    both = f"{main[:12]} (origin/main) -> {docs.sha[:12]} (HEAD)"
+    assert f"### `ci-demo`: {both}: gate **passed**" in summary, summary
+    assert "(both revisions measured in this session, interleaved)" in summary
+
+    slow = Runner(
+        tmp_path, origin, "slow", pull_request(origin, 2, ("src/cost.txt", "300\n")), cache
+    )
+    statuses = dict(slow.run_job(job, env))
+    assert statuses["Benchmark the pull request against its base, in one session"] == 1, slow.log
+    assert statuses["Export the run"] == 0  # if: always()
+    summary = slow.summary.read_text()
+    both = f"{main[:12]} (origin/main) -> {slow.sha[:12]} (HEAD)"
+    assert f"### `ci-demo`: {both}: gate **regressed**" in summary, summary
+    row = f"| `cost` [{slow.sha[:12]} vs control {main[:12]}] | 100 | 300 | x3 | [3, 3] |"
+    assert any(line.startswith(row) and "| regressed" in line for line in summary.splitlines())
+    assert (slow.artifacts / f"bench-pr-{slow.sha}" / "bench-pr.json").is_file()
+    # the base's worktree is gone: only the job's own checkout is left
+    assert git(slow.workspace, "worktree", "list", "--porcelain").count("worktree ") == 1

@@ -13,22 +13,28 @@ from pytest_benchmark_agent.engine import bisect
 
 _EPILOG = """\
 Each commit is checked out in its own git worktree under HOME/bisect/ and measured with
-`pytest --bench FILE --bench-baseline GOOD --bench-fail-on=regression`: a passed CI gate is
-good, a regressed one bad, anything else (FILE missing, pytest failing, nothing judged) is
-skipped. Your work tree, index and HEAD are never touched. The stages run with this Python:
-a package installed from your work tree (pip install -e) is imported from there, not from the
-commit, so let the stages use the checkout's files. Rerun the same command to resume an
-interrupted bisection, or to report a finished one again without measuring.
+`pytest --bench FILE --bench-against GOOD --bench-fail-on=regression`: GOOD and the commit
+interleaved in one session, so a machine that differs between steps cancels. A step is bad
+when a primary metric regressed beyond its fail_threshold, good only when its interval excludes
+that, else skipped (FILE missing, pytest failing, an interval that could not decide: give the
+file more blocks, e.g. replicates: {min: 8, max: 32}, which adds blocks until it decides); the
+skipped commits that hide the first bad one are reported as the range it could not split.
+Each step's line shows its ratio, interval and MDE. Your work tree, index and HEAD are never
+touched. A package installed in editable mode from your work tree is refused (each commit's
+stages would import it): build it per commit in a prep stage (README, "Comparing two
+revisions"). Rerun the same command to resume an interrupted bisection, or to report a finished
+one again without measuring.
 
 exit codes: 0 found, 1 BAD did not regress against GOOD, 2 bad input (unknown revision, GOOD
-not an ancestor of BAD, FILE missing, GOOD gives no baseline), 3 undecided (skipped commits
+not an ancestor of BAD, FILE missing), 3 undecided (skipped commits
 hide the first bad one, BAD could not be judged, or the bisection stopped), 130 interrupted
 (rerun to resume)."""
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     """Find the first commit between GOOD and BAD where FILE's primary metric regressed
-    against GOOD's run (git bisect run, each commit in its own worktree; resumable)."""
+    against GOOD (git bisect run; each commit measured interleaved with GOOD in one session,
+    in its own worktree; resumable)."""
     own, pytest_args = _command_line(args.rest)
     home = home_of(own) if own.home else home_of(args)
     say = _stderr
@@ -76,15 +82,16 @@ def _stderr(line: str) -> None:
 
 
 def report(result: bisect.Result) -> list[str]:
-    """The outcome, the first bad commit and its verdicts against GOOD, every commit tested."""
+    """The outcome, the first bad commit and its evidence against GOOD, every commit tested
+    with its ratio, interval and MDE."""
     state = result.state
     lines = []
     if result.status == "found" and result.commit:
         lines.append(f"first bad commit: {result.commit} {bisect.subject(state, result.commit)}")
         lines += [f"  {line}" for line in bisect.verdict_lines(state, result.commit)]
         lines.append(
-            f"  runs: GOOD {state.good[:7]} {state.baseline_run}, first bad "
-            f"{result.commit[:7]} {state.commits[result.commit].get('run_id')}"
+            f"  run: {state.commits[result.commit].get('run_id')} (GOOD {state.good[:7]} and "
+            f"{result.commit[:7]} interleaved)"
         )
     elif result.candidates:
         lines.append("undecided: the first bad commit is one of (the others were skipped):")
@@ -93,13 +100,13 @@ def report(result: bisect.Result) -> list[str]:
         lines.append(
             f"{'no regression' if result.status == 'not_found' else 'undecided'}: {result.why}"
         )
-    lines.append(f"commits tested (against GOOD {state.good[:7]}, run {state.baseline_run}):")
+    lines.append(f"commits tested (each against GOOD {state.good[:7]}, in one session):")
     for sha in bisect.tested_in_order(state):
         record = state.commits[sha]
         lines.append(
             f"  {sha[:7]} {record['outcome']:<7} run {record.get('run_id') or '-'}  "
             f"{bisect.subject(state, sha)}"
-            + (f"  ({record['reason']})" if record["outcome"] == "skip" else "")
+            + (f"  ({record['reason']})" if record.get("reason") else "")
         )
     lines.append(f"state: {state.state_path} (rerun to report again without measuring)")
     return lines

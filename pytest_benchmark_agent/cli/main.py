@@ -98,7 +98,8 @@ def _check_home(args: argparse.Namespace) -> None:
     home = home_of(args)
     if home.exists() and not home.is_dir():
         raise BenchError(f"the data home {home} is a file, not a folder; fix: give its folder")
-    if args.verb in READING_VERBS and not home.exists():
+    measures = getattr(args, "against", None) is not None  # compare --against REV: a session
+    if args.verb in READING_VERBS and not measures and not home.exists():
         raise BenchError(
             f"the data home {home} does not exist; fix: give the folder holding runs/ with "
             "--home or BENCHMARK_HOME"

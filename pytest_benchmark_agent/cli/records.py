@@ -280,7 +280,10 @@ def _fingerprint_checks(record: dict[str, Any]) -> list[str]:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Per metric, runs A and B side by side with the verdict of B against A (both sides named
     by their code); exit 1 when the runs cannot be compared (the fields that differ are named),
-    2 when A or B names no recorded run (what was searched is said)."""
+    2 when A or B names no recorded run (what was searched is said). With ``--against REV``,
+    A is a benchmark file measured instead, REV against the working tree in one session."""
+    if args.against is not None or args.b is None:
+        return _measure_against(args)
     home = home_of(args)
     name = args.name
     if name is None:  # a run named by id tells which benchmark a revision or `latest` means
@@ -299,6 +302,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
     lines, comparable = compare_lines(*views)
     print("\n".join(lines))
     return 0 if comparable else 1
+
+
+def _measure_against(args: argparse.Namespace) -> int:
+    """``compare --against REV FILE``: ``pytest --bench FILE --bench-against REV
+    --bench-fail-on=regression``, so its exit code is pytest's: 1 when the working tree
+    regressed against REV (or a trial failed), 2 for bad input."""
+    if args.against is None or args.b is not None or args.a.startswith("-"):
+        print(
+            "benchmark-agent compare: give two runs (A B), or --against REV and one "
+            "benchmark file (compare --against main bench.yaml)",
+            file=sys.stderr,
+        )
+        return 2
+    import subprocess
+
+    return subprocess.call(
+        [sys.executable, "-m", "pytest", "--bench", args.a, "--bench-home", str(home_of(args))]
+        + [f"--bench-against={args.against}", "--bench-fail-on=regression"]
+    )
 
 
 def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
@@ -447,7 +469,16 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "'latest', or a git revision of the current folder's repository (the "
         "newest finished run of that commit with a clean tree)",
     )
-    compare.add_argument("b", metavar="B", help="the run compared with A (the same forms)")
+    compare.add_argument(
+        "b", metavar="B", nargs="?", help="the run compared with A (the same forms)"
+    )
+    compare.add_argument(
+        "--against",
+        metavar="REV",
+        help="measure instead of reading records: A is a benchmark file, run in one session "
+        "with REV's code as the control and the working tree's as the treatment "
+        "(pytest --bench A --bench-against REV --bench-fail-on=regression); no B",
+    )
     compare.add_argument(
         "--name",
         help="the benchmark a revision or 'latest' means (default: "

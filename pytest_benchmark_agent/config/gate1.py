@@ -81,7 +81,7 @@ class UndecidableReplicatesWarning(UserWarning):
     runs, and its verdicts say "could never decide" (an EXPLORATORY run, an unjudged CI gate)."""
 
 
-def replicates_cannot_decide(config: BenchmarkConfig) -> str | None:
+def replicates_cannot_decide(config: BenchmarkConfig, revisions: bool = False) -> str | None:
     """Why the planned blocks (or seeds) can never decide a timing's verdict, with the
     arithmetic and the count that could; None when they can (docs/benchmark/STATISTICS.md).
 
@@ -91,15 +91,20 @@ def replicates_cannot_decide(config: BenchmarkConfig) -> str | None:
     are judged by a parametric rule without that floor and are left out. A count below every
     such metric's ``min_replicates`` is a smoke run that refuses to compare anyway (its
     verdicts say so), and one configuration compares nothing: both are left alone.
+    ``revisions`` (``--bench-against``): each treatment (or the one configuration) is compared
+    once, under the working tree against under REV.
     """
-    if one_configuration(config):
+    if one_configuration(config) and not revisions:
         return None
     counted = {name for stage in config.stages for name in stage.counters}
     family = [m for m in config.metrics.values() if m.direction != "equal"]
     ranked = [
         m for name, m in config.metrics.items() if m.direction != "equal" and name not in counted
     ]
-    others = len(treatment_values(config)) - 1
+    if revisions:
+        others = 1 if one_configuration(config) else len(treatment_values(config))
+    else:
+        others = len(treatment_values(config)) - 1
     what = "seeds" if config.seeds is not None else "blocks"
     units = len(config.seeds) if config.seeds is not None else config.max_replicates
     if not ranked or others < 1 or units < min(m.min_replicates for m in ranked):
@@ -126,7 +131,8 @@ def replicates_cannot_decide(config: BenchmarkConfig) -> str | None:
         f"{field}: {units} {what} can never decide a timing's verdict: an exact paired test's "
         f"smallest two-sided p at {units} {what} is 2/2^{units} = {2 / 2**units:.4g}, above the "
         f"{ALPHA:g}/{comparisons} = {level:.4g} that Holm's first step needs over {comparisons} "
-        f"comparison(s) ({len(family)} metric(s) x {others} treatment(s) against the control). "
+        f"comparison(s) ({len(family)} metric(s) x {others} treatment(s) against "
+        f"{'itself under REV' if revisions else 'the control'}). "
         f"The run goes ahead: its verdicts will say 'could never decide', it will be "
         f"EXPLORATORY and its CI gate unjudged (--bench-fail-on=unjudged fails it). To decide, "
         f"use {fix}, compare fewer metrics or treatments, or count instructions "
@@ -587,6 +593,16 @@ def _stage_templates(stage: Stage) -> list[tuple[str, str]]:
     return pairs
 
 
+def _checkout_outside_commands(stage: Stage, index: int, field: str) -> Problem:
+    """``{checkout}`` (the root of the checkout the stage's code comes from) is known when the
+    stage runs: in its command and environment only."""
+    return (
+        f"stages[{index}] ({stage.name}).{field}",
+        "uses {checkout}, which only a stage's cmd and env may use.",
+        "give the path relative to the stage's folder, or read $BENCH_CHECKOUT in the command.",
+    )
+
+
 def _stage_names(stage: Stage) -> set[str]:
     return {name for _, text in _stage_templates(stage) for name in names_in(text)}
 
@@ -605,11 +621,11 @@ def _check_placeholders(config: BenchmarkConfig) -> list[Problem]:
                         "name artifacts uniquely.",
                     )
                 )
-            elif artifact in config.params or artifact in ("out", "seed"):
+            elif artifact in config.params or artifact in ("out", "seed", "checkout"):
                 problems.append(
                     (
                         f"stages ({stage.name}).produces",
-                        f"'{artifact}' is also a param or a reserved name (out, seed).",
+                        f"'{artifact}' is also a param or a reserved name (out, seed, checkout).",
                         "rename the artifact.",
                     )
                 )
@@ -621,6 +637,10 @@ def _check_placeholders(config: BenchmarkConfig) -> list[Problem]:
             known.add("seed")
         for field, text in _stage_templates(stage):
             for name in names_in(text):
+                if name == "checkout" and name not in config.params:
+                    if not (field == "cmd" or field.startswith("env.")):
+                        problems.append(_checkout_outside_commands(stage, index, field))
+                    continue
                 if (
                     name in known
                     or name in config.manifest

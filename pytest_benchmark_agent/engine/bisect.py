@@ -1,14 +1,16 @@
 """The first commit between GOOD and BAD where a benchmark's primary metric regressed against
-GOOD's run (asv's ``find``), driven by ``git bisect run``.
+GOOD (asv's ``find``), driven by ``git bisect run``.
 
 The user's work tree, index and HEAD are never touched. ``git bisect`` runs in a worktree of
 its own that checks nothing out (``--no-checkout``: it only moves that worktree's
 ``BISECT_HEAD``); each commit it asks about is checked out in a fresh detached worktree under
-the data home, measured with ``pytest --bench FILE --bench-baseline GOOD
---bench-fail-on=regression``, and removed. Each outcome is written to
-``<home>/bisect/<id>/state.json`` as soon as it is decided (and a run's id before it starts),
-so a rerun after an interruption, or after the end, replays the recorded outcomes and finished
-runs instead of measuring again.
+the data home and measured there with ``pytest --bench FILE --bench-against GOOD
+--bench-fail-on=regression``: GOOD and the commit interleaved in one session, so a machine that
+differs between steps cancels, and the step is judged by :mod:`.bisect_step` (bad beyond the
+fail_threshold, good only with an interval that excludes that, else skipped). Each outcome is
+written to ``<home>/bisect/<id>/state.json`` as soon as it is decided (and a run's id before it
+starts), so a rerun after an interruption, or after the end, replays the recorded outcomes and
+finished runs instead of measuring again.
 
 ``git bisect run`` calls ``python -m pytest_benchmark_agent.engine.bisect step STATE`` for each
 commit; its exit code is the outcome (0 good, 1 bad, 125 skip, 255 stops the bisection).
@@ -27,16 +29,17 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, load_config
+from pytest_benchmark_agent.engine.bisect_step import evidence, judged
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.judge.baseline import FINISHED, RecordView, primary_metrics, resolve_ref
+from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, release_lock
 from pytest_benchmark_agent.records.run import new_run_id
-from pytest_benchmark_agent.records.writer import comparison_key, load_results
+from pytest_benchmark_agent.records.writer import load_results
 
 EXIT_FOUND, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_UNDECIDED = 0, 1, 2, 3
 STATE = "state.json"
@@ -102,7 +105,6 @@ class Bisection:
     file: str
     name: str
     pytest_args: list[str]
-    baseline_run: str | None = None
     commits: dict[str, dict[str, Any]] = field(default_factory=dict)
     error: str | None = None
 
@@ -119,7 +121,9 @@ class Bisection:
 
     @classmethod
     def load(cls, path: Path) -> Bisection:
-        return cls(**json.loads(path.read_text()))
+        """The state; keys of other versions (an earlier ``baseline_run``) are left out."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in json.loads(path.read_text()).items() if k in known})
 
 
 def prepare(
@@ -298,30 +302,6 @@ def run_pytest(state: Bisection, sha: str, run_id: str, extra: Sequence[str]) ->
     return code, log
 
 
-def run_record(home: str, run_id: str) -> dict[str, Any]:
-    """A run's record (with its journal), or {} when it wrote none."""
-    run_dir = Path(home) / "runs" / run_id
-    return load_results(run_dir) if (run_dir / "results.yaml").is_file() else {}
-
-
-def judged(results: dict[str, Any], code: int | None) -> tuple[str, str]:
-    """A run's outcome from its record and pytest's exit code (None: a run recovered from its
-    record alone): ``good`` when the CI gate passed (exit 0), ``bad`` when it regressed (exit
-    1), else ``skip`` (pytest failed, the run did not finish, nothing could be judged), with
-    the reason."""
-    how = "recovered from its record" if code is None else f"pytest exit {code}"
-    if results.get("state") not in FINISHED:
-        return "skip", (
-            f"{how}; the run did not finish (state {results.get('state') or 'none: no record'})"
-        )
-    gate = (results.get("baseline") or {}).get("gate") or {}
-    said, reasons = gate.get("outcome"), "; ".join(gate.get("reasons") or [])
-    expected = {"passed": 0, "regressed": 1}.get(said)
-    if expected is not None and code in (None, expected):
-        return ("good" if said == "passed" else "bad"), reasons
-    return "skip", f"{how}, CI gate {said or 'not recorded'}" + (f": {reasons}" if reasons else "")
-
-
 def decide(state: Bisection, sha: str, say: Callable[[str], None]) -> dict[str, Any]:
     """Commit ``sha``'s outcome against GOOD's run: the recorded one, one recovered from a run
     that finished before an interruption, or a new measurement. Saved before it is returned."""
@@ -330,9 +310,9 @@ def decide(state: Bisection, sha: str, say: Callable[[str], None]) -> dict[str, 
         say(progress_line(sha, recorded, "recorded"))
         return recorded
     if recorded.get("run_id"):
-        results = run_record(state.home, recorded["run_id"])
-        if results.get("state") in FINISHED:
-            outcome, reason = judged(results, None)
+        run_dir = Path(state.home) / "runs" / recorded["run_id"]
+        if _finished(run_dir):
+            outcome, reason = judged(run_dir, None)
             return _store(
                 state,
                 sha,
@@ -353,9 +333,9 @@ def decide(state: Bisection, sha: str, say: Callable[[str], None]) -> dict[str, 
     state.save()
     say(f"  {_short(sha)} measuring: run {run_id}")
     code, log = run_pytest(
-        state, sha, run_id, ["--bench-baseline", state.good, "--bench-fail-on=regression"]
+        state, sha, run_id, [f"--bench-against={state.good}", "--bench-fail-on=regression"]
     )
-    outcome, reason = judged(run_record(state.home, run_id), code)
+    outcome, reason = judged(Path(state.home) / "runs" / run_id, code)
     return _store(
         state,
         sha,
@@ -380,34 +360,16 @@ def _store(
     return record
 
 
+def _finished(run_dir: Path) -> bool:
+    return (run_dir / "results.yaml").is_file() and load_results(run_dir).get("state") in FINISHED
+
+
 def progress_line(sha: str, record: dict[str, Any], how: str) -> str:
+    """``1a2b3c4 bad (measured, run R): loop_ms x1.10 [1.07, 1.13] MDE 5% ...``: the outcome
+    with its evidence (ratio, interval, MDE against GOOD)."""
     run = f", run {record['run_id']}" if record.get("run_id") else ""
-    reason = f": {record['reason']}" if record.get("reason") and record["outcome"] != "good" else ""
+    reason = f": {record['reason']}" if record.get("reason") else ""
     return f"  {_short(sha)} {record['outcome']} ({how}{run}){reason}"
-
-
-def ensure_baseline(state: Bisection, say: Callable[[str], None]) -> str:
-    """GOOD's run: the newest finished clean run of GOOD in the data home, else a new one."""
-    repo, home = Path(state.repo), Path(state.home)
-    key = comparison_key(_config_at(repo, state.good, state.file))
-    found = resolve_ref(home, state.good, state.name, repo, key=key)
-    how = "recorded"
-    if found.run_dir is None or found.problem:
-        run_id = new_run_id(state.name)
-        say(f"  {_short(state.good)} GOOD has no run yet: measuring, run {run_id}")
-        code, log = run_pytest(state, state.good, run_id, [])
-        found, how = resolve_ref(home, state.good, state.name, repo, key=key), "measured"
-        if found.run_dir is None or found.problem:
-            raise BisectError(
-                f"the benchmark at GOOD {_short(state.good)} gave no run that "
-                f"may be a baseline (pytest exit {code}, output in {log}): "
-                f"{found.problem}; fix: make {state.file} pass at GOOD, or give a "
-                "GOOD where it does"
-            )
-    state.baseline_run = found.run_id
-    state.save()
-    say(f"  {_short(state.good)} GOOD: baseline run {found.run_id} ({how})")
-    return str(found.run_id)
 
 
 # -- the bisection --------------------------------------------------------------------------------
@@ -441,22 +403,20 @@ def bisect(state: Bisection, say: Callable[[str], None]) -> Result:
     repo, driver = Path(state.repo), state.folder / DRIVER
     try:
         state.error = None
-        ensure_baseline(state, say)
         bad = decide(state, state.bad, say)
         if bad["outcome"] == "good":
             return Result(
                 state,
                 "not_found",
-                why=f"BAD {_short(state.bad)} did not regress "
-                f"against GOOD's run {state.baseline_run}: {bad.get('reason')}",
+                why=f"BAD {_short(state.bad)} did not regress against GOOD "
+                f"{_short(state.good)}: {bad.get('reason')}",
             )
         if bad["outcome"] == "skip":
             return Result(
                 state,
                 "undecided",
-                why=f"BAD {_short(state.bad)} could not be judged "
-                f"against GOOD's run {state.baseline_run}: {bad.get('reason')} (log: "
-                f"{bad.get('log') or '-'})",
+                why=f"BAD {_short(state.bad)} could not be judged against GOOD "
+                f"{_short(state.good)}: {bad.get('reason')} (log: {bad.get('log') or '-'})",
             )
         remove_worktree(repo, driver)
         git(
@@ -537,28 +497,14 @@ def _reloaded(state: Bisection) -> Bisection:
 
 
 def verdict_lines(state: Bisection, sha: str) -> list[str]:
-    """The primary metrics' verdicts of commit ``sha``'s run against GOOD's, from its record."""
+    """The primary metrics' verdicts of commit ``sha`` against GOOD, from its step's run."""
     run_id = (state.commits.get(sha) or {}).get("run_id")
-    run_dir = Path(state.home) / "runs" / str(run_id)
-    if not run_id or not (run_dir / "results.yaml").is_file():
+    if not run_id:
         return []
-    baseline = load_results(run_dir).get("baseline") or {}
-    code = baseline.get("code") or {}
-    lines = []
-    for metric in primary_metrics(RecordView.load(run_dir).specs()):
-        for label, v in ((baseline.get("verdicts") or {}).get(metric) or {}).items():
-            ci = v.get("ci")
-            interval = f"[{_num(ci[0])}, {_num(ci[1])}]" if ci else "[-]"
-            lines.append(
-                f"`{metric}` [{label}]: {v.get('verdict')} x{_num(v.get('ratio'))}, "
-                f"95% interval {interval}, against {v.get('against')} "
-                f"({code.get('baseline')} -> {code.get('this')})"
-            )
-    return lines
-
-
-def _num(value: Any) -> str:
-    return "-" if value is None else f"{value:.4g}"
+    return [
+        f"{e.line()} ({_short(state.good)} -> {_short(sha)}, interleaved in one session)"
+        for e in evidence(Path(state.home) / "runs" / str(run_id))
+    ]
 
 
 def subject(state: Bisection, sha: str) -> str:

@@ -41,7 +41,8 @@ class BenchFile(pytest.File):
         config = load_benchmark(self.path, bench.overrides)
         points = bench.round_points if config.search_space is not None else None
         gate1.check(config, self.path, tuning=points is not None, home=bench.home)
-        plan = build_plan(config, self.path, points)
+        revisions, against_config = bench.against(self.path, config)
+        plan = build_plan(config, self.path, points, revisions, against_config)
         caveat = bench.preflight(plan)
         run = bench.new_run(plan)
         if bench.worker_id is None and recover.taken(run.dir):  # claimed atomically at its start

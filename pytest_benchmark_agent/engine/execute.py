@@ -30,11 +30,13 @@ from pytest_benchmark_agent.engine.isolation import Containment, HostIsolation, 
 from pytest_benchmark_agent.engine.metrics import (
     Value,
     effective_mismatches,
+    parse_code_from,
     parse_effective,
     parse_metrics,
     read_metrics_file,
 )
 from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, closure_nodes, describe_binding
+from pytest_benchmark_agent.engine.revisions import CHECKOUT_ENV, foreign_code
 from pytest_benchmark_agent.engine.stages import DEFAULT_PROGRESS_S, StageRun, run_stage
 from pytest_benchmark_agent.errors import MetricError, StageFailed
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
@@ -200,12 +202,22 @@ def _reuse_or_build(
         reason = ctx.write_failed("could not make its cache entry", exc)
         return _prep_failed(run, event, node, reason)
     own = cache.artifact_paths(node)
-    values = {**node.params_used, "seed": node.seed, "out": scratch, **artifacts, **own}
+    checkout = node.checkout or node.cwd
+    values = {
+        "checkout": checkout,  # a param of that name wins
+        **node.params_used,
+        "seed": node.seed,
+        "out": scratch,
+        **artifacts,
+        **own,
+    }
     command = render(node.stage.cmd or "", values)
     log_dir = run.dir / "preps" / f"{node.stage.name}-{node.signature[:12]}"
     t0 = time.perf_counter()
     try:
-        devices, env, vram_mb = _pin_gpus(run, node.stage, _stage_env(ctx, node.stage.env, values))
+        devices, env, vram_mb = _pin_gpus(
+            run, node.stage, _stage_env(ctx, node.stage.env, values, checkout)
+        )
         with ctx.isolation.stage("prep"):
             progress = ctx.announce(run, node.stage.name, None)
             result = run_stage(
@@ -315,11 +327,20 @@ def run_trial(
         spec.stage.cmd or "", spec.stage.metrics_from and spec.stage.metrics_from.file
     )
     artifacts, upstream_effective = _merged(preps)
-    values = {**spec.params, "seed": spec.seed, "out": scratch, **artifacts}
+    checkout = spec.checkout or spec.cwd
+    values = {
+        "checkout": checkout,  # a param of that name wins
+        **spec.params,
+        "seed": spec.seed,
+        "out": scratch,
+        **artifacts,
+    }
     command = render(spec.stage.cmd or "", values)
     record.update(command=command, logs=str(folder))
     try:
-        devices, env, vram_mb = _pin_gpus(run, spec.stage, _stage_env(ctx, spec.stage.env, values))
+        devices, env, vram_mb = _pin_gpus(
+            run, spec.stage, _stage_env(ctx, spec.stage.env, values, checkout)
+        )
     except GpuUnavailable as exc:
         raise _not_passed(
             record, StageFailed(spec.stage.name, "could not get its GPUs", detail=str(exc))
@@ -388,6 +409,7 @@ def run_trial(
     }
     if effective:
         record["effective"] = effective
+    _check_code_from(run, ctx, spec, record, result.stdout_lines())
     mismatches = effective_mismatches(spec.params, effective)
     if mismatches:
         raise _not_passed(
@@ -400,6 +422,32 @@ def run_trial(
             ),
         )
     return record
+
+
+def _check_code_from(
+    run: BenchRun, ctx: StageContext, spec: TrialSpec, record: dict[str, Any], stdout: Any
+) -> None:
+    """Record where the stage said it imported the code under test from (``BENCH_CODE_FROM``);
+    under ``--bench-against`` a trial that imported the other revision's code is not
+    comparable: it did not measure its own revision."""
+    paths = parse_code_from(stdout)
+    if not paths:
+        return
+    record["code_from"] = paths
+    revisions = run.plan.revisions
+    foreign = revisions and foreign_code(paths, spec.checkout, revisions, ctx.cache.root)
+    if foreign:
+        raise _not_passed(
+            record,
+            StageFailed(
+                spec.stage.name,
+                "is not comparable",
+                status="not_comparable",
+                detail=f"it ran in {spec.checkout} but imported the code under test from "
+                f"{foreign[0]}, the other revision's checkout: install the code per revision "
+                "(README 'Comparing two revisions')",
+            ),
+        )
 
 
 class TrialNotPassed(Exception):
@@ -532,8 +580,12 @@ def _read_metrics(
     return parse_metrics(result.stdout_lines(), fields, "stdout", exact)
 
 
-def _stage_env(ctx: StageContext, extra: dict[str, str], values: dict[str, Any]) -> dict[str, str]:
+def _stage_env(
+    ctx: StageContext, extra: dict[str, str], values: dict[str, Any], checkout: Path
+) -> dict[str, str]:
+    """The stage's environment: the session's, ``$BENCH_CHECKOUT``, then its own ``env:``."""
     return {
         **ctx.base_env,
+        CHECKOUT_ENV: str(checkout),
         **{key: render(text, values, quote=False) for key, text in extra.items()},
     }

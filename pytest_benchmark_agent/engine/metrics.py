@@ -31,6 +31,8 @@ from pytest_benchmark_agent.stats.describe import INTEGER
 
 _PAIR = re.compile(rf"^\s*({METRIC_NAME.pattern})\s*[=:]\s*(.*?)\s*$")
 _EFFECTIVE = "BENCH_EFFECTIVE"
+#: A stdout line ``BENCH_CODE_FROM <path>``: where the stage imported the code under test from.
+CODE_FROM = "BENCH_CODE_FROM"
 
 #: A metric's value in a trial record: a float, or an exact (``direction: equal``) int or str.
 Value = float | int | str
@@ -225,6 +227,19 @@ def parse_effective(stdout: Lines, out_dir: Path | None) -> dict[str, str]:
             if match:
                 effective[match.group(1)] = match.group(2)
     return effective
+
+
+def parse_code_from(stdout: Lines) -> list[str]:
+    """The paths a stage said it imported the code under test from (``BENCH_CODE_FROM <path>``
+    or ``BENCH_CODE_FROM=<path>`` lines, e.g. ``print("BENCH_CODE_FROM", mypkg.__file__)``)."""
+    found: list[str] = []
+    for line in _lines(stdout):
+        stripped = line.strip()
+        if stripped.startswith(CODE_FROM):
+            path = stripped[len(CODE_FROM) :].lstrip(" =:\t").strip()
+            if path and path not in found:
+                found.append(path)
+    return found
 
 
 def effective_mismatches(declared: Mapping[str, Any], effective: Mapping[str, str]) -> list[str]:

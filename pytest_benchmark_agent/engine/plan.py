@@ -37,6 +37,7 @@ from pytest_benchmark_agent.config.models import (
     treatment_variable,
 )
 from pytest_benchmark_agent.config.placeholders import as_text, names_in, render
+from pytest_benchmark_agent.engine.revisions import CODE, Revision, Revisions
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import NotRegularFile, file_kind, regular_chunks
@@ -59,6 +60,8 @@ class PrepNode:
     seed: int | None
     cwd: Path
     inputs: tuple[Path, ...]
+    #: The root of the checkout its code comes from (``{checkout}``, ``$BENCH_CHECKOUT``).
+    checkout: Path | None = None
 
     @property
     def fixture_name(self) -> str:
@@ -78,6 +81,8 @@ class TrialSpec:
     needs: tuple[PrepNode, ...]
     cwd: Path
     position: int = 0  # index of the trial within its block (replicate) as run
+    #: The root of the checkout its code comes from (``{checkout}``, ``$BENCH_CHECKOUT``).
+    checkout: Path | None = None
 
     @property
     def treatment_label(self) -> str:
@@ -106,6 +111,10 @@ class BenchPlan:
     preps: dict[str, PrepNode] = field(default_factory=dict)  # signature -> node
     #: Params a signature holds only keyed (:func:`redact.keyed_params`), never in clear.
     keyed: frozenset[str] = frozenset()
+    #: ``--bench-against``: the two revisions, and the (control, treatment) label pairs that
+    #: compare them, one per treatment of the file's own (one pair for one configuration).
+    revisions: Revisions | None = None
+    revision_pairs: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def control(self) -> Any:
@@ -121,62 +130,121 @@ def point_label(point: dict[str, Any]) -> str:
     return ",".join(f"{name}={as_text(value)}" for name, value in point.items())
 
 
+@dataclass(frozen=True)
+class _Arm:
+    """One treatment as bound: its params, the file whose stages it runs, where they run."""
+
+    treatment: Any
+    params: dict[str, Any]
+    config: BenchmarkConfig
+    folder: Path
+    checkout: Path
+    revision: Revision | None = None
+
+
 def build_plan(
-    config: BenchmarkConfig, path: Path, points: list[dict[str, Any]] | None = None
+    config: BenchmarkConfig,
+    path: Path,
+    points: list[dict[str, Any]] | None = None,
+    revisions: Revisions | None = None,
+    against_config: BenchmarkConfig | None = None,
 ) -> BenchPlan:
     """Bind every stage to every treatment and seed; dedupe preps by signature.
 
     ``points`` makes this a tuning round: each point (values of the tuned params) is one
     treatment of the synthetic variable ``point``, the first being the incumbent. A file of one
     configuration binds its params as declared, as the one treatment ``default``.
+    ``revisions`` (``--bench-against``) makes every treatment run under both revisions, REV's
+    first (the control): the variable is ``code``, a treatment's label REV's or HEAD's short
+    commit id (``1a2b3c4d5e6f,mode=fast`` with a treatment variable of the file's own), and
+    each side's stages run in its checkout, REV's from ``against_config`` when given.
     """
-    variable: str | None
-    if points is not None:
-        variable = POINT
-        treatments: list[Any] = [point_label(p) for p in points]
-        bindings = [{**config.params, **p} for p in points]
-    elif one_configuration(config):
-        variable = None
-        treatments = [ONE_CONFIGURATION]
-        bindings = [dict(config.params)]
-    else:
-        name = treatment_variable(config)
-        assert name is not None, "gate 1 guarantees a treatment variable"
-        variable = name
-        treatments = treatment_values(config)
-        bindings = [{**config.params, variable: t} for t in treatments]
+    variable, treatments, bindings = _treatments(config, points)
     folder = path.parent.resolve()
-    by_name = {stage.name: stage for stage in config.stages}
+    checkout = checkout_of(folder)
+    arms = [_Arm(t, b, config, folder, checkout) for t, b in zip(treatments, bindings, strict=True)]
+    pairs: list[tuple[str, str]] = []
+    if revisions is not None:
+        arms, pairs = _revision_arms(arms, variable, revisions, against_config or config)
+        variable = CODE
     hasher = _InputHasher()
-    plan = BenchPlan(config, path, variable, treatments, trials=[])
+    plan = BenchPlan(config, path, variable, [arm.treatment for arm in arms], trials=[])
+    plan.revisions, plan.revision_pairs = revisions, pairs
     plan.keyed = redact.keyed_params(config)
     seeds: list[int | None] = list(config.seeds) if config.seeds is not None else [None]
-    measures = [stage for stage in config.stages if stage.kind == "measure"]
-    orders = block_orders(len(treatments), config.max_replicates, order_seed(config))
+    by_names = [{stage.name: stage for stage in arm.config.stages} for arm in arms]
+    measures = [[s for s in arm.config.stages if s.kind == "measure"] for arm in arms]
+    orders = block_orders(len(arms), config.max_replicates, order_seed(config))
     for replicate, order in enumerate(orders):
         position = 0
         for seed in seeds:
             for index in order:
-                treatment, params = treatments[index], bindings[index]
-                for stage in measures:
+                arm, by_name = arms[index], by_names[index]
+                for stage in measures[index]:
                     nodes = tuple(
-                        _bind(by_name[need], params, seed, by_name, folder, hasher, plan)
+                        _bind(by_name[need], arm, seed, by_name, hasher, plan)
                         for need in stage.needs
                     )
                     plan.trials.append(
                         TrialSpec(
                             stage,
-                            treatment,
+                            arm.treatment,
                             replicate,
                             seed,
-                            params,
+                            arm.params,
                             nodes,
-                            _stage_dir(stage, params, seed, folder),
+                            _stage_dir(stage, arm.params, seed, arm.folder),
                             position,
+                            arm.checkout,
                         )
                     )
                     position += 1
     return plan
+
+
+def _treatments(
+    config: BenchmarkConfig, points: list[dict[str, Any]] | None
+) -> tuple[str | None, list[Any], list[dict[str, Any]]]:
+    """The treatment variable, its values and each value's param binding."""
+    if points is not None:
+        return POINT, [point_label(p) for p in points], [{**config.params, **p} for p in points]
+    if one_configuration(config):
+        return None, [ONE_CONFIGURATION], [dict(config.params)]
+    name = treatment_variable(config)
+    assert name is not None, "gate 1 guarantees a treatment variable"
+    values = treatment_values(config)
+    return name, values, [{**config.params, name: t} for t in values]
+
+
+def _revision_arms(
+    arms: list[_Arm], variable: str | None, revisions: Revisions, against: BenchmarkConfig
+) -> tuple[list[_Arm], list[tuple[str, str]]]:
+    """Every treatment under REV (first: the control) and under the working tree; the label
+    pairs that compare the two revisions, one per treatment."""
+    sides: dict[str, list[_Arm]] = {}
+    for revision in (revisions.against, revisions.this):
+        own = against if revision is revisions.against else arms[0].config
+        for arm in arms:
+            label = revision.label
+            if variable is not None:
+                label += f",{variable}={as_text(arm.treatment)}"
+            params = arm.params
+            if own is not arm.config:  # REV's own file: its params, the treatment's value
+                params = {**own.params, **({variable: arm.treatment} if variable else {})}
+            sides.setdefault(revision.sha, []).append(
+                _Arm(label, params, own, revision.folder, revision.root, revision)
+            )
+    control, this = sides[revisions.against.sha], sides[revisions.this.sha]
+    return control + this, [(c.treatment, t.treatment) for c, t in zip(control, this, strict=True)]
+
+
+def checkout_of(folder: Path) -> Path:
+    """The root of the git checkout holding ``folder`` (the nearest folder above it with a
+    ``.git`` entry), else ``folder`` itself: what ``{checkout}`` means without --bench-against."""
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
 
 
 def order_seed(config: BenchmarkConfig) -> int:
@@ -217,19 +285,17 @@ def block_orders(treatments: int, blocks: int, seed: int) -> list[list[int]]:
 
 def _bind(
     stage: Stage,
-    params: dict[str, Any],
+    arm: _Arm,
     seed: int | None,
     by_name: dict[str, Stage],
-    folder: Path,
     hasher: _InputHasher,
     plan: BenchPlan,
 ) -> PrepNode:
-    needs = tuple(
-        _bind(by_name[n], params, seed, by_name, folder, hasher, plan) for n in stage.needs
-    )
+    params = arm.params
+    needs = tuple(_bind(by_name[n], arm, seed, by_name, hasher, plan) for n in stage.needs)
     used = _names_used(stage)
     params_used = {name: params[name] for name in sorted(used) if name in params}
-    cwd = _stage_dir(stage, params, seed, folder)
+    cwd = _stage_dir(stage, params, seed, arm.folder)
     inputs = tuple(
         cwd / render(text, {**params, "seed": seed}, quote=False) for text in stage.inputs
     )
@@ -244,6 +310,7 @@ def _bind(
         **hidden,
         "seed": seed,
         "out": "<out>",
+        "checkout": "<checkout>",
         **upstream,
         **{a: f"<own:{a}>" for a in stage.produces},
     }
@@ -259,17 +326,37 @@ def _bind(
         "params": {k: hidden.get(k, as_text(v)) for k, v in params_used.items()},
         "seed": seed if "seed" in used else None,
         "needs": [dep.signature for dep in needs],
-        "inputs": {str(p): hasher.digest(p, plan.path, stage.name) for p in inputs},
-        "wdir": str(cwd),
+        "inputs": {_where(p, arm): hasher.digest(p, plan.path, stage.name) for p in inputs},
+        "wdir": _where(cwd, arm),
     }
+    if arm.revision is not None and (not inputs or "checkout" in used):
+        payload["tree"] = arm.revision.tree  # it may read anything in its checkout
     signature = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     node = plan.preps.get(signature)
     if node is None:
         node = PrepNode(
-            stage, signature, needs, params_used, seed if "seed" in used else None, cwd, inputs
+            stage,
+            signature,
+            needs,
+            params_used,
+            seed if "seed" in used else None,
+            cwd,
+            inputs,
+            arm.checkout,
         )
         plan.preps[signature] = node
     return node
+
+
+def _where(path: Path, arm: _Arm) -> str:
+    """A path as a signature holds it: absolute, or under a revision relative to its checkout
+    (the checkout's own location must not tell two equal revisions apart)."""
+    if arm.revision is None:
+        return str(path)
+    try:
+        return "<checkout>/" + path.resolve().relative_to(arm.checkout).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def closure_nodes(nodes: tuple[PrepNode, ...]) -> list[PrepNode]:

@@ -25,7 +25,10 @@ from typing import Any
 
 import pytest
 
+from pytest_benchmark_agent.config import gate1
+from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import render
+from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
@@ -36,6 +39,7 @@ from pytest_benchmark_agent.engine.isolation import HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan
 from pytest_benchmark_agent.engine.preflight import check_gpu_budget, check_resources
 from pytest_benchmark_agent.engine.protocol import TrialProtocol
+from pytest_benchmark_agent.engine.revisions import Revisions
 from pytest_benchmark_agent.engine.stages import DEFAULT_PROGRESS_S
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
@@ -201,6 +205,40 @@ class BenchSession:
         )
         self.runs.append(run)
         return run
+
+    def against(
+        self, path: Path, config: BenchmarkConfig
+    ) -> tuple[Revisions | None, BenchmarkConfig | None]:
+        """``--bench-against REV``: REV checked out (removed again when the session ends), and
+        with ``--bench-against-file=revision`` REV's own benchmark file, validated."""
+        ref = self.config.getoption("bench_against")
+        if not ref:
+            return None, None
+        from pytest_benchmark_agent.engine import revisions as rev
+
+        rev.check_design(config, path, with_baseline=bool(self.config.getoption("bench_baseline")))
+        file_from = self.config.getoption("bench_against_file")
+        revisions = rev.check_out(path, ref, self.home, "-".join(self.token), file_from)
+        self.config.add_cleanup(lambda: rev.remove(revisions.this.root, revisions.against.root))
+        if file_from != "revision":
+            return revisions, None
+        own = revisions.against.folder / path.name
+        against_config = load_benchmark(own, self.overrides)
+        gate1.check(against_config, own, tuning=False, home=self.home)
+        if against_config.metrics != config.metrics:
+            raise ConfigError(
+                own,
+                [
+                    (
+                        "metrics",
+                        f"differ from the working tree's {path.name}: the two revisions would "
+                        "not measure the same thing.",
+                        "compare with the working tree's file (leave out "
+                        "--bench-against-file=revision), or a REV with the same metrics.",
+                    )
+                ],
+            )
+        return revisions, against_config
 
     def baseline_of(self, run: BenchRun) -> Resolution | None:
         """What ``--bench-baseline`` names for ``run`` (resolved again for a run the xdist
@@ -454,7 +492,9 @@ class BenchSession:
             return
         terminalreporter.section("benchmark summary")
         gated = bool(
-            self.config.getoption("bench_baseline") or self.config.getoption("bench_fail_on")
+            self.config.getoption("bench_baseline")
+            or self.config.getoption("bench_fail_on")
+            or self.config.getoption("bench_against")
         )
         for run in finished:
             gate = judge.ci_gate(run) if gated else None

@@ -105,6 +105,8 @@ def judge_metric(said: str, verdict: Mapping[str, Any], spec: Any) -> MetricGate
         return MetricGate(
             "regressed", f"{said}, beyond fail_threshold {share(threshold)} ({shown}){why}"
         )
+    if could_never_decide(verdict):  # its interval is no evidence: no count of it could decide
+        return MetricGate("unjudged", f"{said} ({shown}): {verdict.get('reason')}")
     if spec.direction == "equal" or could_see(verdict, threshold, spec.direction):
         how = "within" if verdict.get("verdict") == "regressed" else "could have seen"
         return MetricGate("passed", f"{said} ({shown}): {how} fail_threshold {share(threshold)}")
@@ -119,6 +121,13 @@ def judge_metric(said: str, verdict: Mapping[str, Any], spec: Any) -> MetricGate
         f"{said} ({shown}): could not have seen a {share(threshold)} regression ({reach}); "
         "add replicates",
     )
+
+
+def could_never_decide(verdict: Mapping[str, Any]) -> bool:
+    """A ``no_change`` that no effect could have turned into a decision (too few blocks for the
+    exact test to reach its level: the analysis gives it an infinite MDE): not a judgement."""
+    mde = verdict.get("mde")
+    return verdict.get("verdict") == "no_change" and mde is not None and math.isinf(mde)
 
 
 def could_see(verdict: Mapping[str, Any], threshold: float, direction: str) -> bool:

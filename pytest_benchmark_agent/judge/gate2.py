@@ -34,11 +34,11 @@ run. The statistics are :mod:`.analysis`'s; this module decides what goes in:
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_benchmark_agent.config.gate1 import ALPHA
 from pytest_benchmark_agent.config.models import ReplicateRange
 from pytest_benchmark_agent.judge import evidence
 from pytest_benchmark_agent.judge.baseline import (
@@ -58,6 +58,7 @@ from pytest_benchmark_agent.judge.baseline import (
     reproduction,
     sides,
 )
+from pytest_benchmark_agent.judge.evidence import could_never_decide
 from pytest_benchmark_agent.judge.observations import measure_stages, observations, sample_table
 from pytest_benchmark_agent.judge.tags import compute_tag
 from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun
@@ -297,17 +298,16 @@ def evaluate(run: BenchRun, sequential: SequentialOutcome | None) -> Gate2:
 
 
 def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | None) -> Gate2:
-    """:func:`evaluate` by :mod:`.analysis`."""
-    from pytest_benchmark_agent.stats import analysis  # only a run with a comparison needs it
-
+    """:func:`evaluate` by :mod:`.analysis` (imported by :func:`_analyze`: only a run with a
+    comparison needs it)."""
     specs = run.plan.config.metrics
-    labels, control = run.treatment_labels, run.control
+    labels = run.treatment_labels
     obs, caveats = observations(run.trials, list(specs), labels, upto=upto, stage_of=_stages(run))
-    floors = counter_floors(run)
+    pairs = run.plan.revision_pairs
     combined = (
         sequential.decision.analysis
-        if sequential and sequential.decision
-        else analysis.analyze_run(obs, specs, labels, control, seed=SEED, counter_floors=floors)
+        if sequential and sequential.decision and len(pairs) <= 1
+        else _analyze(obs, run)
     )
     trials_by_host: dict[str, list[Mapping[str, Any]]] = {}
     for trial in run.trials:
@@ -319,9 +319,7 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
             host_obs, _ = observations(
                 trials_by_host[host], list(specs), labels, upto=upto, stage_of=_stages(run)
             )
-            per_host[host] = analysis.analyze_run(
-                host_obs, specs, labels, control, seed=SEED, counter_floors=floors
-            )
+            per_host[host] = _analyze(host_obs, run)
     elif hosts:
         per_host[hosts[0]] = combined
     verdicts, more_refusals, host_caveats = host_conflicts(combined.verdicts, per_host, specs)
@@ -357,6 +355,38 @@ def counter_floors(run: BenchRun) -> dict[str, float]:
             if floor is not None and metric in run.plan.config.metrics:
                 floors[metric] = max(floor, floors.get(metric, 0.0))
     return floors
+
+
+def _analyze(
+    obs: Mapping[str, Sequence[analysis.Observation]], run: BenchRun
+) -> analysis.RunAnalysis:
+    """Every treatment against the control; under ``--bench-against`` with a treatment variable
+    of the file's own, each treatment under the working tree against the same treatment under
+    REV (:attr:`.BenchPlan.revision_pairs`), each pair at alpha / pairs (Bonferroni over the
+    pairs, Holm over the metrics within one)."""
+    from pytest_benchmark_agent.stats import analysis
+
+    specs, pairs = run.plan.config.metrics, run.plan.revision_pairs
+    floors = counter_floors(run)
+    if len(pairs) <= 1:
+        return analysis.analyze_run(
+            obs, specs, run.treatment_labels, run.control, seed=SEED, counter_floors=floors
+        )
+    alpha = ALPHA / len(pairs)
+    merged = analysis.RunAnalysis(verdicts={metric: {} for metric in specs})
+    for control, treatment in pairs:
+        both = {
+            m: [o for o in group if o.treatment in (control, treatment)] for m, group in obs.items()
+        }
+        one = analysis.analyze_run(
+            both, specs, [control, treatment], control, alpha, SEED, counter_floors=floors
+        )
+        for metric, per in one.verdicts.items():
+            merged.verdicts.setdefault(metric, {}).update(per)
+        merged.caveats += one.caveats
+        merged.refusals += one.refusals
+        merged.findings += one.findings
+    return merged
 
 
 def _nothing_to_compare(run: BenchRun) -> Gate2 | None:
@@ -406,8 +436,8 @@ def _refusals(
             metric, [v for vs in values.values() for v in vs if usable(spec, v) is None]
         )
         verdicts[metric] = {}
-        for label in others:
-            n = (len(finite[metric][control]), len(finite[metric][label]))
+        for against, label in run.plan.revision_pairs or [(control, o) for o in others]:
+            n = (len(finite[metric][against]), len(finite[metric][label]))
             refused = refusal(spec, n)
             if refused is None:
                 return None
@@ -739,13 +769,6 @@ def ci_gate(run: BenchRun) -> dict[str, Any]:
             *refused,
         ]
     )
-
-
-def could_never_decide(verdict: Mapping[str, Any]) -> bool:
-    """A ``no_change`` that no effect could have turned into a decision (too few blocks for the
-    exact test to reach its level: the analysis gives it an infinite MDE): not a judgement."""
-    mde = verdict.get("mde")
-    return verdict.get("verdict") == "no_change" and mde is not None and math.isinf(mde)
 
 
 def alone_reason(run: BenchRun) -> str:

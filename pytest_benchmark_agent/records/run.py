@@ -299,6 +299,7 @@ class BenchRun:
             "refusals": self.refusals,
             "verdicts_by_host": self.verdicts_by_host,
             "baseline": self.baseline,
+            "revisions": self.plan.revisions.as_record() if self.plan.revisions else None,
             "reproduces": self.reproduces,
             "sequential": self.sequential,
             "hash_seed_base": self.hash_seed_base if self.counted else None,

@@ -64,7 +64,14 @@ def render(run: BenchRun) -> list[str]:
     gate = ci_gate(run)
     base = run.baseline
     this_code = code_label(run.fingerprint.get("code_identity"))
-    if base is None:
+    if base is None and run.plan.revisions is not None:
+        lines = [
+            f"### `{run.name}`: {run.plan.revisions.both}: gate **{gate['outcome']}** "
+            "(both revisions measured in this session, interleaved)",
+            "",
+        ]
+        lines += _own_table(run)
+    elif base is None:
         lines = [
             f"### {md_code(run.name)} at {md(this_code)}: gate **{gate['outcome']}** "
             "(within the run: no --bench-baseline)",
@@ -143,12 +150,14 @@ def _own_table(run: BenchRun) -> list[str]:
                 )
             )
             continue
+        controls = {treatment: against for against, treatment in run.plan.revision_pairs}
         for label, v in (run.verdicts.get(metric) or {}).items():
-            cv = [(row or {}).get("cv") for row in (control, per.get(label))]
+            against = controls.get(label, run.control)  # under --bench-against: its pair's
+            cv = [(row or {}).get("cv") for row in (per.get(against), per.get(label))]
             rows.append(
                 _row(
-                    f"`{metric}` [{md(label)} vs control {md(run.control)}]",
-                    control,
+                    f"`{metric}` [{md(label)} vs control {md(against)}]",
+                    per.get(against),
                     per.get(label),
                     {**v, "cv": cv},
                 )

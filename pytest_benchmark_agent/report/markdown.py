@@ -157,9 +157,18 @@ def _treatment_line(run: BenchRun) -> str:
             f"- **Configuration:** one, {md_code(run.control)} (no treatment_variable): nothing is "
             "compared within this run"
         )
-    return f"- **Treatment:** {md_code(run.variable)} = " + ", ".join(
+    line = f"- **Treatment:** {md_code(run.variable)} = " + ", ".join(
         md_code(t) + (" (control)" if t == run.control else "") for t in run.treatment_labels
     )
+    revisions = run.plan.revisions
+    if revisions is not None:  # --bench-against: both commits, measured in this session
+        against, this = revisions.against, revisions.this
+        line += (
+            f"\n- **Revisions:** {md_code(against.label)} ({md(against.ref)}) -> "
+            f"{md_code(this.label)} ({md(this.ref)}), interleaved in this session "
+            f"(benchmark file: {revisions.file_from})"
+        )
+    return line
 
 
 def _design(run: BenchRun) -> list[str]:
@@ -686,6 +695,8 @@ def _tail(run: BenchRun, gate: dict[str, Any] | None) -> list[str]:
     """The end of :func:`terminal_lines`: regressions, the baseline's verdicts, the CI gate
     (loud when it did not pass) and where the report is."""
     lines = [f"  regression: {regression}" for regression in regressions(run)]
+    if run.plan.revisions is not None:
+        lines.append(f"  code: {run.plan.revisions.both}, both measured in this session")
     lines += _baseline_lines(run)
     if gate is not None:
         outcome = gate["outcome"]
