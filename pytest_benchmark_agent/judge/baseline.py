@@ -770,9 +770,10 @@ def _num(value: Any) -> str:
 
 def _same_config_runs(
     home: Path, this: RecordView, config_hash: str
-) -> tuple[list[Path], list[str]]:
-    """Earlier finished runs of the same frozen config and code (newest first), told apart by
-    their index entries; and the code labels of the same-config runs of other code."""
+) -> tuple[list[tuple[Path, dict[str, Any]]], list[str]]:
+    """Earlier finished runs of the same frozen config and code (newest first) with their index
+    entries, told apart by those entries; and the code labels of the same-config runs of other
+    code."""
     candidates = []
     label = this.code
     commit = (this.fingerprint.get("code_identity") or {}).get("commit")
@@ -790,8 +791,9 @@ def _same_config_runs(
             if code is not None and (code.get("label"), code.get("commit")) != (label, commit):
                 other_code.append(str(code.get("label")))
                 continue
-            candidates.append((entry.get("ended") or "", run_dir))
-    return [run_dir for _, run_dir in sorted(candidates, reverse=True)], other_code
+            candidates.append((entry.get("ended") or "", run_dir, entry))
+    newest = sorted(candidates, key=lambda c: (c[0], c[1]), reverse=True)
+    return [(run_dir, entry) for _, run_dir, entry in newest], other_code
 
 
 def find_reproduction_target(
@@ -812,7 +814,7 @@ def find_reproduction_target(
             f"code (e.g. {other_code[-1]}; this run {this.code}): a rerun needs the "
             "same code"
         )
-    for run_dir in candidates:
+    for run_dir, _ in candidates:
         try:
             prior = RecordView.load(run_dir)
         except UnreadableRecord as error:  # an earlier record never breaks a later run
@@ -835,6 +837,21 @@ def find_reproduction_target(
     return None, None, skipped
 
 
+def _may_oppose(entry: Mapping[str, Any], verdicts: Mapping[str, Any]) -> bool:
+    """Whether an index entry's primary verdicts (metric -> label -> verdict) may hold one
+    decided opposite to ``verdicts`` (an entry without them may: its record is read)."""
+    listed = entry.get("verdicts")
+    if not isinstance(listed, dict):
+        return True
+    flip = {"improved": "regressed", "regressed": "improved"}
+    return any(
+        isinstance(per := listed.get(metric), dict)
+        and per.get(label) == flip.get((mine or {}).get("verdict"))
+        for metric, labels in verdicts.items()
+        for label, mine in (labels or {}).items()
+    )
+
+
 def opposite_verdicts(
     home: Path, this: RecordView, config_hash: str, specs: Mapping[str, Any]
 ) -> list[str]:
@@ -844,7 +861,9 @@ def opposite_verdicts(
     regressed, then no_change, then improved must not pass as inconclusive)."""
     decided = ("improved", "regressed")
     found = []
-    for run_dir in _same_config_runs(home, this, config_hash)[0]:
+    for run_dir, entry in _same_config_runs(home, this, config_hash)[0]:
+        if not _may_oppose(entry, this.verdicts):
+            continue  # its index entry shows no decided verdict opposite to ours: never opened
         try:
             prior = RecordView.load(run_dir)
         except UnreadableRecord as error:

@@ -15,6 +15,9 @@ of the ratio lies beyond the metric's noise band ``1 +/- noise_threshold``.
   (every swap up to :data:`EXACT_BLOCKS` blocks, else random ones), so the p is exact, never 0,
   and its floor is 2 / 2^n: :func:`min_blocks_to_decide`. The interval inverts the test where
   it can reach 95%, else it is Student's t interval on the paired log ratios.
+* Counters (``counter_floors``: metrics a counting backend counted, with its noise): Student's
+  paired t on the log ratios, the sd floored at the backend's noise (:func:`_counted_paired`),
+  which has no 2 / 2^n floor and so decides from 3 blocks; judged against the band as above.
 * Seeds: each (treatment, seed) is first reduced to its median; the same paired test then runs
   over seeds, so a single lucky seed is one unit among several, never a win.
 * Incomplete blocks (a failed trial): the complete blocks when enough remain, otherwise an
@@ -418,7 +421,6 @@ def _compare(
 ) -> _Comparison:
     """Pick the design (paired blocks, paired seeds, unpaired) and run its test: the rank test,
     or for a counter (``floor``: its backend's noise) the floored paired t rule."""
-
     n = (len(control), len(treated))
     refused = refusal(spec, n)
     if refused is not None:
@@ -823,11 +825,11 @@ def _verdict(
         better = (c.effect < 0) == (spec.direction == "lower")
         return Verdict("improved" if better else "regressed", **common)
     return Verdict(
-        "no_change", reason=no_change_reason(c, threshold, rejected, level, mde, p_holm), **common
+        "no_change", reason=_no_change_reason(c, threshold, rejected, level, mde, p_holm), **common
     )
 
 
-def no_change_reason(
+def _no_change_reason(
     c: _Comparison, threshold: float, rejected: bool, level: float, mde: float, p_holm: float
 ) -> str:
     """Why a comparison is ``no_change``, in words that claim only what was shown: "within the
