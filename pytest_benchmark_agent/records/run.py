@@ -76,6 +76,8 @@ class BenchRun:
     reproduces: dict[str, Any] | None = None
     sequential: dict[str, Any] | None = None
     tag_reasons: list[str] = field(default_factory=list)
+    #: What ``--bench-fail-on`` acts on (``judge.ci_gate``): its outcome and reasons.
+    ci_gate: dict[str, Any] | None = None
     what_went_wrong: list[str] = field(default_factory=list)
 
     @property
@@ -275,6 +277,7 @@ class BenchRun:
             "refusals": self.refusals,
             "verdicts_by_host": self.verdicts_by_host,
             "baseline": self.baseline,
+            "ci_gate": self.ci_gate,
             "reproduces": self.reproduces,
             "sequential": self.sequential,
             "tag_reasons": self.tag_reasons,
