@@ -173,6 +173,9 @@ def test_history_changes_refuses_an_unknown_metric_or_benchmark(
     assert "has no charted metric 'nope' (it has: value_ms)" in capsys.readouterr().err
     assert changes(home, repo, "missing") == 2
     assert "no finished run of 'missing'" in capsys.readouterr().err
+    written = repo / "written"
+    assert changes(home, repo, "value", f"--rev=--output={written}") == 2
+    assert "is an option, not a revision" in capsys.readouterr().err and not written.exists()
 
 
 def test_history_and_the_results_index_show_the_commit_and_the_ci_gate(
@@ -204,6 +207,9 @@ def test_publish_writes_a_site_of_every_benchmark_with_the_change_point(
     assert rows == COMMITS
     assert f"{shas[STEP_AT - 2][:7]}..{shas[STEP_AT - 1][:7]}: +" in page
     assert "A change point is a hypothesis, not a verdict" in page
+    benchmark = (metric_page(out, "value").parent / "index.html").read_text()
+    guards = benchmark.split("<h2>Guard metrics</h2>", 1)[1]
+    assert "<th>rss_mb</th>" in guards and guards.count("<td>42</td>") == COMMITS
     assert page.count("stroke-dasharray") >= 1  # the change point's dashed line in the chart
     assert "<script" not in page and "http" not in page.split("<svg", 1)[0]
     reports = re.findall(r'<a href="([^"]*)">[^<]*</a></td><td>EXPLORATORY', page)

@@ -22,6 +22,8 @@ def all_series(args: argparse.Namespace, name: str | None = None) -> tuple[list[
     """Every benchmark's series (or ``name``'s) and a sentence saying how it is ordered."""
     home = home_of(args)
     repo = Path(args.repo or ".").resolve()
+    if args.rev.startswith("-"):  # git would read it as an option (--output=FILE writes a file)
+        raise BenchError(f"--rev {args.rev!r} is an option, not a revision; fix: name a commit")
     history = git_history(repo, args.rev)
     points = load_points(home)
     names = sorted({p.name for p in points if name is None or p.name == name})

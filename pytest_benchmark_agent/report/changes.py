@@ -17,8 +17,8 @@ from pytest_benchmark_agent.stats.changepoints import ChangePoint, find_change_p
 #: What every list of change points says about them.
 HYPOTHESIS = (
     "A change point is a hypothesis, not a verdict: the runs on either side were separate "
-    "sessions, so a change of the machine between them looks the same as a change of the code. "
-    "`benchmark-agent bisect` tests it with paired sessions."
+    "sessions, so a change of the machine between them looks the same as a change of the code; "
+    "benchmark-agent bisect tests it with paired sessions."
 )
 
 

@@ -78,7 +78,7 @@ def _draw(metric: str, points: Sequence[ChartPoint], steps: Sequence[int], x_tit
     formatter = axes.yaxis.get_major_formatter()
     formatter.set_useOffset(False)
     formatter.set_scientific(False)
-    axes.set_ylabel(axis_label(metric) + " (median, interval)")
+    axes.set_ylabel(f"{axis_label(metric)}: run medians")
     axes.set_xlabel(x_title)
     axes.grid(axis="y", alpha=0.3)
     shown = sorted({p.tag for p in points})

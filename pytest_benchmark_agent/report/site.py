@@ -24,6 +24,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.engine.metrics import show_value
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import atomic_write
@@ -37,6 +38,7 @@ from pytest_benchmark_agent.report.changes import (
     run_value,
 )
 from pytest_benchmark_agent.report.history_chart import TAG_COLOURS, ChartPoint, chart_svg
+from pytest_benchmark_agent.stats.changepoints import ALPHA
 from pytest_benchmark_agent.stats.describe import median_interval
 
 #: The file in OUT holding each page's model hash (what makes publishing incremental).
@@ -82,6 +84,15 @@ def slug(text: str) -> str:
     return f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
+def renderer_identity() -> str:
+    """The package's version and a hash of the modules that draw the pages: a page drawn by
+    other code is drawn again, even where its data did not change."""
+    digest = hashlib.sha256()
+    for module in ("site.py", "history_chart.py", "changes.py"):
+        digest.update((Path(__file__).parent / module).read_bytes())
+    return f"{version('pytest-benchmark-agent')} {digest.hexdigest()}"
+
+
 def publish(site: Site, series: list[Series]) -> Published:
     """Write every page whose model changed, and remove the pages no benchmark has any more."""
     if site.out.exists() and not site.out.is_dir():
@@ -101,7 +112,7 @@ def publish(site: Site, series: list[Series]) -> Published:
         pages.update(metric_pages)
         summaries.append(summary)
     pages["index.html"] = ({"source": site.source, "benchmarks": summaries}, _index_page)
-    stamp = version("pytest-benchmark-agent")
+    stamp = renderer_identity()
     for relative, (model, render) in pages.items():
         digest = hashlib.sha256(json.dumps([stamp, model], sort_keys=True).encode()).hexdigest()
         after[relative] = digest
@@ -211,7 +222,7 @@ def _run_row(site: Site, point: RunPoint, depth: int) -> dict[str, Any]:
 
 def _guard_text(point: RunPoint, metric: str) -> str:
     values = point.guard_values.get(metric) or []
-    shown = sorted({str(v) for v in values})
+    shown = sorted({show_value(v) for v in values})
     return ", ".join(shown[:3]) + (f" (+{len(shown) - 3} more)" if len(shown) > 3 else "") or "-"
 
 
@@ -369,26 +380,33 @@ def _metric_page(model: Mapping[str, Any]) -> str:
         f'<div class="chart">{svg}</div>',
         "<p>Each point is a run: the median of its control's passed trials, with a "
         f"distribution-free interval for it (coverage {LEVEL:.0%} where the trials allow; "
-        "below six trials the range). Colour: the run's tag ("
+        "with fewer, their range: the table gives each one's coverage). Colour: the run's tag ("
         + ", ".join(f'<span style="color:{c}">{t}</span>' for t, c in TAG_COLOURS.items())
         + ").</p>",
-        "<h2>Change points</h2>",
-        f'<p class="note">{_text(HYPOTHESIS)}</p>',
+        *_change_list(model["changes"]),
+        "<h2>Runs</h2>",
+        *_runs_table(runs),
     ]
-    if model["changes"]:
-        body += (
-            ["<ul>"]
-            + [
-                f"<li>{_text(c['text'])}"
-                + (f"<br>test it: <code>{_text(c['bisect'])}</code>" if c["bisect"] else "")
-                + "</li>"
-                for c in model["changes"]
-            ]
-            + ["</ul>"]
-        )
-    else:
-        body.append("<p>None found (E-Divisive means, permutation test at 5%).</p>")
-    body += ["<h2>Runs</h2>"] + _table(
+    return _page(f"{model['name']}: {model['metric']}", body)
+
+
+def _change_list(changes: list[Mapping[str, Any]]) -> list[str]:
+    """The change points, each with its bisect command, under the sentence saying what they
+    are."""
+    body = ["<h2>Change points</h2>", f'<p class="note">{_text(HYPOTHESIS)}</p>']
+    if not changes:
+        return [*body, f"<p>None found (E-Divisive means, permutation test at {ALPHA:g}).</p>"]
+    items = [
+        f"<li>{_text(c['text'])}"
+        + (f"<br>test it: <code>{_text(c['bisect'])}</code>" if c["bisect"] else "")
+        + "</li>"
+        for c in changes
+    ]
+    return [*body, "<ul>", *items, "</ul>"]
+
+
+def _runs_table(runs: list[Mapping[str, Any]]) -> list[str]:
+    return _table(
         ["#", "commit", "date", "subject", "run (report)", "tag", "CI gate", "median", "interval"],
         [
             [
@@ -405,4 +423,3 @@ def _metric_page(model: Mapping[str, Any]) -> str:
             for k, r in enumerate(runs, 1)
         ],
     )
-    return _page(f"{model['name']}: {model['metric']}", body)
