@@ -170,7 +170,7 @@ def test_history_changes_refuses_an_unknown_metric_or_benchmark(
 ) -> None:
     repo, home, _ = history
     assert changes(home, repo, "value", "--metric", "nope") == 2
-    assert "has no charted metric 'nope' (it has: value_ms)" in capsys.readouterr().err
+    assert "no run holds a charted metric 'nope' (they hold: value_ms)" in capsys.readouterr().err
     assert changes(home, repo, "missing") == 2
     assert "no finished run of 'missing'" in capsys.readouterr().err
     written = repo / "written"
@@ -205,6 +205,7 @@ def test_publish_writes_a_site_of_every_benchmark_with_the_change_point(
     page = metric_page(out, "value").read_text()
     rows = page.split("<h2>Runs</h2>", 1)[1].count("<tr>") - 1
     assert rows == COMMITS
+    assert page.count('id="PathCollection_') == COMMITS  # a point per run in the chart
     assert f"{shas[STEP_AT - 2][:7]}..{shas[STEP_AT - 1][:7]}: +" in page
     assert "A change point is a hypothesis, not a verdict" in page
     benchmark = (metric_page(out, "value").parent / "index.html").read_text()

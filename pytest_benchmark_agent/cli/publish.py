@@ -48,14 +48,18 @@ def cmd_changes(args: argparse.Namespace) -> int:
         f"change points (E-Divisive means, permutation test at {ALPHA:g}, {PERMUTATIONS} "
         f"permutations; runs in {order})"
     )
+    charted = {one.name: sorted({m for p in one.points for m in p.values}) for one in series}
+    if args.metric and not any(args.metric in metrics for metrics in charted.values()):
+        held = sorted({m for metrics in charted.values() for m in metrics})
+        raise BenchError(
+            f"no run holds a charted metric {args.metric!r} (they hold: "
+            f"{', '.join(held) or 'none'}); fix: --metric one of them"
+        )
     for one in series:
-        metrics = sorted({m for p in one.points for m in p.values})
+        metrics = charted[one.name]
         if args.metric:
             if args.metric not in metrics:
-                raise BenchError(
-                    f"{one.name!r} has no charted metric {args.metric!r} (it has: "
-                    f"{', '.join(metrics) or 'none'}); fix: --metric one of them"
-                )
+                continue
             metrics = [args.metric]
         for metric in metrics:
             points, changes = metric_changes(one, metric)
