@@ -159,7 +159,9 @@ def test_history_changes_names_the_step_at_commit_7_and_no_other(
     assert len(found) == 1, out
     assert found[0].startswith(f"change point {before[:7]}..{after[:7]}: +"), out
     assert "(worse)" in found[0] and "permutation p = " in found[0]
-    assert f"test it: benchmark-agent bisect {before[:12]} {after[:12]} bench.yaml --home " in out
+    good, bad = shas[STEP_AT - 3], shas[STEP_AT]  # a commit wider each side, for bisect
+    bisect = f"test it (a commit wider each side): benchmark-agent bisect {good[:12]} {bad[:12]}"
+    assert f"{bisect} bench.yaml --home " in out
     assert "a hypothesis, not a verdict" in out
     assert changes(home, repo, "value", "--metric", "value_ms") == 0
     assert capsys.readouterr().out.count("\n  change point ") == 1
@@ -208,6 +210,7 @@ def test_publish_writes_a_site_of_every_benchmark_with_the_change_point(
     assert page.count('id="PathCollection_') == COMMITS  # a point per run in the chart
     assert f"{shas[STEP_AT - 2][:7]}..{shas[STEP_AT - 1][:7]}: +" in page
     assert "A change point is a hypothesis, not a verdict" in page
+    assert f"bisect {shas[STEP_AT - 3][:12]} {shas[STEP_AT][:12]} bench.yaml --home " in page
     benchmark = (metric_page(out, "value").parent / "index.html").read_text()
     guards = benchmark.split("<h2>Guard metrics</h2>", 1)[1]
     assert "<th>rss_mb</th>" in guards and guards.count("<td>42</td>") == COMMITS

@@ -10,8 +10,19 @@ from pathlib import Path
 from pytest_benchmark_agent.cli.common import home_of
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records.safetext import one_line
-from pytest_benchmark_agent.records.series import Series, git_history, load_points, series_of
-from pytest_benchmark_agent.report.changes import HYPOTHESIS, bisect_command, metric_changes
+from pytest_benchmark_agent.records.series import (
+    Series,
+    git_history,
+    git_toplevel,
+    load_points,
+    series_of,
+)
+from pytest_benchmark_agent.report.changes import (
+    BISECT_NOTE,
+    HYPOTHESIS,
+    bisect_command,
+    metric_changes,
+)
 from pytest_benchmark_agent.stats.changepoints import ALPHA, PERMUTATIONS
 
 #: matplotlib's cache and configuration folder, under the data home (never $HOME).
@@ -43,7 +54,7 @@ def all_series(args: argparse.Namespace, name: str | None = None) -> tuple[list[
 def cmd_changes(args: argparse.Namespace) -> int:
     """Print each metric's change points over a benchmark's runs, with a bisect command each."""
     series, order = all_series(args, args.benchmark or args.name)
-    home, repo = home_of(args), Path(args.repo or ".").resolve()
+    home, top = home_of(args), git_toplevel(Path(args.repo or ".").resolve())
     print(
         f"change points (E-Divisive means, permutation test at {ALPHA:g}, {PERMUTATIONS} "
         f"permutations; runs in {order})"
@@ -66,9 +77,9 @@ def cmd_changes(args: argparse.Namespace) -> int:
             print(one_line(f"{one.name}: {metric} over {len(points)} runs"))
             for change in changes:
                 print(one_line(f"  change point {change.range}: {change.step}; {change.evidence}"))
-                command = bisect_command(change, repo, home)
+                command = bisect_command(change, top, home)
                 if command:
-                    print(one_line(f"    test it: {command}"))
+                    print(one_line(f"    {BISECT_NOTE}: {command}"))
             if not changes:
                 print("  no change point")
         for left in one.left_out:
@@ -86,8 +97,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     os.environ.setdefault("MPLCONFIGDIR", str(home / MPL_FOLDER))
     series, order = all_series(args)
     out = Path(args.out).resolve()
-    repo = Path(args.repo or ".").resolve()
-    done = publish(Site(out, home.resolve(), repo, f"{home} ({order})"), series)
+    top = git_toplevel(Path(args.repo or ".").resolve())
+    done = publish(Site(out, home.resolve(), top, f"{home} ({order})"), series)
     print(
         f"published {len(series)} benchmark(s) to {out / 'index.html'}: {len(done.written)} "
         f"page(s) written, {len(done.unchanged)} unchanged, {len(done.removed)} removed"

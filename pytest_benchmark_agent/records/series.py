@@ -140,34 +140,34 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def git_history(repo: Path, rev: str = "HEAD") -> dict[str, Commit] | None:
-    """The commits of ``rev``'s history in ``repo``, oldest first, by sha; None when ``repo``
-    is no git work tree or ``rev`` names no commit there."""
+def _git(repo: Path, *args: str) -> str | None:
+    """``git -C repo ARGS``'s output, or None when git is missing or fails."""
     env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATORS}
     try:
         done = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(repo),
-                "log",
-                "--topo-order",
-                "--reverse",
-                "-z",
-                "--format=%H%x1f%cI%x1f%s",
-                rev,
-                "--",
-            ],
-            capture_output=True,
-            env=env,
-            timeout=120,
+            ["git", "-C", str(repo), *args], capture_output=True, env=env, timeout=120
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if done.returncode != 0:
+    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
+
+
+def git_toplevel(repo: Path) -> Path | None:
+    """The root of the git work tree holding ``repo``, or None."""
+    top = _git(repo, "rev-parse", "--show-toplevel")
+    return Path(top.strip()) if top else None
+
+
+def git_history(repo: Path, rev: str = "HEAD") -> dict[str, Commit] | None:
+    """The commits of ``rev``'s history in ``repo``, oldest first, by sha; None when ``repo``
+    is no git work tree or ``rev`` names no commit there."""
+    out = _git(
+        repo, "log", "--topo-order", "--reverse", "-z", "--format=%H%x1f%cI%x1f%s", rev, "--"
+    )
+    if out is None:
         return None
     commits = {}
-    for position, item in enumerate(done.stdout.decode("utf-8", "replace").split("\0")):
+    for position, item in enumerate(out.split("\0")):
         parts = item.strip("\n").split("\x1f", 2)
         if len(parts) == 3:
             commits[parts[0]] = Commit(parts[0], position, parts[1], parts[2])

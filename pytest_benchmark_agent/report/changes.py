@@ -21,6 +21,9 @@ HYPOTHESIS = (
     "benchmark-agent bisect tests it with paired sessions."
 )
 
+#: What introduces a change point's bisect command (its range is wider than the step's).
+BISECT_NOTE = "test it (a commit wider each side)"
+
 
 @dataclass(frozen=True)
 class Change:
@@ -30,6 +33,11 @@ class Change:
     before: RunPoint
     after: RunPoint
     direction: str
+    #: The ends handed to ``bisect``: a commit wider on each side (within the step's segments),
+    #: as the split's place is uncertain too (one run off in about 1 series of 10 in
+    #: docs/benchmark/STATISTICS.md's calibration); bisecting costs a session per halving.
+    good: RunPoint
+    bad: RunPoint
 
     @property
     def step(self) -> str:
@@ -73,25 +81,40 @@ def metric_changes(series: Series, metric: str) -> tuple[list[RunPoint], list[Ch
     direction = (
         str((points[-1].metrics.get(metric) or {}).get("direction", "lower")) if points else "lower"
     )
+    found = find_change_points(values, allowed)
+    edges = [0, *(f.index for f in found), len(points)]
     changes = [
-        Change(found, points[found.index - 1], points[found.index], direction)
-        for found in find_change_points(values, allowed)
+        Change(
+            f,
+            points[f.index - 1],
+            points[f.index],
+            direction,
+            *_widened(points, f.index, edges[k - 1], edges[k + 1]),
+        )
+        for k, f in enumerate(found, 1)
     ]
     return points, changes
 
 
-def bisect_command(change: Change, repo: Path, home: Path) -> str | None:
-    """The ``benchmark-agent bisect`` command for a change's commit range (every value quoted),
-    or None without commits or a benchmark file."""
-    before, after = change.before, change.after
-    if not (before.git and after.git and after.source):
+def _widened(points: list[RunPoint], index: int, low: int, high: int) -> tuple[RunPoint, RunPoint]:
+    """The run of the commit before the last one ahead of the step (not before ``low``), and
+    the run of the commit after the first one past it (before ``high``)."""
+    good, bad = points[index - 1], points[index]
+    earlier = [p for p in points[low : index - 1] if p.commit != good.commit]
+    later = [p for p in points[index + 1 : high] if p.commit != bad.commit]
+    return (earlier[-1] if earlier else good), (later[0] if later else bad)
+
+
+def bisect_command(change: Change, top: Path | None, home: Path) -> str | None:
+    """The ``benchmark-agent bisect`` command for a change's widened commit range, the
+    benchmark file as a path from the repository's root ``top`` (every value quoted), or None
+    without commits or a benchmark file."""
+    good, bad = change.good, change.bad
+    if not (good.git and bad.git and bad.source and top):
         return None
-    source = Path(after.source)
-    try:
-        file = os.path.relpath(source, repo.resolve())
-    except ValueError:  # another drive
-        file = str(source)
+    source = Path(bad.source)
+    file = os.path.relpath(source, top)
     if file.startswith(".."):
         file = str(source)
-    words = ["benchmark-agent", "bisect", before.git.sha[:12], after.git.sha[:12], file]
+    words = ["benchmark-agent", "bisect", good.git.sha[:12], bad.git.sha[:12], file]
     return " ".join(shlex.quote(w) for w in [*words, "--home", str(home)])

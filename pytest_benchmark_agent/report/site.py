@@ -31,6 +31,7 @@ from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.series import RunPoint, Series
 from pytest_benchmark_agent.report.changes import (
+    BISECT_NOTE,
     HYPOTHESIS,
     Change,
     bisect_command,
@@ -74,7 +75,8 @@ class Site:
 
     out: Path
     home: Path
-    repo: Path
+    #: The root of the runs' git work tree (None outside git): bisect's FILE is relative to it.
+    top: Path | None
     source: str
 
 
@@ -251,7 +253,7 @@ def _metric_model(
         "runs": runs,
         "steps": [index[c.after.run_id] for c in changes],
         "changes": [
-            {"text": _change_text(c), "bisect": bisect_command(c, site.repo, site.home)}
+            {"text": _change_text(c), "bisect": bisect_command(c, site.top, site.home)}
             for c in changes
         ],
     }
@@ -398,7 +400,7 @@ def _change_list(changes: list[Mapping[str, Any]]) -> list[str]:
         return [*body, f"<p>None found (E-Divisive means, permutation test at {ALPHA:g}).</p>"]
     items = [
         f"<li>{_text(c['text'])}"
-        + (f"<br>test it: <code>{_text(c['bisect'])}</code>" if c["bisect"] else "")
+        + (f"<br>{BISECT_NOTE}: <code>{_text(c['bisect'])}</code>" if c["bisect"] else "")
         + "</li>"
         for c in changes
     ]
