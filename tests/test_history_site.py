@@ -175,6 +175,8 @@ def test_history_changes_refuses_an_unknown_metric_or_benchmark(
     assert "no run holds a charted metric 'nope' (they hold: value_ms)" in capsys.readouterr().err
     assert changes(home, repo, "missing") == 2
     assert "no finished run of 'missing'" in capsys.readouterr().err
+    assert cli.main(["--home", str(home), "history", "value", "--metric", "value_ms"]) == 2
+    assert "--metric chooses the metric of --changes" in capsys.readouterr().err
     written = repo / "written"
     assert changes(home, repo, "value", f"--rev=--output={written}") == 2
     assert "is an option, not a revision" in capsys.readouterr().err and not written.exists()

@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_benchmark_agent.cli.common import find_run, home_of
 from pytest_benchmark_agent.cli.publish import cmd_changes, history_options
+from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.baseline import (
     FINISHED,
     RecordView,
@@ -53,6 +54,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     primary verdicts; with --changes, each metric's change points over the runs instead."""
     if args.changes:
         return cmd_changes(args)
+    if args.metric:
+        raise BenchError("--metric chooses the metric of --changes; fix: add --changes")
     name = args.benchmark or args.name
     for run_dir in runs_in(home_of(args)):
         try:
