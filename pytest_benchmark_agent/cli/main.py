@@ -21,6 +21,7 @@ from pytest_benchmark_agent.cli import ci as cli_ci
 from pytest_benchmark_agent.cli import clean as cli_clean
 from pytest_benchmark_agent.cli import domain as cli_domain
 from pytest_benchmark_agent.cli import notes as cli_notes
+from pytest_benchmark_agent.cli import publish as cli_publish
 from pytest_benchmark_agent.cli import records as cli_records
 from pytest_benchmark_agent.cli import schema as cli_schema
 from pytest_benchmark_agent.cli import session as cli_session
@@ -32,7 +33,7 @@ from pytest_benchmark_agent.records.writer import UnreadableRecordWarning
 
 #: Verbs that only read the records: for them a data home that does not exist is an error.
 READING_VERBS = frozenset(
-    {"history", "analyze", "compare", "reclassify", "status", "export", "clean"}
+    {"history", "analyze", "compare", "reclassify", "status", "export", "clean", "publish"}
 )
 
 VERB_MODULES = (
@@ -45,6 +46,7 @@ VERB_MODULES = (
     cli_ci,
     cli_schema,
     cli_clean,
+    cli_publish,
 )
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.cli.common import find_run, home_of
+from pytest_benchmark_agent.cli.publish import cmd_changes, history_options
+from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.baseline import (
     FINISHED,
     RecordView,
@@ -50,15 +52,20 @@ _MEANS = {
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    """One line per recorded run, oldest first: id, state, tag, name, code, trials, primary
-    verdicts."""
+    """One line per recorded run, oldest first: id, state, tag, name, code, CI gate, trials,
+    primary verdicts; with --changes, each metric's change points over the runs instead."""
+    if args.changes:
+        return cmd_changes(args)
+    if args.metric:
+        raise BenchError("--metric chooses the metric of --changes; fix: add --changes")
+    name = args.benchmark or args.name
     for run_dir in runs_in(home_of(args)):
         try:
             entry = _entry(run_dir)
         except UnreadableRecord as error:
             skip_unreadable(error)
             continue
-        if args.name and entry.get("name") != args.name:
+        if name and entry.get("name") != name:
             continue
         counts = entry.get("counts") or {}
         verdicts = entry.get("verdicts") or {}
@@ -74,6 +81,7 @@ def cmd_history(args: argparse.Namespace) -> int:
                 f"{run_dir.name}  {entry.get('state', '?'):<11} {entry.get('tag', '?'):<11} "
                 f"{entry.get('name')}"
                 + (f"  code {code}" if code else "")
+                + f"  CI gate {entry.get('ci_gate') or '-'}"
                 + "  trials: "
                 + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
                 + (f"  primary: {primary}" if primary else "")
@@ -457,6 +465,7 @@ def _pct(value: Any, sign: str = "") -> str:
 def register(verbs: argparse._SubParsersAction) -> None:
     history = verbs.add_parser("history", help=cmd_history.__doc__, description=cmd_history.__doc__)
     history.add_argument("--name", help="only runs of this benchmark name")
+    history_options(history)
     history.set_defaults(func=cmd_history)
     analyze = verbs.add_parser("analyze", help=cmd_analyze.__doc__, description=cmd_analyze.__doc__)
     analyze.add_argument("run", help="run id, unique prefix, or 'latest'")

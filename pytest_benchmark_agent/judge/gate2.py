@@ -576,6 +576,7 @@ def judge_run(
     )
     if run.one_configuration and run.tag == "EXPLORATORY":
         run.tag_reasons.insert(0, alone_reason(run))
+    run.ci_gate = ci_gate(run)  # recorded, so history and the index show it without the run
 
 
 def compare_with_baseline(

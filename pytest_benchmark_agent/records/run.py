@@ -85,6 +85,8 @@ class BenchRun:
     reproduces: dict[str, Any] | None = None
     sequential: dict[str, Any] | None = None
     tag_reasons: list[str] = field(default_factory=list)
+    #: What ``--bench-fail-on`` acts on (``judge.ci_gate``): its outcome and reasons.
+    ci_gate: dict[str, Any] | None = None
     what_went_wrong: list[str] = field(default_factory=list)
     #: ``--bench-hash-seeds BASE``: replay a recorded run's hash seeds (None: the run's own).
     replayed_hash_seeds: int | None = None
@@ -300,6 +302,7 @@ class BenchRun:
             "verdicts_by_host": self.verdicts_by_host,
             "baseline": self.baseline,
             "revisions": self.plan.revisions.as_record() if self.plan.revisions else None,
+            "ci_gate": self.ci_gate,
             "reproduces": self.reproduces,
             "sequential": self.sequential,
             "hash_seed_base": self.hash_seed_base if self.counted else None,

@@ -278,8 +278,19 @@ def build_index_entry(
         "cites": sorted(c for c in cited if isinstance(c, str) and c),
         "flags": len(flags) if isinstance(flags, list) else 0,
         "code": code_entry(code_identity) if isinstance(code_identity, Mapping) else None,
+        "ci_gate": ci_gate_outcome(results),
         "comparison_key": comparison_key(config),
     }
+
+
+def ci_gate_outcome(results: Mapping[str, Any]) -> str | None:
+    """The CI gate's outcome a record holds (``passed``, ``regressed``, ``unjudged``): its own
+    ``ci_gate``, else (a record from before it was kept) its baseline comparison's gate."""
+    gate = _mapping(results.get("ci_gate")) or _mapping(
+        _mapping(results.get("baseline")).get("gate")
+    )
+    outcome = gate.get("outcome")
+    return outcome if isinstance(outcome, str) else None
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -438,6 +449,7 @@ _ENTRY_TYPES: dict[str, tuple[type, ...]] = {
     "primary": (dict, type(None)),
     "verdicts": (dict, type(None)),
     "code": (dict, type(None)),
+    "ci_gate": (str, type(None)),
     "config_hash": (str, type(None)),
     "comparison_key": (str, type(None)),
 }
@@ -502,8 +514,9 @@ def regenerate_index(home: Path) -> None:
             lines += ["(none)", ""]
             continue
         lines += [
-            "| run | name | state | trials | primary (ratio to control, verdict) |",
-            "|---|---|---|---|---|",
+            "| run | name | commit | CI gate | state | trials "
+            "| primary (ratio to control, verdict) |",
+            "|---|---|---|---|---|---|---|",
         ]
         for entry in sorted(group, key=lambda e: e["run_id"], reverse=True):
             counts = entry.get("counts") or {}
@@ -527,9 +540,11 @@ def regenerate_index(home: Path) -> None:
                 f", flagged x{entry['flags']}" if entry.get("flags") else ""
             )
             run_id = md(entry["run_id"])
+            code = (entry.get("code") or {}).get("label") or "-"
             lines.append(
-                f"| [{run_id}](runs/{run_id}/report.md) | "
-                f"{md(str(entry.get('name')))} | {state} | {passed}/{total} | {primary} |"
+                f"| [{run_id}](runs/{run_id}/report.md) | {md(str(entry.get('name')))} | "
+                f"{md(code)} | {md(entry.get('ci_gate') or '-')} | {state} | {passed}/{total} | "
+                f"{primary} |"
             )
         lines.append("")
     with file_lock(home / ".index.lock"):

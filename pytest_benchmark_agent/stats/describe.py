@@ -7,6 +7,7 @@ often each occurred, never by a mean, a median or a CV: its values are identitie
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from collections import Counter
@@ -83,3 +84,21 @@ def median_ratio(treatment: dict[str, Any], control: dict[str, Any]) -> float | 
 
 def _round(value: float) -> float:
     return float(f"{value:.6g}")
+
+
+def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """A distribution-free interval for the median of ``values``: the order statistics
+    ``(k, n+1-k)`` with the largest ``k`` whose coverage, from the binomial(n, 1/2), is at least
+    ``level``; returns (low, high, its coverage). Below six values no pair reaches 95%: the
+    range (min, max) is returned with the coverage it has."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("no values")
+    k, coverage = 1, 1 - 2 * 0.5**n
+    while k + 1 <= n // 2:
+        wider = 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+        if wider < level:
+            break
+        k, coverage = k + 1, wider
+    return ordered[k - 1], ordered[n - k], coverage
