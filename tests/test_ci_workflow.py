@@ -271,7 +271,7 @@ def test_main_then_pull_requests_gate_on_main_s_run(origin: Path, tmp_path: Path
     assert f"{main.sha[:7]} -> {docs.sha[:7]}: gate **passed**" in summary, summary
     assert "| metric | baseline | this run | ratio | interval | MDE | n | CV | verdict |" in summary
     assert re.search(
-        r"^\| `cost` \| 100 \| 100 \| x1 \| \[1, 1\] \| 1% \| 5/5 \| 0%/0% \| no_change \|$",
+        r"^\| `cost` \| 100 \| 100 \| x1 \| \[1, 1\] \| 1% \| 7/7 \| 0%/0% \| no_change \|$",
         summary,
         re.M,
     ), summary
@@ -287,7 +287,7 @@ def test_main_then_pull_requests_gate_on_main_s_run(origin: Path, tmp_path: Path
     summary = slow.summary.read_text()
     assert f"{main.sha[:7]} -> {slow.sha[:7]}: gate **regressed**" in summary, summary
     assert re.search(
-        r"^\| `cost` \| 100 \| 300 \| x3 \| \[3, 3\] \| \S+ \| 5/5 \| 0%/0% \| regressed",
+        r"^\| `cost` \| 100 \| 300 \| x3 \| \[3, 3\] \| \S+ \| 7/7 \| 0%/0% \| regressed",
         summary,
         re.M,
     ), summary

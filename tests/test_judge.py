@@ -348,15 +348,17 @@ def test_a_look_stops_once_the_gate_can_decide_when_fail_threshold_is_declared(
     tmp_path: Path, fail_threshold: float | None
 ) -> None:
     # b moves by +-2% around a: the interval stays wider than the 1% noise band (the verdict is
-    # open), but it excludes a 5% regression, which is all the gate asks
-    wobble = [1.02, 0.98, 1.015, 0.985, 1.02, 0.98, 1.01, 0.99]
+    # open), but it excludes a 5% regression, which is all the gate asks. The looks come at 8,
+    # 10, 13 and 20 blocks; at 8 the look's share of alpha is below any exact p that 8 blocks
+    # can give (the look "could never decide", no evidence), so the first look that stops is 10.
+    wobble = [1.02, 0.98, 1.015, 0.985, 1.02, 0.98, 1.01, 0.99, 1.02, 0.98, 1.015, 0.985, 1.0]
     run = make_run(
         tmp_path,
         replicates={"min": 8, "max": 20},
         noise_threshold=0.01,
         fail_threshold=fail_threshold,
     )
-    record(run, lambda t, r: (10.0 + r) * (wobble[r] if t == "b" else 1), blocks=range(8))
+    record(run, lambda t, r: (10.0 + r) * (wobble[r] if t == "b" else 1), blocks=range(13))
     reason = judge.sequential_stop(run, run.trials, set())
     outcome = judge.sequential_outcome(run)
     assert outcome is not None and outcome.decision is not None
@@ -366,8 +368,8 @@ def test_a_look_stops_once_the_gate_can_decide_when_fail_threshold_is_declared(
         assert reason is None and not outcome.stopped
         return
     assert reason == (
-        "sequential replication stopped after 8 of 20 blocks: the CI gate can decide: every "
-        "primary metric regressed beyond its fail_threshold or could have seen it after 8 blocks"
+        "sequential replication stopped after 10 of 20 blocks: the CI gate can decide: every "
+        "primary metric regressed beyond its fail_threshold or could have seen it after 10 blocks"
     )
     assert outcome.stopped and outcome.decided == reason
     judge.judge_run(run, outcome)

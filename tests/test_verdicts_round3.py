@@ -144,15 +144,16 @@ def test_a_counted_file_of_three_replicates_does_not_warn() -> None:
 
 def test_a_runs_hash_seeds_are_its_own_and_a_bad_replay_base_is_a_usage_error(project) -> None:
     from pytest_benchmark_agent.engine import counters
+    from pytest_benchmark_agent.records import hashseeds
 
-    one, other = counters.hash_seed_base("run-1"), counters.hash_seed_base("run-2")
-    assert one != other and 0 <= one < counters.HASH_SEEDS
-    assert counters.hash_seed(counters.HASH_SEEDS - 1, 1) == 1  # wraps inside 1..HASH_SEEDS
+    one, other = hashseeds.hash_seed_base("run-1"), hashseeds.hash_seed_base("run-2")
+    assert one != other and 0 <= one < hashseeds.HASH_SEEDS
+    assert hashseeds.hash_seed(hashseeds.HASH_SEEDS - 1, 1) == 1  # wraps inside 1..HASH_SEEDS
     counting = counters.Counting(counters.Backend("cachegrind", "0", "valgrind"), [], Path("x"))
-    assert counting.environment({}, 2, one)["PYTHONHASHSEED"] == str(counters.hash_seed(one, 2))
+    assert counting.environment({}, 2, one)["PYTHONHASHSEED"] == str(hashseeds.hash_seed(one, 2))
     assert counting.environment({"PYTHONHASHSEED": "7"}, 2, one)["PYTHONHASHSEED"] == "7"
     synthetic(project, {"cv": 0.001}, replicates=6)
-    for bad in ("abc", "-1", str(counters.HASH_SEEDS), "1; rm -rf /"):
+    for bad in ("abc", "-1", str(hashseeds.HASH_SEEDS), "1; rm -rf /"):
         result = project.run("bench.yaml", "--bench-hash-seeds", bad, subprocess=True)
         assert result.ret == 4, result.stdout.str()
         assert "give the hash_seed_base a run's results.yaml records" in result.stderr.str()
@@ -248,12 +249,16 @@ def test_the_format_reference_gives_each_metric_field_its_model_default() -> Non
     text = (REPO_DOCS / "FORMAT.md").read_text().split("### MetricSpec", 1)[1]
     rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| ([^|]+) \|", text.split("\n\n###", 1)[0], re.M)
     assert rows
+    from pytest_benchmark_agent.judge.evidence import DEFAULT_RUN_TO_RUN
+
     for field, written in rows:
         default = MetricSpec.model_fields[field].default
         shown = written.strip().strip("`").split(" ")[0]
         expected = {None: "none", False: "false", True: "true"}.get(default, str(default))
         if field == "fail_threshold":
             expected = "noise_threshold"
+        if field == "run_to_run":  # unset in the model: the judge's default allowance applies
+            expected = f"{DEFAULT_RUN_TO_RUN:.0%}"
         assert shown == expected or float(shown) == default, (field, written)
     readme = (REPO_DOCS.parent.parent / "README.md").read_text()
     assert "a metric without a direction," not in readme
