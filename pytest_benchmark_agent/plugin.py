@@ -105,6 +105,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "is printed and logged this often (default 30); on a terminal it redraws in place",
     )
     group.addoption(
+        "--bench-warmup",
+        type=_warmup_rounds,
+        default=None,
+        metavar="N",
+        help="run every measure stage N times untimed per configuration before its first "
+        "trial (a stage's own warmup: wins); recorded as warm-up rounds, never measured",
+    )
+    group.addoption(
         "--bench-set",
         action="append",
         default=[],
@@ -321,6 +329,19 @@ def _fail_on(text: str) -> tuple[str, ...]:
             "e.g. --bench-fail-on=regression,unjudged"
         )
     return words
+
+
+def _warmup_rounds(text: str) -> int:
+    """``--bench-warmup N``: a whole number of rounds, 0 or more."""
+    try:
+        rounds = int(text)
+    except ValueError:
+        rounds = -1
+    if rounds < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a whole number of warm-up rounds, 0 or more, e.g. --bench-warmup 1"
+        )
+    return rounds
 
 
 def _parse_overrides(config: pytest.Config) -> dict[str, Any]:

@@ -80,6 +80,7 @@ class BenchSession:
             # the hook's interval (live line, heartbeat); the option paces the printed lines
             min(config.getoption("bench_progress_every"), DEFAULT_PROGRESS_S),
         )
+        self.stage_context.warmup = config.getoption("bench_warmup") or 0
         config.add_cleanup(self.stage_context.containment.close)
         self.runs: list[BenchRun] = []
         self.protocol = TrialProtocol(config)
