@@ -40,7 +40,7 @@ from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
 from pytest_benchmark_agent.home import data_home
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
-from pytest_benchmark_agent.records import recover
+from pytest_benchmark_agent.records import hostcheck, recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
 from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.run import BenchRun, new_run_id, new_session_token
@@ -81,6 +81,8 @@ class BenchSession:
             min(config.getoption("bench_progress_every"), DEFAULT_PROGRESS_S),
         )
         self.stage_context.warmup = config.getoption("bench_warmup") or 0
+        #: Swapping and busy processes are watched from here to the first trial.
+        self._host_watch = hostcheck.HostWatch()
         config.add_cleanup(self.stage_context.containment.close)
         self.runs: list[BenchRun] = []
         self.protocol = TrialProtocol(config)
@@ -237,10 +239,11 @@ class BenchSession:
         self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
         if self.worker_id is None:
             recover.recover_orphans(self.home, by="a later session")
+        host_check = self._check_host()
         for run in self.runs:
             if run.planned:
                 run.started = utc_now()
-                run.fingerprint = self._fingerprint(run)
+                run.fingerprint = {**self._fingerprint(run), "host_check": host_check}
                 if self.stage_context.isolation.policy == "none":
                     run.caveats.append(CAVEAT_NONE)
                 wall_clock = run.plan.config.budget.wall_clock_s
@@ -254,6 +257,23 @@ class BenchSession:
                 except OSError as exc:
                     self._write_failed(run, exc)
                     continue
+
+    def _check_host(self) -> dict[str, Any]:
+        """The environment that makes numbers lie (:mod:`.hostcheck`), checked once a session
+        that runs trials; its warnings are printed once, by the controller."""
+        if not any(run.planned for run in self.runs):
+            return {}
+        counted = any(s.counters for run in self.runs for s in run.plan.config.stages)
+        findings = self._host_watch.findings(counted=counted)
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        lines = hostcheck.warning_lines(findings)
+        if lines and terminal is not None and self.worker_id is None:
+            terminal.write_line(
+                "benchmark-agent: this machine may distort the numbers:", yellow=True
+            )
+            for line in lines:
+                terminal.write_line(f"  {line}", yellow=True)
+        return hostcheck.as_record(findings)
 
     def _fingerprint(self, run: BenchRun) -> dict[str, Any]:
         """Environment, code and accelerator; the code is what the benchmark declares

@@ -479,6 +479,7 @@ def _relative(tolerance: float) -> Rule:
 # First match wins; "*" matches one path element, "**" the rest of the path.
 _RULES: list[tuple[tuple[str, ...], Rule]] = [
     (("schema",), _never),
+    (("host_check", "**"), _never),  # the moment's load and settings: warned, never blocking
     (("env", "python"), _leading(2)),
     (("env", "kernel"), _leading(2)),
     (("env", "memory_total_mb"), _relative(0.10)),
