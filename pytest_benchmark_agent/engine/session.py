@@ -44,9 +44,11 @@ from pytest_benchmark_agent.records import hostcheck, recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
 from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.run import BenchRun, new_run_id, new_session_token
+from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.views import FrozenMapping, RunView
 from pytest_benchmark_agent.records.writer import read_journal
 from pytest_benchmark_agent.report.markdown import terminal_lines, what_went_wrong
+from pytest_benchmark_agent.report.summary_lines import session_geomean_lines
 
 
 class BenchSession:
@@ -472,6 +474,8 @@ class BenchSession:
             for line in terminal_lines(run, gate):
                 loud = line.startswith("  CI gate: ") and not line.startswith("  CI gate: passed")
                 terminalreporter.write_line(line, red=loud, bold=loud)
+        for line in session_geomean_lines(finished):
+            terminalreporter.write_line(one_line(line))
 
 
 def _seen_by_worker(run: BenchRun) -> list[dict[str, Any]]:
