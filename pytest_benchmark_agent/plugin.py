@@ -257,6 +257,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         select_by_keyword(config, items)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``--bench``, the data home is never walked: its bisect worktrees hold copies of
+    the project's benchmark files, which a session given no file would otherwise collect."""
+    if not config.getoption("bench"):
+        return None
+    from pytest_benchmark_agent.engine.collect import SESSION_KEY
+
+    bench = config.stash.get(SESSION_KEY, None)
+    if bench is not None and collection_path == bench.home:
+        return True
+    return None
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
     config = parent.config
     if not config.getoption("bench") or file_path.suffix not in (".yaml", ".yml"):

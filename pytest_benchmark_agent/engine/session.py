@@ -237,6 +237,8 @@ class BenchSession:
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         if session.config.option.collectonly:
             return
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            return  # pytest stops before any trial: no run starts, so none is recorded
         self._session = session
         self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
         if self.worker_id is None:

@@ -71,6 +71,7 @@ class ReportWriter:
         svgs: dict[str, str] = {}
         exact = exact_metrics(metrics)
         # a guard's figures are a short table; a hash's plot shows which treatment gave which
+        # (where it changed: one value everywhere gets none)
         plotted = [m for m, spec in metrics.items() if not spec.guard or m in exact]
         files, note = write_plots(
             run.dir,
