@@ -14,6 +14,7 @@ from benchhelpers import BenchProject, simple_bench
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.records import hostcheck
+from pytest_benchmark_agent.records.fingerprint import compare_fingerprints
 
 BYTECODE_WARNING = "PYTHONDONTWRITEBYTECODE: is set"
 
@@ -145,3 +146,11 @@ def test_a_busy_process_is_named_as_one_inert_line(
     assert named and "\x1b" not in named[0] and named[0].startswith("ev [2Jil")
     assert load.warning is not None and "\x1b" not in load.warning
     assert not any(f"[{os.getpid()}] " in p for p in load.value["busy_processes"])
+
+
+def test_the_check_describes_the_moment_and_is_never_a_fingerprint_difference() -> None:
+    quiet = {"env": {"python": "3.11.7"}, "host_check": {"load": {"load_1m": 0.1}}}
+    busy = {"env": {"python": "3.11.7"}, "host_check": {"load": {"load_1m": 7.5}, "warnings": []}}
+    diff = compare_fingerprints(quiet, busy)
+    assert diff.blocking == diff.benign == diff.code == []
+    assert compare_fingerprints(quiet, {"env": {"python": "3.11.7"}}).benign == []

@@ -137,3 +137,17 @@ def test_setup_names_an_unknown_placeholder_at_collection(project: BenchProject)
     result = project.run()
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*setup*table*"])
+
+
+def test_under_xdist_each_workers_warmup_rounds_reach_the_record(project: BenchProject) -> None:
+    pytest.importorskip("xdist")
+    project.bench(cold_first_bench(warmup=1))
+    result = project.run("-n", "2", "-p", "no:benchmark", subprocess=True)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    record = project.results()
+    assert record["counts"] == {"passed": 12}
+    warmups = record["warmups"]
+    # each worker warms each configuration it measures, once
+    assert len(warmups) == len({(w["worker"], w["treatment"]) for w in warmups}) >= 2
+    assert {w["status"] for w in warmups} == {"passed"}
+    assert all(unit == 1.0 for values in units(record).values() for unit in values)
