@@ -151,3 +151,19 @@ def test_under_xdist_each_workers_warmup_rounds_reach_the_record(project: BenchP
     assert len(warmups) == len({(w["worker"], w["treatment"]) for w in warmups}) >= 2
     assert {w["status"] for w in warmups} == {"passed"}
     assert all(unit == 1.0 for values in units(record).values() for unit in values)
+
+
+def test_a_failing_warmup_round_is_recorded_and_the_trials_still_run(
+    project: BenchProject,
+) -> None:
+    document = cold_first_bench(warmup=1)
+    document["stages"][0]["cmd"] = (
+        "echo {mode} > /dev/null; "
+        "if [ -e warm.marker ]; then echo units=1; else touch warm.marker; exit 4; fi"
+    )
+    project.bench(document)
+    assert project.run().ret == pytest.ExitCode.OK
+    record = project.results()
+    first, second = record["warmups"]
+    assert first["status"] == "failed" and first["reason"] == "the warm-up round exited with code 4"
+    assert second["status"] == "passed" and record["counts"] == {"passed": 12}

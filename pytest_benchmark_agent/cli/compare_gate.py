@@ -14,12 +14,11 @@ from typing import Any
 
 from pytest_benchmark_agent.judge.baseline import RecordView, Resolution
 from pytest_benchmark_agent.judge.gate2 import baseline_gate, unjudged
+from pytest_benchmark_agent.plugin import FAIL_ON  # what --bench-fail-on accepts, the same
 from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.report.summary_lines import geomean_text
 from pytest_benchmark_agent.stats.geomean import geometric_mean
 
-#: What ``--fail-on`` accepts, as ``--bench-fail-on`` does.
-FAIL_ON = ("regression", "unjudged")
 #: Code fields shown by name before the rest are counted.
 _CODE_SHOWN = 2
 

@@ -359,7 +359,8 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool, dict[s
                 f"{(f'[{_num(ci[0])}, {_num(ci[1])}]' if ci else '-'):<18}"
                 f"{_num(v.get('p_holm')):>9}  {v.get('reason') or ''}"
             )
-    lines += ["", *compare_gate.geomean_lines(verdicts, specs)] if len(specs) > 1 else []
+    geomeans = compare_gate.geomean_lines(verdicts, specs)
+    lines += ["", *geomeans] if geomeans else []
     if not refusals and a.config_hash is not None and a.config_hash == b.config_hash:
         if changed:
             lines += [

@@ -53,14 +53,8 @@ def run_setup(
         containment=ctx.containment,
     )
     record = _timing(result)
-    if result.exit_code != 0 or result.timed_out or result.guard_events:
-        what = (
-            "timed out"
-            if result.timed_out
-            else "was stopped by a guard"
-            if result.guard_events
-            else f"exited with code {result.exit_code}"
-        )
+    what = _failure(result)
+    if what:
         raise StageFailed(
             spec.stage.name,
             f"could not run: its setup: command {what}",
@@ -119,9 +113,22 @@ def warm_up(
             record.update(status="failed", reason=str(exc), ended=utc_now())
         else:
             record.update(_timing(result))
-            failed = result.exit_code != 0 or result.timed_out or bool(result.guard_events)
-            record["status"] = "failed" if failed else "passed"
+            why = _failure(result)
+            record["status"] = "failed" if why else "passed"
+            if why:
+                record["reason"] = f"the warm-up round {why}"
         _publish(run, ctx, record)
+
+
+def _failure(result: StageRun) -> str | None:
+    """How an untimed stage failed (``timed out``, ``exited with code 3``), or None."""
+    if result.timed_out:
+        return "timed out"
+    if result.guard_events:
+        return f"was stopped by the {result.guard_events[0]['kind']} guard"
+    if result.exit_code != 0:
+        return f"exited with code {result.exit_code}"
+    return None
 
 
 def _timing(result: StageRun) -> dict[str, Any]:

@@ -17,9 +17,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from pytest_benchmark_agent.records.safetext import one_line
 
@@ -32,6 +30,9 @@ WINDOW_S = 0.1
 #: Busy processes named at most (the busiest first).
 BUSY_SHOWN = 5
 _NAME_MAX = 60
+
+if TYPE_CHECKING:
+    import psutil
 #: cgroup v2's default CPU period, where ``cpu.max`` gives the quota alone.
 _V2_PERIOD_US = 100_000
 
@@ -122,7 +123,10 @@ def _busy_load() -> bool:
 
 
 def _start_watching() -> list[psutil.Process]:
-    """Every other process, its CPU time noted (psutil measures from this call on)."""
+    """Every other process, its CPU time noted (psutil measures from this call on); psutil
+    (~10 ms to import) loads only here, on a busy machine."""
+    import psutil
+
     own = {os.getpid(), os.getppid()}
     watched = []
     for process in psutil.process_iter():
@@ -139,6 +143,10 @@ def _start_watching() -> list[psutil.Process]:
 def _busy_processes(watched: list[psutil.Process]) -> list[tuple[str, float]]:
     """(``name[pid]``, share of one CPU) of the watched processes busy since watching began,
     busiest first; names are made one inert line (a process names itself)."""
+    if not watched:
+        return []
+    import psutil
+
     busy = []
     for process in watched:
         try:

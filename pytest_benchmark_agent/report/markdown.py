@@ -630,8 +630,7 @@ def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[st
     labels = run.treatment_labels
     rows: list[tuple[str, list[str]]] = []
     exact: list[str] = []  # below the table: a hash in a cell would widen every column
-    for metric in summary_lines.primary_first(run.summary, run.plan.config.metrics):
-        per = run.summary[metric]
+    for metric, per in summary_lines.primary_first_items(run.summary, run.plan.config.metrics):
         if metric in BUILTIN_METRICS and metric not in run.plan.config.metrics:
             continue
         if metric in exact_metrics(run.plan.config.metrics):
@@ -675,8 +674,7 @@ def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[st
     lines.append(f"  {'metric':<16}" + "".join(f"{label[:30]:>{width}}" for label in labels))
     for metric, cells in rows:
         lines.append(f"  {metric[:16]:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
-    lines += exact + extra
-    lines += summary_lines.comparison_lines(run) + summary_lines.geomean_lines(run)
+    lines += exact + extra + summary_lines.comparison_lines(run) + summary_lines.geomean_lines(run)
     for refusal in run.refusals:
         lines.append(f"  refused: {refusal}")
     return [one_line(line) for line in lines + _tail(run, gate)]  # user text: one line each

@@ -26,6 +26,11 @@ def primary_first(metrics: Iterable[str], specs: Mapping[str, Any]) -> list[str]
     return primaries + [m for m in names if m not in primaries]
 
 
+def primary_first_items(table: Mapping[str, Any], specs: Mapping[str, Any]) -> list[Any]:
+    """``table``'s (metric, value) pairs, the declared primaries first."""
+    return [(metric, table[metric]) for metric in primary_first(table, specs)]
+
+
 def cpu_split_lines(run: Any) -> list[str]:
     """The medians of ``user_s`` and ``sys_s`` per treatment, beside ``cpu_s``'s."""
     cells = []
