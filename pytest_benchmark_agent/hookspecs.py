@@ -46,6 +46,15 @@ def pytest_bench_trial_finished(trial: Mapping[str, Any], run: RunView) -> None:
 
 
 @pytest.hookspec
+def pytest_bench_warmup_finished(warmup: Mapping[str, Any], run: RunView) -> None:
+    """An untimed warm-up round of a measure stage ended (``warmup:``, ``--bench-warmup``).
+
+    ``warmup`` is the record as it appears under ``warmups:`` in ``results.yaml`` (read-only);
+    it is never a trial and never in a verdict.
+    """
+
+
+@pytest.hookspec
 def pytest_bench_run_finished(run: RunView) -> None:
     """A run ended: its summary and state are final; ``run.results()`` is the whole record."""
 

@@ -129,6 +129,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "is printed and logged this often (default 30); on a terminal it redraws in place",
     )
     group.addoption(
+        "--bench-warmup",
+        type=_warmup_rounds,
+        default=None,
+        metavar="N",
+        help="run every measure stage N times untimed per configuration before its first "
+        "trial (a stage's own warmup: wins); recorded as warm-up rounds, never measured",
+    )
+    group.addoption(
         "--bench-set",
         action="append",
         default=[],
@@ -278,6 +286,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         select_by_keyword(config, items)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``--bench``, the data home is never walked: its bisect worktrees hold copies of
+    the project's benchmark files, which a session given no file would otherwise collect."""
+    if not config.getoption("bench"):
+        return None
+    from pytest_benchmark_agent.engine.collect import SESSION_KEY
+
+    bench = config.stash.get(SESSION_KEY, None)
+    if bench is not None and collection_path == bench.home:
+        return True
+    return None
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Any:
     config = parent.config
     if not config.getoption("bench") or file_path.suffix not in (".yaml", ".yml"):
@@ -352,20 +373,27 @@ def _hash_seed_base(text: str) -> int:
     return value
 
 
-#: The outcomes ``--bench-fail-on`` may fail on.
-FAIL_ON = ("regression", "unjudged")
-
-
 def _fail_on(text: str) -> tuple[str, ...]:
-    """``--bench-fail-on``: a comma list of :data:`FAIL_ON`."""
-    words = tuple(word.strip() for word in text.split(",") if word.strip())
-    unknown = [word for word in words if word not in FAIL_ON]
-    if unknown or not words:
+    """``--bench-fail-on``: a comma list of :data:`.fail_on.FAIL_ON`."""
+    from pytest_benchmark_agent.judge.fail_on import fail_on_words
+
+    try:
+        return fail_on_words(text, "--bench-fail-on")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _warmup_rounds(text: str) -> int:
+    """``--bench-warmup N``: a whole number of rounds, 0 or more."""
+    try:
+        rounds = int(text)
+    except ValueError:
+        rounds = -1
+    if rounds < 0:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give a comma list of {', '.join(FAIL_ON)}, "
-            "e.g. --bench-fail-on=regression,unjudged"
+            f"{text!r}: give a whole number of warm-up rounds, 0 or more, e.g. --bench-warmup 1"
         )
-    return words
+    return rounds
 
 
 def _parse_overrides(config: pytest.Config) -> dict[str, Any]:

@@ -164,8 +164,8 @@ def test_a_param_word_yaml_reads_as_a_boolean_warns(tmp_path: Path) -> None:
 
 
 def test_the_plugin_and_the_docs_name_the_skill_as_claude_code_shows_it() -> None:
-    for manifest in ("plugin.json", "marketplace.json"):
-        text = (ROOT / ".claude-plugin" / manifest).read_text()
+    for manifest in ("skill/.claude-plugin/plugin.json", ".claude-plugin/marketplace.json"):
+        text = (ROOT / manifest).read_text()
         assert "/benchmark-agent:benchmark skill" in text, manifest
     tracked = subprocess.run(
         ["git", "ls-files", "*.md", "*.json"], cwd=ROOT, capture_output=True, text=True

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from benchhelpers import BenchProject
 
+from pytest_benchmark_agent.report.units import human
+
 HOSTILE = "<script>alert('x')</script> & \"quoted\""
 
 
@@ -64,6 +66,12 @@ def test_a_run_writes_a_self_contained_html_report_beside_the_markdown(
     assert verdict["verdict"] == "improved"
     assert f"x{verdict['ratio']:.4g}" in page
     assert f"[{verdict['ci'][0]:.4g}, {verdict['ci'][1]:.4g}]" in page
+    # the spread and the uncorrected p beside Holm's, as report.md gives them
+    score = page[page.index("<code>score</code> (primary") :]
+    score = score[: score.index("</table>")]
+    assert "<th>stdev</th>" in score and "<th>p</th><th>p (Holm)</th>" in score
+    stdev = project.results()["summary"]["score"]["b"]["stdev"]
+    assert f'<td class="n">{human(stdev, "score")}</td>' in score
     # the plot inline, once per plotted metric; the guard has a table and no plot
     assert page.count("<svg") == 1  # score's; not the guard size_b's
     assert (run_dir / "plot-score.png").is_file() and not (run_dir / "plot-size_b.png").exists()

@@ -18,7 +18,7 @@ from pytest_benchmark_agent.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKETPLACE = ROOT / ".claude-plugin" / "marketplace.json"
-PLUGIN = ROOT / ".claude-plugin" / "plugin.json"
+PLUGIN = ROOT / "skill" / ".claude-plugin" / "plugin.json"
 SKILL = ROOT / "skill" / "benchmark" / "SKILL.md"
 
 # Field lists from Claude Code's documentation, "Plugin marketplaces" > "Marketplace schema"
@@ -123,7 +123,19 @@ def test_plugin_manifest_has_documented_fields_and_points_at_the_skill() -> None
     )
     skills_dir = plugin["skills"]
     assert skills_dir.startswith("./") and ".." not in skills_dir
-    assert (ROOT / skills_dir / "benchmark" / "SKILL.md").resolve() == SKILL
+    plugin_root = PLUGIN.parents[1]
+    assert (plugin_root / skills_dir / "benchmark" / "SKILL.md").resolve() == SKILL
+
+
+def test_the_plugin_is_a_folder_of_its_own_so_an_install_copies_nothing_else() -> None:
+    """Claude Code copies a directory plugin whole (no .gitignore is read): with the repository
+    root as the plugin, an install from a checkout took its untracked ``benchmark_data/`` and
+    ``.venv/`` into the plugin cache. The plugin's folder holds its manifest and skill alone."""
+    (entry,) = json.loads(MARKETPLACE.read_text())["plugins"]
+    plugin_root = (ROOT / entry["source"]).resolve()
+    assert plugin_root != ROOT and ROOT in plugin_root.parents
+    assert sorted(path.name for path in plugin_root.iterdir()) == [".claude-plugin", "benchmark"]
+    assert not (plugin_root / "benchmark_data").exists()
 
 
 def _frontmatter() -> dict:

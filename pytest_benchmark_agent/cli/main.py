@@ -19,6 +19,7 @@ from importlib.metadata import version
 from pytest_benchmark_agent.cli import bisect as cli_bisect
 from pytest_benchmark_agent.cli import ci as cli_ci
 from pytest_benchmark_agent.cli import clean as cli_clean
+from pytest_benchmark_agent.cli import doctor as cli_doctor
 from pytest_benchmark_agent.cli import domain as cli_domain
 from pytest_benchmark_agent.cli import notes as cli_notes
 from pytest_benchmark_agent.cli import publish as cli_publish
@@ -46,6 +47,7 @@ VERB_MODULES = (
     cli_ci,
     cli_schema,
     cli_clean,
+    cli_doctor,
     cli_publish,
 )
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.cli import compare_gate
 from pytest_benchmark_agent.cli.common import find_run, home_of
 from pytest_benchmark_agent.cli.publish import cmd_changes, history_options
 from pytest_benchmark_agent.errors import BenchError
@@ -289,7 +290,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Per metric, runs A and B side by side with the verdict of B against A (both sides named
     by their code); exit 1 when the runs cannot be compared (the fields that differ are named),
     2 when A or B names no recorded run (what was searched is said). With ``--against REV``,
-    A is a benchmark file measured instead, REV against the working tree in one session."""
+    A is a benchmark file measured instead, REV against the working tree in one session. With
+    --fail-on, the session's CI gate with A as the baseline decides instead: 1 when it failed as
+    named, else 0."""
     if args.against is not None or args.b is None:
         return _measure_against(args)
     home = home_of(args)
@@ -300,14 +303,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
             if named.run_dir is not None and named.how.startswith("run id"):
                 name = _entry(named.run_dir).get("name")
                 break
-    views = []
-    for ref in (args.a, args.b):
+    views, sides = [], []
+    for side, ref in (("A", args.a), ("B", args.b)):
         found = resolve_ref(home, ref, name, Path.cwd(), strict=False)
         if found.run_dir is None:
             print(f"benchmark-agent compare: unjudged: {found.problem}", file=sys.stderr)
+            if args.fail_on:
+                gate = compare_gate.missing_gate(found.problem or found.how)
+                print("\n".join(compare_gate.gate_lines(gate)))
+                return compare_gate.gate_exit(gate, args.fail_on)
             return 2
         views.append(RecordView.load(found.run_dir))
-    lines, comparable = compare_lines(*views)
+        sides.append((side, found))
+    lines, comparable, gate = compare_lines(*views)
+    lines[1:1] = compare_gate.resolution_lines(sides)
+    if args.fail_on:
+        print("\n".join([*lines, "", *compare_gate.gate_lines(gate)]))
+        return compare_gate.gate_exit(gate, args.fail_on)
     print("\n".join(lines))
     return 0 if comparable else 1
 
@@ -331,13 +343,16 @@ def _measure_against(args: argparse.Namespace) -> int:
     )
 
 
-def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
+def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool, dict[str, Any]]:
+    """B against A as lines, whether they could be compared, and the CI gate of B with A as
+    its baseline (:mod:`.compare_gate`)."""
     lines = [f"compare {a.run_id} ({a.tag}, {a.state}) -> {b.run_id} ({b.tag}, {b.state})"]
     refusals: list[str] = []
     try:
         model_a, model_b = a.model(), b.model()
     except ValueError as exc:
-        return lines + [f"not_comparable: a frozen config no longer validates ({exc})"], False
+        problem = f"a frozen config no longer validates ({exc})"
+        return lines + [f"not_comparable: {problem}"], False, compare_gate.missing_gate(problem)
     if a.name != b.name:
         refusals.append(f"name: {a.name!r} (A) vs {b.name!r} (B)")
     refusals += [
@@ -375,7 +390,7 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
             "fingerprints equal where it matters"
             + (", the code being what is compared" if changed else "")
         )
-    lines += [f"  code difference: {d}" for d in diff.code]
+    lines += compare_gate.code_difference_line(diff.code)
     lines += [f"  benign fingerprint difference: {d}" for d in diff.benign]
     lines += [f"  fingerprint difference that matters: {d}" for d in diff.blocking]
     specs = model_b.metrics
@@ -403,6 +418,8 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
                 f"{(f'[{_num(ci[0])}, {_num(ci[1])}]' if ci else '-'):<18}"
                 f"{_num(v.get('p_holm')):>9}  {v.get('reason') or ''}"
             )
+    geomeans = compare_gate.geomean_lines(verdicts, specs)
+    lines += ["", *geomeans] if geomeans else []
     if not refusals and a.config_hash is not None and a.config_hash == b.config_hash:
         if changed:
             lines += [
@@ -418,7 +435,8 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool]:
                 + ("yes" if check.ok else "NO"),
             ]
             lines += [f"  {line}" for line in check.lines]
-    return lines, not refusals
+    gate = compare_gate.compare_gate(a, b, verdicts, specs, "; ".join(refusals) or None)
+    return lines, not refusals, gate
 
 
 def _control_first(view: RecordView) -> Callable[[tuple[str, Any]], tuple[int, int]]:
@@ -452,6 +470,16 @@ def cmd_reclassify(args: argparse.Namespace) -> int:
         raise SystemExit(f"benchmark-agent reclassify: {exc}") from None
     print("\n".join(lines))
     return 0
+
+
+def _fail_on(text: str) -> tuple[str, ...]:
+    """``--fail-on``'s type: argparse's usage error (exit 2) naming what is accepted."""
+    from pytest_benchmark_agent.judge.fail_on import fail_on_words
+
+    try:
+        return fail_on_words(text, "--fail-on")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _num(value: Any) -> str:
@@ -492,6 +520,15 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "--name",
         help="the benchmark a revision or 'latest' means (default: "
         "the one a run id among A and B names)",
+    )
+    compare.add_argument(
+        "--fail-on",
+        type=_fail_on,
+        default=None,
+        metavar="regression[,unjudged]",
+        help="act as the session's CI gate with A as the baseline: exit 1 when B regressed "
+        "(a primary metric beyond its fail_threshold, or a guard metric), or, with unjudged, "
+        "when nothing could be judged (not comparable, a REF naming no run); else 0",
     )
     compare.set_defaults(func=cmd_compare)
     reclass = verbs.add_parser(

@@ -584,6 +584,8 @@ def needs_closure(stage: Stage, by_name: dict[str, Stage]) -> list[Stage]:
 def _stage_templates(stage: Stage) -> list[tuple[str, str]]:
     """(field, template) pairs of a stage that may hold placeholders."""
     pairs = [("cmd", stage.cmd or "")]
+    if stage.setup is not None:
+        pairs.append(("setup", stage.setup))
     pairs += [(f"inputs[{i}]", text) for i, text in enumerate(stage.inputs)]
     pairs += [(f"env.{key}", text) for key, text in stage.env.items()]
     if stage.wdir:

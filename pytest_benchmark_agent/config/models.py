@@ -186,6 +186,12 @@ class Stage(FileModel):
     #: GPU-hours one execution is estimated to cost (preflight and the tuner's budget check).
     est_gpu_hours: NonNegative | None = None
     timeout_s: Positive | None = None
+    #: Untimed rounds of a measure stage per configuration before its first trial (a cold
+    #: first run, caches and imports, is never measured); ``--bench-warmup`` where unset.
+    warmup: NonNegativeInt | None = None
+    #: Run before every trial of a measure stage (and every warm-up round), outside its
+    #: metrics: hyperfine's ``--prepare`` (reset a table, drop a cache).
+    setup: str | None = None
     #: Lifted into ``gpus``, ``vram_mb`` and ``est_gpu_hours`` as read (declared for the schema).
     resources: StageResources | None = Field(default=None, exclude=True)
 
@@ -213,6 +219,9 @@ class Stage(FileModel):
     def _counted(self) -> Stage:
         if self.counters and self.kind != "measure":
             raise ValueError("counters: are counted on a measure stage only")
+        for name in ("warmup", "setup"):
+            if getattr(self, name) is not None and self.kind != "measure":
+                raise ValueError(f"{name}: belongs to a measure stage only (this is a prep)")
         read = self.metrics_from.fields if self.metrics_from else []
         uncounted = [name for name in read if name in COUNTERS and name not in self.counters]
         if uncounted:

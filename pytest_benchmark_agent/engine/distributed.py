@@ -104,8 +104,8 @@ class WorkerChannel:
         self.output = output
         self.host = host_id()
         self._pending: dict[str, list[dict[str, Any]]] = {}
-        #: Per run id: how many of its prep events and caveats were sent already.
-        self._sent: dict[str, tuple[int, int]] = {}
+        #: Per run id: how many of its prep events, caveats and warm-up rounds were sent already.
+        self._sent: dict[str, tuple[int, int, int]] = {}
 
     @pytest.hookimpl
     def pytest_bench_trial_finished(self, trial: FrozenMapping, run: RunView) -> None:
@@ -132,9 +132,14 @@ class WorkerChannel:
             if run.started is None:
                 continue
             trials = self._pending.pop(run.run_id, [])
-            preps, caveats = self._sent.get(run.run_id, (0, 0))
+            preps, caveats, warmups = self._sent.get(run.run_id, (0, 0, 0))
             first = run.run_id not in self._sent
-            if not (first or trials or len(run.preps) > preps or len(run.caveats) > caveats):
+            grown = (len(run.preps), len(run.caveats), len(run.warmups)) != (
+                preps,
+                caveats,
+                warmups,
+            )
+            if not (first or trials or grown):
                 continue
             part: dict[str, Any] = {
                 "run_id": run.run_id,
@@ -143,11 +148,12 @@ class WorkerChannel:
                 "trials": trials,
                 "preps": run.preps[preps:],
                 "caveats": run.caveats[caveats:],
+                "warmups": run.warmups[warmups:],
                 "stop_reason": run.stop_reason,
             }
             if first:
                 part |= {"started": run.started, "fingerprint": run.fingerprint}
-            self._sent[run.run_id] = (len(run.preps), len(run.caveats))
+            self._sent[run.run_id] = (len(run.preps), len(run.caveats), len(run.warmups))
             parts.append(part)
         return json.dumps(redact.scrub(parts), default=str) if parts else None
 
@@ -267,6 +273,8 @@ class DistributedController:
         run.preps += [{**prep, "worker": worker, "host": host} for prep in part["preps"]]
         run.caveats += [c for c in part["caveats"] if c not in run.caveats]
         run.stop_reason = run.stop_reason or part.get("stop_reason")
+        for warmup in part.get("warmups") or []:  # absent from a worker of an older version
+            self._warmed(run, {**warmup, "worker": worker, "host": host})
         for trial in part["trials"]:
             if isinstance(trial, dict) and isinstance(trial.get("id"), str):
                 self._record(run, trial)
@@ -302,6 +310,16 @@ class DistributedController:
         try:
             self.bench.hook.pytest_bench_trial_finished(
                 trial=FrozenMapping(trial), run=RunView(run)
+            )
+        except OSError as exc:
+            self.bench._write_failed(run, exc)
+
+    def _warmed(self, run: BenchRun, warmup: dict[str, Any]) -> None:
+        """A worker's warm-up round: recorded with the run's, journalled as it comes."""
+        run.warmups.append(warmup)
+        try:
+            self.bench.hook.pytest_bench_warmup_finished(
+                warmup=FrozenMapping(warmup), run=RunView(run)
             )
         except OSError as exc:
             self.bench._write_failed(run, exc)

@@ -25,6 +25,7 @@ import pytest
 
 from pytest_benchmark_agent.config.models import BUILTIN_METRICS, Stage, exact_metrics
 from pytest_benchmark_agent.config.placeholders import names_in, render
+from pytest_benchmark_agent.engine import untimed
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.isolation import Containment, HostIsolation, host_id
 from pytest_benchmark_agent.engine.metrics import (
@@ -78,6 +79,10 @@ class StageContext:
     #: What a write refused for want of space (path and error), once one did: the session
     #: stops, since every later stage and record would fail the same way.
     disk_full: str | None = None
+    #: Warm-up rounds of a measure stage that sets no ``warmup:`` (``--bench-warmup``).
+    warmup: int = 0
+    #: (run id, stage, treatment, seed) already warmed up in this process.
+    warmed: set[tuple[str, str, str, int | None]] = field(default_factory=set)
 
     def write_failed(self, what: str, exc: OSError) -> str:
         """The reason for a failed write (``what``: its purpose) naming its path; a full disk
@@ -349,8 +354,12 @@ def run_trial(
     try:
         if uses_out:
             scratch.mkdir(parents=True, exist_ok=True)  # else nothing is made unless output comes
-        progress = ctx.announce(run, spec.stage.name, record["id"])
         with ctx.isolation.stage("measure"):
+            untimed.warm_up(run, ctx, spec, record["id"], command, values, env, folder, timeout_s)
+            setup = untimed.run_setup(ctx, spec, values, env, folder / "setup", timeout_s)
+            if setup is not None:
+                record["setup"] = setup
+            progress = ctx.announce(run, spec.stage.name, record["id"])
             result = run_stage(
                 spec.stage.name,
                 command,
@@ -377,6 +386,8 @@ def run_trial(
             ended=utc_now(),
         )
         raise _Interrupted(record) from None
+    except StageFailed as exc:  # its setup: failed
+        raise _not_passed(record, exc) from None
     except OSError as exc:  # its folder, logs or heartbeat could not be written
         reason = ctx.write_failed("the trial could not write its records", exc)
         raise _not_passed(

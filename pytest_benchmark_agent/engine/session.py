@@ -47,13 +47,15 @@ from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
 from pytest_benchmark_agent.home import data_home
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
-from pytest_benchmark_agent.records import recover
+from pytest_benchmark_agent.records import hostcheck, recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
 from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun, new_run_id, new_session_token
+from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.views import FrozenMapping, RunView
 from pytest_benchmark_agent.records.writer import read_journal
 from pytest_benchmark_agent.report.markdown import terminal_lines
+from pytest_benchmark_agent.report.summary_lines import session_geomean_lines
 
 
 class BenchSession:
@@ -92,6 +94,9 @@ class BenchSession:
             # the hook's interval (live line, heartbeat); the option paces the printed lines
             min(config.getoption("bench_progress_every"), DEFAULT_PROGRESS_S),
         )
+        self.stage_context.warmup = config.getoption("bench_warmup") or 0
+        #: Swapping and busy processes are watched from here to the first trial.
+        self._host_watch = hostcheck.HostWatch()
         config.add_cleanup(self.stage_context.containment.close)
         self.runs: list[BenchRun] = []
         self.protocol = TrialProtocol(config)
@@ -283,14 +288,17 @@ class BenchSession:
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         if session.config.option.collectonly:
             return
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            return  # pytest stops before any trial: no run starts, so none is recorded
         self._session = session
         self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
         if self.worker_id is None:
             recovery.recover_orphans(self.home, by="a later session", hook=self.hook)
+        host_check = self._check_host()
         for run in self.runs:
             if run.planned and not (self.worker_id is None and self._taken(run)):
                 run.started = utc_now()
-                run.fingerprint = self._fingerprint(run)
+                run.fingerprint = {**self._fingerprint(run), "host_check": host_check}
                 if self.stage_context.isolation.policy == "none":
                     run.caveats.append(CAVEAT_NONE)
                 wall_clock = run.plan.config.budget.wall_clock_s
@@ -315,6 +323,23 @@ class BenchSession:
         except OSError:
             pass  # met again, and reported, when the run's first file is written
         return False
+
+    def _check_host(self) -> dict[str, Any]:
+        """The environment that makes numbers lie (:mod:`.hostcheck`), checked once a session
+        that runs trials; its warnings are printed once, by the controller."""
+        if not any(run.planned for run in self.runs):
+            return {}
+        counted = any(s.counters for run in self.runs for s in run.plan.config.stages)
+        findings = self._host_watch.findings(counted=counted)
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        lines = hostcheck.warning_lines(findings)
+        if lines and terminal is not None and self.worker_id is None:
+            terminal.write_line(
+                "benchmark-agent: this machine may distort the numbers:", yellow=True
+            )
+            for line in lines:
+                terminal.write_line(f"  {line}", yellow=True)
+        return hostcheck.as_record(findings)
 
     def _fingerprint(self, run: BenchRun) -> dict[str, Any]:
         """Environment, code and accelerator; the code is what the benchmark declares
@@ -501,6 +526,8 @@ class BenchSession:
             for line in terminal_lines(run, gate):
                 loud = line.startswith("  CI gate: ") and not line.startswith("  CI gate: passed")
                 terminalreporter.write_line(line, red=loud, bold=loud)
+        for line in session_geomean_lines(finished):
+            terminalreporter.write_line(one_line(line))
 
 
 def _seen_by_worker(run: BenchRun) -> list[dict[str, Any]]:

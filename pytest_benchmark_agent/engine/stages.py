@@ -173,6 +173,10 @@ class StageRun:
     wall_s: float
     cpu_s: float
     peak_rss_mb: float
+    #: ``cpu_s``'s two parts (hyperfine's User and System): the stage's own work, and the
+    #: kernel's on its behalf (I/O, page faults, process starts).
+    user_s: float
+    sys_s: float
     started: str
     ended: str
     stdout_log: StageOutput = field(repr=False)
@@ -227,6 +231,8 @@ class StageRun:
             "exit_code": self.exit_code,
             "wall_s": round(self.wall_s, 6),
             "cpu_s": round(self.cpu_s, 6),
+            "user_s": round(self.user_s, 6),
+            "sys_s": round(self.sys_s, 6),
             "peak_rss_mb": round(self.peak_rss_mb, 3),
             "started": self.started,
             "ended": self.ended,
@@ -337,6 +343,8 @@ def run_stage(
         exit_code=os.waitstatus_to_exitcode(status),
         wall_s=wall,
         cpu_s=usage.ru_utime + usage.ru_stime,
+        user_s=usage.ru_utime,
+        sys_s=usage.ru_stime,
         peak_rss_mb=report.peak_rss_mb,
         started=started,
         ended=utc_now(),

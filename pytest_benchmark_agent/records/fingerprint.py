@@ -445,6 +445,9 @@ class FingerprintDiff:
 
 _ABSENT = object()
 _CODE = frozenset({"code", "code_identity"})
+#: Sections describing the moment a session started (load, settings: records/hostcheck.py),
+#: not the machine: warned about and recorded, never compared.
+_MOMENT = frozenset({"host_check"})
 _NAMED = {("code",), ("vars",), ("env", "packages"), ("env", "tool_packages")}
 Rule = Callable[[Any, Any], bool]
 
@@ -529,7 +532,8 @@ def compare_fingerprints(
 
     ``uses_gpu=False`` (no stage pins a GPU) makes accelerator differences benign.
     """
-    left, right = dict(_flatten(a)), dict(_flatten(b))
+    left = {path: value for path, value in _flatten(a) if path[0] not in _MOMENT}
+    right = {path: value for path, value in _flatten(b) if path[0] not in _MOMENT}
     rules = list(_RULES)
     if not uses_gpu:
         rules.insert(0, (("accelerator", "**"), _never))

@@ -67,6 +67,8 @@ class BenchRun:
     tag: str = "EXPLORATORY"
     trials: list[dict[str, Any]] = field(default_factory=list)
     preps: list[dict[str, Any]] = field(default_factory=list)
+    #: Untimed warm-up rounds (engine/untimed.py): recorded, never a trial or a sample.
+    warmups: list[dict[str, Any]] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
     fingerprint: dict[str, Any] = field(default_factory=dict)
     started: str | None = None
@@ -294,6 +296,7 @@ class BenchRun:
             "counts": self.counts(),
             "spent": self.spent(),
             "preps": self.preps,
+            "warmups": self.warmups,
             "caveats": self.caveats,
             "config_file": str(self.plan.path),
             "config_hash": self.config_hash,

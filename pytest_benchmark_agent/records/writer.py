@@ -166,6 +166,11 @@ class RecordWriter:
         if time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
             self._snapshot(run)
 
+    @pytest.hookimpl
+    def pytest_bench_warmup_finished(self, warmup: Mapping[str, Any], run: RunView) -> None:
+        """A warm-up round goes to the journal as a trial does, marked ``kind: warmup``."""
+        self.pytest_bench_trial_finished(warmup, run)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_bench_run_finished(self, run: RunView) -> None:
         fd = self._journals.pop(run.run_id, None)
@@ -299,7 +304,18 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def read_journal(run_dir: Path) -> list[dict[str, Any]]:
-    """Every trial in a run's journal, in the order they were appended.
+    """Every trial in a run's journal, in the order they were appended (warm-up rounds, lines
+    of ``kind: warmup``, are no trials: :func:`read_warmups` reads them)."""
+    return _journal(run_dir)[0]
+
+
+def read_warmups(run_dir: Path) -> list[dict[str, Any]]:
+    """The warm-up rounds in a run's journal, in the order they ran."""
+    return _journal(run_dir)[1]
+
+
+def _journal(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(trials, warm-up rounds) of a run's journal, in the order they were appended.
 
     A torn last line (a crash mid-write) is left out silently; any other line that is no
     trial (an object with a text ``id``) is left out with a warning naming the file and line,
@@ -309,15 +325,19 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
     try:
         data = read_regular(journal, MAX_RECORD_BYTES)
     except FileNotFoundError:
-        return []
+        return [], []
     except OSError as error:
         skip_unreadable(UnreadableRecord(journal, error.strerror or str(error)))
-        return []
+        return [], []
     lines = data.decode("utf-8", "replace").splitlines()
-    trials = []
+    trials: list[dict[str, Any]] = []
+    warmups: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         try:
             trial = decode_json(line, journal)
+            if isinstance(trial, dict) and trial.get("kind") == "warmup":
+                warmups.append(trial)
+                continue
             TrialRecord.from_dict(trial)
         except (BadJson, RecordShapeError) as problem:
             if number < len(lines) or data.endswith(b"\n"):  # not a torn last line
@@ -325,7 +345,7 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
                 skip_unreadable(f"{journal}: line {number} is not a trial record ({why}); left out")
             continue
         trials.append(trial)
-    return trials
+    return trials, warmups
 
 
 def _check_verdicts(path: Path, verdicts: Any) -> None:
@@ -371,11 +391,22 @@ def load_results(run_dir: Path) -> dict[str, Any]:
         except RecordShapeError as problem:
             raise UnreadableRecord(path, f"prep event {number}: {problem}") from None
     _check_verdicts(path, results.get("verdicts"))
+    journal, warmups = _journal(run_dir)
     known = {(t.get("id"), t.get("started")) for t in trials}
-    for trial in read_journal(run_dir):
+    for trial in journal:
         if (trial["id"], trial.get("started")) not in known:
             results.setdefault("trials", []).append(trial)
+    if warmups:
+        results["warmups"] = _with_journalled(results.get("warmups"), warmups)
     return results
+
+
+def _with_journalled(recorded: Any, journalled: list[dict[str, Any]]) -> list[Any]:
+    """A snapshot's warm-up rounds and those only the journal holds (a snapshot not rewritten
+    since, or an xdist worker's)."""
+    kept = recorded if isinstance(recorded, list) else []
+    seen = {(w.get("id"), w.get("started")) for w in kept if isinstance(w, dict)}
+    return kept + [w for w in journalled if (w.get("id"), w.get("started")) not in seen]
 
 
 #: The index entries this process read, per data directory: run folder name -> (file identity,

@@ -132,6 +132,11 @@ def _metrics(run: BenchRun, svgs: Mapping[str, str]) -> list[str]:
     return parts
 
 
+#: A metric's descriptive figures in its table, and a guard's (no statistics).
+_FIGURES = ("median", "mean", "stdev", "cv", "min", "max")
+_GUARD_FIGURES = ("median", "min", "max")
+
+
 def _summary(
     run: BenchRun,
     metric: str,
@@ -148,12 +153,12 @@ def _summary(
     elif guard:
         head = ["treatment", "n", "median", "min", "max"]
     else:
-        head = ["treatment", "n", "median", "mean", "CV", "min", "max"]
+        head = ["treatment", "n", "median", "mean", "stdev", "CV", "min", "max"]
     if compared:
         head += (
             ["verdict", "why"]
             if direction == "equal" or guard
-            else ["verdict", "ratio", "95% CI", "p (Holm)", "MDE", "why"]
+            else ["verdict", "ratio", "95% CI", "p", "p (Holm)", "MDE", "why"]
         )
     rows = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for label, row in per.items():
@@ -164,7 +169,7 @@ def _summary(
         if direction == "equal":
             cells.append(_text(values_text(row)))
         else:
-            keys = ("median", "min", "max") if guard else ("median", "mean", "cv", "min", "max")
+            keys = _GUARD_FIGURES if guard else _FIGURES
             cells += [
                 _pct(row.get(k)) if k == "cv" else _num(human(row.get(k), metric)) for k in keys
             ]
@@ -177,6 +182,7 @@ def _summary(
                 cells += [
                     _num(_ratio(v.get("ratio"))),
                     _num(f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "-"),
+                    _num(_p(v.get("p"))),  # uncorrected, beside Holm's, as report.md has both
                     _num(_p(v.get("p_holm"))),
                     _pct(v.get("mde")),
                 ]

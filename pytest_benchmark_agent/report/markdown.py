@@ -35,6 +35,7 @@ from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code, one_line
 from pytest_benchmark_agent.records.views import RunView
+from pytest_benchmark_agent.report import summary_lines
 from pytest_benchmark_agent.report.html import render_html
 from pytest_benchmark_agent.report.junit import add_run_properties, add_trial_properties
 from pytest_benchmark_agent.report.plots import plot_file, write_plots
@@ -70,6 +71,7 @@ class ReportWriter:
         svgs: dict[str, str] = {}
         exact = exact_metrics(metrics)
         # a guard's figures are a short table; a hash's plot shows which treatment gave which
+        # (where it changed: one value everywhere gets none)
         plotted = [m for m, spec in metrics.items() if not spec.guard or m in exact]
         files, note = write_plots(
             run.dir,
@@ -636,12 +638,13 @@ def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[st
     lines = [f"{run.name} [{run.run_id}] {run.state}, {run.tag}: {_counts_text(run)}"]
     if run.tag_reasons:
         lines.append(f"  {run.tag}: {run.tag_reasons[0]}")
+    extra = summary_lines.cpu_split_lines(run) + summary_lines.outlier_lines(run)
     if run.one_configuration:
-        return [one_line(line) for line in lines + _alone_lines(run) + _tail(run, gate)]
+        return [one_line(line) for line in lines + _alone_lines(run) + extra + _tail(run, gate)]
     labels = run.treatment_labels
     rows: list[tuple[str, list[str]]] = []
     exact: list[str] = []  # below the table: a hash in a cell would widen every column
-    for metric, per in run.summary.items():
+    for metric, per in summary_lines.primary_first_items(run.summary, run.plan.config.metrics):
         if metric in BUILTIN_METRICS and metric not in run.plan.config.metrics:
             continue
         if metric in exact_metrics(run.plan.config.metrics):
@@ -685,7 +688,7 @@ def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[st
     lines.append(f"  {'metric':<16}" + "".join(f"{label[:30]:>{width}}" for label in labels))
     for metric, cells in rows:
         lines.append(f"  {metric[:16]:<16}" + "".join(f"{cell:>{width}}" for cell in cells))
-    lines += exact
+    lines += exact + extra + summary_lines.comparison_lines(run) + summary_lines.geomean_lines(run)
     for refusal in run.refusals:
         lines.append(f"  refused: {refusal}")
     return [one_line(line) for line in lines + _tail(run, gate)]  # user text: one line each
@@ -717,14 +720,14 @@ def _baseline_lines(run: BenchRun) -> list[str]:
     if not base or not base.get("run_id"):
         return []
     code = base.get("code") or {}
-    lines = [
-        f"  baseline {base['run_id']} ({base.get('tag')}, `{base.get('ref')}`): code "
-        f"{code.get('baseline')} -> {code.get('this')}"
-    ]
-    for metric in primary_metrics(run.plan.config.metrics):
-        for label, v in (
-            (base.get("judged") or base.get("verdicts") or {}).get(metric) or {}
-        ).items():
+    named = ", ".join(str(part) for part in (base.get("tag"), base.get("ref")) if part)
+    sides = [code.get("baseline") or "(not read)", code.get("this") or "(not read)"]
+    codes = f": code {sides[0]} -> {sides[1]}" if code.get("baseline") or code.get("this") else ""
+    lines = [f"  baseline {base['run_id']}" + (f" ({named})" if named else "") + codes]
+    verdicts = base.get("judged") or base.get("verdicts") or {}  # as the CI gate read them
+    judged = primary_metrics(run.plan.config.metrics) + list(verdicts)
+    for metric in dict.fromkeys(judged):  # every judged metric, the primaries first
+        for label, v in (verdicts.get(metric) or {}).items():
             ci = v.get("ci")
             lines.append(
                 f"    `{metric}` [{label}] {v['verdict']}"

@@ -9,8 +9,9 @@ the blocks agree. The y axis is labelled with the metric and the unit its name d
 (:mod:`.units`) and never uses offset notation (``1e6`` above the axis turned 23% into what
 looked like 100%); it starts at zero unless the treatments' medians differ by more than
 :data:`LOG_RATIO`, when it is logarithmic (a x0.07 treatment is not squashed against zero). A
-``direction: equal`` metric (a hash) is drawn on a categorical axis: its distinct values,
-verbatim, are the ticks, and there is no median bar. matplotlib's object API is used (no
+``direction: equal`` metric (a hash) is drawn on a categorical axis only where it took two
+values or more: its distinct values, verbatim, are the ticks, and there is no median bar; a hash
+that never changed gets no plot (its table says all there is). matplotlib's object API is used (no
 pyplot, no global backend switch).
 """
 
@@ -122,8 +123,9 @@ def _figure(
     exact: bool = False,
     variable: str | None = None,
 ) -> Any:
-    """The figure of one metric, or None when no passed trial has a value for it; an
-    ``exact`` one's y axis is its distinct values as recorded (the control's first).
+    """The figure of one metric, or None when no passed trial has a value for it (or an
+    ``exact`` one has a single value); an ``exact`` one's y axis is its distinct values as
+    recorded (the control's first).
 
     The blocks' grey lines are one ``LineCollection``: an artist per block (a ``Line2D`` each)
     cost about half a millisecond apiece to build and draw, the largest part of what a trial
@@ -150,6 +152,8 @@ def _figure(
         for values in sorted(recorded.values(), key=lambda v: min(map(position.__getitem__, v))):
             for label in sorted(values, key=position.__getitem__):
                 categories.setdefault(values[label], len(categories))
+        if len(categories) < 2:  # one value everywhere: a plot of it shows nothing the table
+            return None  # does not (a hash given a plot was a user's complaint)
     blocks = {
         key: {
             label: float(categories[value] if exact else value) for label, value in values.items()

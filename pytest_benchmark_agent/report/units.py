@@ -46,8 +46,10 @@ def human(value: Any, metric: str = "") -> str:
     if not math.isfinite(value):
         return str(value)
     name = metric.lower()
+    if unit_of(name) == "per second":  # tokens_per_s is a rate, not a time ending in "_s"
+        return f"{plain(value)}/s"
     for suffix, scale in _TIMES.items():
-        if name.endswith(suffix) and not name.endswith("/s"):
+        if name.endswith(suffix):
             return _scaled(value * scale, _TIME_STEPS)
     for suffix, scale in _SIZES.items():
         if name.endswith(suffix):

@@ -102,3 +102,17 @@ def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float
             break
         k, coverage = k + 1, wider
     return ordered[k - 1], ordered[n - k], coverage
+
+
+#: Tukey's fences: a value beyond this many interquartile ranges outside the quartiles.
+TUKEY_K = 1.5
+
+
+def tukey_outliers(values: Sequence[float]) -> int:
+    """How many of ``values`` lie outside Tukey's fences (``TUKEY_K`` interquartile ranges
+    beyond the quartiles), as hyperfine and criterion count them; 0 for fewer than 4 values."""
+    if len(values) < 4:
+        return 0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    low, high = q1 - TUKEY_K * (q3 - q1), q3 + TUKEY_K * (q3 - q1)
+    return sum(1 for value in values if value < low or value > high)

@@ -1,0 +1,148 @@
+"""What a trial runs outside its timing: its ``setup:`` command and its configuration's warm-up.
+
+A measure stage's ``setup:`` (hyperfine's ``--prepare``: reset a table, drop a cache) runs
+before every trial and every warm-up round as its own stage, so none of its time or memory is in
+the trial's metrics; its failure fails the trial, naming the setup. ``warmup: N`` (or
+``--bench-warmup N``) runs the measured command N times, untimed, before a configuration's first
+trial in this process: the first run of a session (cold caches, first imports, a page cache not
+yet filled) is never a sample. Each round is published as a ``warmup`` record (FORMAT.md), kept
+apart from the trials, so no verdict, summary or count reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_benchmark_agent.config.placeholders import render
+from pytest_benchmark_agent.engine.plan import TrialSpec
+from pytest_benchmark_agent.engine.stages import StageRun, run_stage
+from pytest_benchmark_agent.errors import StageFailed
+from pytest_benchmark_agent.records.fsutil import utc_now
+from pytest_benchmark_agent.records.views import FrozenMapping, RunView
+
+if TYPE_CHECKING:
+    from pytest_benchmark_agent.engine.execute import StageContext
+    from pytest_benchmark_agent.records.run import BenchRun
+
+
+def run_setup(
+    ctx: StageContext,
+    spec: TrialSpec,
+    values: Mapping[str, Any],
+    env: Mapping[str, str],
+    log_dir: Path,
+    timeout_s: float | None,
+) -> dict[str, Any] | None:
+    """Run the stage's ``setup:`` (every substituted value quoted) and return its record
+    (command, exit code, wall and CPU time); None without one. A setup that fails raises
+    :class:`StageFailed` naming it, with its stderr."""
+    template = spec.stage.setup
+    if template is None:
+        return None
+    command = render(template, values)
+    result = run_stage(
+        f"{spec.stage.name} setup",
+        command,
+        cwd=spec.cwd,
+        env=env,
+        log_dir=log_dir,
+        timeout_s=timeout_s,
+        cgroup=ctx.cgroup,
+        containment=ctx.containment,
+    )
+    record = _timing(result)
+    what = _failure(result)
+    if what:
+        raise StageFailed(
+            spec.stage.name,
+            f"could not run: its setup: command {what}",
+            detail=f"setup: {command}\nstderr (last lines):\n{result.stderr_tail()}",
+        )
+    return record
+
+
+def warm_up(
+    run: BenchRun,
+    ctx: StageContext,
+    spec: TrialSpec,
+    trial_id: str,
+    command: str,
+    values: Mapping[str, Any],
+    env: Mapping[str, str],
+    folder: Path,
+    timeout_s: float | None,
+) -> None:
+    """Run the configuration's untimed rounds once per process, before its first trial.
+
+    A round that fails is recorded as failed and the trial still runs: its own record says
+    whether the command works; the warm-up only keeps the first sample from being cold.
+    """
+    rounds = spec.stage.warmup if spec.stage.warmup is not None else ctx.warmup
+    key = (run.run_id, spec.stage.name, spec.treatment_label, spec.seed)
+    if rounds <= 0 or key in ctx.warmed:
+        return
+    ctx.warmed.add(key)
+    for number in range(rounds):
+        round_dir = folder.parent / f"{folder.name}-warmup{number}"
+        record: dict[str, Any] = {
+            "kind": "warmup",
+            "id": f"{trial_id}-warmup{number}",
+            "treatment": spec.treatment_label,
+            "stage": spec.stage.name,
+            "seed": spec.seed,
+            "round": number,
+            "command": command,
+        }
+        try:
+            setup = run_setup(ctx, spec, values, env, round_dir / "setup", timeout_s)
+            if setup is not None:
+                record["setup"] = setup
+            result = run_stage(
+                spec.stage.name,
+                command,
+                cwd=spec.cwd,
+                env=env,
+                log_dir=round_dir,
+                timeout_s=timeout_s,
+                cgroup=ctx.cgroup,
+                containment=ctx.containment,
+            )
+        except StageFailed as exc:
+            record.update(status="failed", reason=str(exc), ended=utc_now())
+        else:
+            record.update(_timing(result))
+            why = _failure(result)
+            record["status"] = "failed" if why else "passed"
+            if why:
+                record["reason"] = f"the warm-up round {why}"
+        _publish(run, ctx, record)
+
+
+def _failure(result: StageRun) -> str | None:
+    """How an untimed stage failed (``timed out``, ``exited with code 3``), or None."""
+    if result.timed_out:
+        return "timed out"
+    if result.guard_events:
+        return f"was stopped by the {result.guard_events[0]['kind']} guard"
+    if result.exit_code != 0:
+        return f"exited with code {result.exit_code}"
+    return None
+
+
+def _timing(result: StageRun) -> dict[str, Any]:
+    """What an untimed stage's record keeps: enough to see it ran, and how long it took."""
+    return {
+        "command": result.command,
+        "exit_code": result.exit_code,
+        "wall_s": round(result.wall_s, 6),
+        "cpu_s": round(result.cpu_s, 6),
+        "started": result.started,
+        "ended": result.ended,
+    }
+
+
+def _publish(run: BenchRun, ctx: StageContext, record: dict[str, Any]) -> None:
+    run.warmups.append(record)
+    ctx.hook.pytest_bench_warmup_finished(warmup=FrozenMapping(record), run=RunView(run))
