@@ -143,7 +143,7 @@ def test_a_busy_process_is_named_as_one_inert_line(
         busy.kill()
         busy.wait()
     named = [p for p in load.value["busy_processes"] if f"[{busy.pid}]" in p]
-    assert named and "\x1b" not in named[0] and named[0].startswith("ev [2Jil")
+    assert named and "\x1b" not in named[0] and named[0].startswith("ev\\x1b[2Jil")
     assert load.warning is not None and "\x1b" not in load.warning
     assert not any(f"[{os.getpid()}] " in p for p in load.value["busy_processes"])
 
