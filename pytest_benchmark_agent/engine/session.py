@@ -44,6 +44,7 @@ from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
 from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.run import BenchRun, new_run_id, new_session_token
+from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.views import FrozenMapping, RunView
 from pytest_benchmark_agent.records.writer import read_journal
 from pytest_benchmark_agent.report.markdown import terminal_lines, what_went_wrong
@@ -461,7 +462,9 @@ class BenchSession:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for problem in self._write_errors:
-            terminalreporter.write_line(f"benchmark-agent: {problem}", red=True, bold=True)
+            terminalreporter.write_line(
+                one_line(f"benchmark-agent: {problem}"), red=True, bold=True
+            )
         finished = [run for run in self.runs if run.ended is not None]
         if not finished:
             return
