@@ -34,6 +34,7 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BenchmarkConfig, load_config
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.baseline import FINISHED, RecordView, primary_metrics, resolve_ref
+from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, release_lock
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.records.writer import comparison_key, load_results
@@ -119,7 +120,15 @@ class Bisection:
 
     @classmethod
     def load(cls, path: Path) -> Bisection:
-        return cls(**json.loads(path.read_text()))
+        """A bisection's state read back (:func:`.bounded.read_json`); BisectError naming the
+        file when it cannot be."""
+        try:
+            return cls(**read_json(path, MAX_STATE_BYTES))
+        except (OSError, BadJson, TypeError) as exc:
+            raise BisectError(
+                f"{path}: cannot read the bisection's state ({exc}); fix: remove "
+                f"{path.parent} and start the bisection again"
+            ) from None
 
 
 def prepare(
