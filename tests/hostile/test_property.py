@@ -11,7 +11,6 @@ injected command ran, and every finished trial is on disk.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from hostilehelpers import (
     assert_clean_exit,
     assert_nothing_outside,
     assert_trials_on_disk,
+    files_outside,
+    private_env,
     snapshot,
 )
 from hypothesis import HealthCheck, given, settings
@@ -276,7 +277,8 @@ def test_hostile_labels_and_stage_output_never_reach_an_output_raw(
         folder = Path(temp)
         (folder / "bench.yaml").write_text(yaml.safe_dump(document, allow_unicode=True))
         home = folder / "home"
-        env = {**os.environ, "GITHUB_STEP_SUMMARY": str(folder / "summary.md")}
+        env = private_env(folder, GITHUB_STEP_SUMMARY=str(folder / "summary.md"))
+        before = snapshot(folder)
         result = subprocess.run(
             [sys.executable, "-m", "pytest", "--bench", "-p", "no:cacheprovider", "-s"]
             + ["--bench-home", str(home), f"--bench-set=api_token={SECRET}", "bench.yaml"],
@@ -287,6 +289,8 @@ def test_hostile_labels_and_stage_output_never_reach_an_output_raw(
             timeout=300,
         )
         terminal = assert_clean_exit(result, {1})
+        outside = files_outside(home, before, folder)
+        assert outside == [str(folder / "summary.md")], outside  # GitHub's file, appended
         for where, text in _outputs(folder, home, terminal).items():
             assert SECRET not in text, f"the secret is in {where}"
             for raw in RAW_CONTROLS:
