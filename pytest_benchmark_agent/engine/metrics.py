@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.gate1 import METRIC_NAME
+from pytest_benchmark_agent.config.as_recorded import METRIC_NAME
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.records import redact
