@@ -117,7 +117,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(f"{run_dir.name} has no report yet (state: {record.get('state')})")
         return 0
     print(printable(report.read_text(errors="replace")))
-    print("\n".join(skeptical_outline(record, RecordView.load(run_dir))))
+    print(printable("\n".join(skeptical_outline(record, RecordView.load(run_dir)))))
     return 0
 
 

@@ -23,10 +23,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.config.as_recorded import (
+    METRIC_NAME,
+    command_size_problems,
+    param_value_problems,
+)
 from pytest_benchmark_agent.config.models import (
     BUILTIN_METRICS,
     COUNTERS,
-    METRIC_NAME,
     BenchmarkConfig,
     Stage,
     one_configuration,
@@ -57,8 +61,8 @@ def check(
     problems += placeholder_problems(config)
     problems += _check_secrets(config)
     problems += _check_names(config)
-    problems += _check_param_values(config)
-    problems += _check_command_sizes(config)
+    problems += param_value_problems(config)
+    problems += command_size_problems(config)
     stage_problems = _check_stages(config)
     problems += stage_problems
     if not stage_problems:  # placeholders need a sound DAG to know which artifacts are reachable
@@ -337,65 +341,6 @@ def _why_not_a_line(text: str) -> str:
         return f"it is {len(text)}"
     bad = sorted({char for char in text if one_line(char) != char})
     return "it holds " + ", ".join(one_line(repr(char)) for char in bad)
-
-
-#: The longest single argument Linux passes to a program (MAX_ARG_STRLEN: 32 pages of 4 KiB);
-#: a stage's command is one argument of ``sh -c``.
-MAX_ARGUMENT_BYTES = 128 << 10
-#: Param values that have no one text on a command line: a set (unordered: substituted in a
-#: different order per session) and bytes (``!!binary``: recorded decoded, run as ``b'...'``).
-_NOT_SUBSTITUTABLE = (set, frozenset, bytes, bytearray)
-
-
-def _odd_value(value: Any) -> str | None:
-    """The YAML kind of a value no command can be given exactly (see above), or None."""
-    if isinstance(value, _NOT_SUBSTITUTABLE):
-        return "!!binary" if isinstance(value, bytes | bytearray) else "!!set"
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list):
-        return next((kind for item in value if (kind := _odd_value(item))), None)
-    return None
-
-
-def _check_param_values(config: BenchmarkConfig) -> list[Problem]:
-    """Params and treatments whose value is a ``!!set`` or ``!!binary``: what ran would not be
-    what config.yaml records."""
-    found = [(f"params.{name}", value) for name, value in config.params.items()]
-    found += [(f"treatments[{i}]", value) for i, value in enumerate(config.treatments or [])]
-    problems: list[Problem] = []
-    for field, value in found:
-        kind = _odd_value(value)
-        if kind:
-            problems.append(
-                (
-                    field,
-                    f"is a {kind} value, which has no one text on a command line (a set's "
-                    "order changes per session; bytes are recorded decoded but run as b'...').",
-                    "give a plain string, number or list instead.",
-                )
-            )
-    return problems
-
-
-def _check_command_sizes(config: BenchmarkConfig) -> list[Problem]:
-    """A stage command (or a param value substituted into one) over the kernel's limit for one
-    argument could never start: said here, not as a failed write of the records."""
-    problems: list[Problem] = []
-    texts = [(f"stages[{i}].cmd", stage.cmd or "") for i, stage in enumerate(config.stages)]
-    texts += [(f"params.{name}", as_text(value)) for name, value in config.params.items()]
-    for field, text in texts:
-        size = len(text.encode(errors="replace"))
-        if size > MAX_ARGUMENT_BYTES:
-            problems.append(
-                (
-                    field,
-                    f"is {size} bytes; a command is one argument of sh -c, and Linux passes at "
-                    f"most {MAX_ARGUMENT_BYTES} bytes (128 KiB) in one argument.",
-                    "put the long text in a file and have the command read it.",
-                )
-            )
-    return problems
 
 
 def _check_metrics_file(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import difflib
 import errno
 import math
-import re
 import types
 import warnings
 from collections.abc import Iterator, Mapping
@@ -39,9 +38,6 @@ from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.fsutil import read_regular
 
 #: Metrics every stage reports without being asked: they can be used as fields and as primaries.
-#: A metric's name as the metrics parser reads it on a ``name=value`` line
-#: (engine/metrics.py builds its line pattern from this one).
-METRIC_NAME = re.compile(r"[A-Za-z_][\w.@\-/]*")
 BUILTIN_METRICS = ("wall_s", "cpu_s", "peak_rss_mb")
 #: Counters a measure stage may ask for (``counters:``): each becomes a built-in metric of it,
 #: counted by a backend (engine/counters.py). Their default ``noise_threshold`` is

@@ -37,6 +37,7 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig, load_config
 from pytest_benchmark_agent.engine.bisect_step import evidence, judged
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.baseline import FINISHED
+from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, release_lock
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.records.writer import load_results
@@ -121,9 +122,18 @@ class Bisection:
 
     @classmethod
     def load(cls, path: Path) -> Bisection:
-        """The state; keys of other versions (an earlier ``baseline_run``) are left out."""
+        """A bisection's state read back (:func:`.bounded.read_json`); keys of other versions
+        (an earlier ``baseline_run``) are left out; BisectError naming the file when it cannot be
+        read."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in json.loads(path.read_text()).items() if k in known})
+        try:
+            state = read_json(path, MAX_STATE_BYTES)
+            return cls(**{k: v for k, v in state.items() if k in known})
+        except (OSError, BadJson, TypeError, AttributeError) as exc:
+            raise BisectError(
+                f"{path}: cannot read the bisection's state ({exc}); fix: remove "
+                f"{path.parent} and start the bisection again"
+            ) from None
 
 
 def prepare(

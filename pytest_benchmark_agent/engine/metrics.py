@@ -22,10 +22,11 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.models import METRIC_NAME
+from pytest_benchmark_agent.config.as_recorded import METRIC_NAME
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.records import redact
+from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import NotRegularFile, outside, regular_chunks
 from pytest_benchmark_agent.stats.describe import INTEGER
 
@@ -89,7 +90,7 @@ def _scan(text: Lines) -> tuple[dict[str, Any], deque[str]]:
         if stripped.startswith("{") and stripped.endswith("}"):
             try:
                 obj = json.loads(stripped, parse_float=_JsonNumber)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
                 continue
             if isinstance(obj, dict):
                 found.update(obj)
@@ -214,9 +215,9 @@ def parse_effective(stdout: Lines, out_dir: Path | None) -> dict[str, str]:
     effective: dict[str, str] = {}
     if out_dir is not None and (out_dir / "effective.json").is_file():
         try:
-            data = json.loads((out_dir / "effective.json").read_text())
-        except ValueError as exc:
-            raise MetricError(f"{out_dir / 'effective.json'} is not valid JSON ({exc}).") from None
+            data = read_json(out_dir / "effective.json", MAX_STATE_BYTES)
+        except (OSError, BadJson) as exc:
+            raise MetricError(f"{out_dir / 'effective.json'} cannot be read ({exc}).") from None
         if not isinstance(data, dict):
             raise MetricError(f"{out_dir / 'effective.json'} must hold a JSON object.")
         effective.update({str(k): as_text(v) for k, v in data.items()})

@@ -41,6 +41,7 @@ from pytest_benchmark_agent.engine.revisions import CODE, Revision, Revisions
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import NotRegularFile, file_kind, regular_chunks
+from pytest_benchmark_agent.records.safetext import one_line
 
 #: Bumped when the meaning of a signature changes, so old cache entries are never reused.
 SIGNATURE_VERSION = 1
@@ -90,11 +91,12 @@ class TrialSpec:
 
     def test_name(self, variable: str | None) -> str:
         """The contract's id: ``search[fts.merge=optimize-rep2]`` (``-seed3`` with seeds);
-        ``search[default-rep2]`` for one configuration (``variable`` None)."""
+        ``search[default-rep2]`` for one configuration (``variable`` None). The label is
+        printable (:func:`.safetext.one_line`): pytest prints the id as it is, in a failure's
+        header and its summary line, so a label's escape sequence would reach the terminal."""
         suffix = f"-seed{self.seed}" if self.seed is not None else ""
-        treatment = (
-            self.treatment_label if variable is None else f"{variable}={self.treatment_label}"
-        )
+        label = one_line(self.treatment_label)
+        treatment = label if variable is None else f"{variable}={label}"
         return f"{self.stage.name}[{treatment}-rep{self.replicate}{suffix}]"
 
 

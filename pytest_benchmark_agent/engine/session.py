@@ -511,7 +511,9 @@ class BenchSession:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for problem in self._write_errors:
-            terminalreporter.write_line(f"benchmark-agent: {problem}", red=True, bold=True)
+            terminalreporter.write_line(
+                one_line(f"benchmark-agent: {problem}"), red=True, bold=True
+            )
         finished = [run for run in self.runs if run.ended is not None]
         if not finished:
             return

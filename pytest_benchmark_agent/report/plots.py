@@ -25,6 +25,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.report.units import axis_label
 from pytest_benchmark_agent.stats.describe import show_value
 
@@ -196,17 +197,17 @@ def _figure(
                 zorder=3,
             )
     if exact:
-        axes.set_yticks(range(len(ticks)), ticks, fontsize=7)
+        axes.set_yticks(range(len(ticks)), [one_line(t) for t in ticks], fontsize=7)
         axes.set_ylim(-0.6, len(ticks) - 0.4)
     else:
         _value_axis(axes, blocks.values())
-    axes.set_xticks(range(len(treatments)), [str(t) for t in treatments])
+    axes.set_xticks(range(len(treatments)), [one_line(t) for t in treatments])
     axes.set_xlim(-0.6, len(treatments) - 0.4)
     axes.set_ylabel(axis_label(metric) + (" (log scale)" if axes.get_yscale() == "log" else ""))
     axes.set_xlabel(f"treatment ({variable})" if variable else "treatment")
     axes.grid(axis="y", alpha=0.3)
     said = ", ".join(f"{t}: {_said(v)}" for t, v in verdicts.items())
-    axes.set_title(f"{metric}" + (f" ({said})" if said else ""), fontsize=9)
+    axes.set_title(one_line(f"{metric}" + (f" ({said})" if said else "")), fontsize=9)
     return figure
 
 

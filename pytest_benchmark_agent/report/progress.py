@@ -197,7 +197,7 @@ class HeartbeatWriter:
         live.see_peak(peak_rss_mb)
         where = f"stage {stage}" + (f" ({trial_id})" if trial_id else " (prep)")
         eta = live.eta_s(time.monotonic())
-        line = (
+        line = one_line(  # a trial id holds its treatment's label
             f"[benchmark] {run.name}: {where} running for {duration(elapsed_s)}, "
             f"peak {peak_rss_mb:.1f} MB, trials {live.done}/{live.total}"
             + (f", ETA {duration(eta)}" if eta is not None else "")
@@ -228,7 +228,7 @@ class HeartbeatWriter:
         if room < 16:
             return self.erase()
         with self._uncaptured():
-            sys.stdout.write(f"{_SAVE} {line[:room]}{_CLEAR}{_RESTORE}")
+            sys.stdout.write(f"{_SAVE} {one_line(line)[:room]}{_CLEAR}{_RESTORE}")
             sys.stdout.flush()
         self._drawn = True
         return None
@@ -339,7 +339,7 @@ class StageEcho:
                 self._open[key] = rest
         if not held:
             return
-        tag = f"[{label}]" if stream == "stdout" else f"[{label} {stream}]"
+        tag = one_line(f"[{label}]" if stream == "stdout" else f"[{label} {stream}]")
         text = [one_line(stage_text(line)) for line in held.decode(errors="replace").splitlines()]
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
         self._progress.erase()

@@ -105,8 +105,8 @@ def assert_trials_on_disk(run_dir: Path) -> list[dict[str, Any]]:
     for line in lines:
         try:
             journalled.append(json.loads(line))
-        except ValueError:
-            continue  # a torn last line
+        except (ValueError, RecursionError):
+            continue  # a torn last line, or one a reader skips with a warning
     recorded = {(t.get("id"), t.get("started")) for t in load_results(run_dir).get("trials") or []}
     missing = [t["id"] for t in journalled if (t.get("id"), t.get("started")) not in recorded]
     assert not missing, f"journalled trials missing from {run_dir}'s record: {missing}"
@@ -131,3 +131,25 @@ def tiny_bench(**overrides: Any) -> dict[str, Any]:
     document["stages"][0]["cmd"] = "echo {size} > {data}"
     document.update(overrides)
     return document
+
+
+def private_env(root: Path, **extra: str) -> dict[str, str]:
+    """The environment of a hostile session or verb: its own ``$HOME`` and ``$TMPDIR`` under
+    ``root`` (made here), so the check that nothing is written outside the data home watches
+    them too (matplotlib's font cache, a temporary file) without reading what other processes
+    write to the machine's own /tmp; no ``MPLCONFIGDIR``, ``GITHUB_STEP_SUMMARY`` or
+    ``BENCHMARK_HOME`` of the caller's."""
+    env = {k: v for k, v in os.environ.items() if k not in _CALLERS_OWN}
+    for name, folder in (("HOME", "user-home"), ("TMPDIR", "tmp")):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        env[name] = str(root / folder)
+    return {**env, **extra}
+
+
+_CALLERS_OWN = frozenset({"MPLCONFIGDIR", "GITHUB_STEP_SUMMARY", "BENCHMARK_HOME"})
+
+
+def assert_no_raw(text: str, needles: Iterable[str], where: str) -> None:
+    """Assert none of ``needles`` (a secret, an escape character, a tag) is in ``text``."""
+    for needle in needles:
+        assert needle not in text, f"{needle!r} is in {where}"

@@ -11,6 +11,7 @@ injected command ran, and every finished trial is on disk.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,8 @@ from hostilehelpers import (
     assert_clean_exit,
     assert_nothing_outside,
     assert_trials_on_disk,
+    files_outside,
+    private_env,
     snapshot,
 )
 from hypothesis import HealthCheck, given, settings
@@ -233,3 +236,67 @@ def test_a_generated_session_keeps_every_invariant(values: list[str]) -> None:
         assert not list(folder.rglob(CANARY)), "an injected command ran"
         for run_dir in sorted((home / "runs").iterdir()) if (home / "runs").is_dir() else []:
             assert_trials_on_disk(run_dir)
+
+
+#: What no human-facing output may show raw: terminal controls (CSI, OSC, BEL, a C1 CSI),
+#: bidi controls, and Markdown/HTML that opens a tag or a comment.
+RAW_CONTROLS = ["\x1b", "\x07", "\x9b", "\u202e", "\u2066", "\u200f"]
+MARKUP = ["<script>", "<!--"]
+SECRET = "Prop-s3cret-Token-77"
+HOSTILE = st.lists(
+    st.sampled_from(["\x1b[2J", "\x1b]0;t\x07", "\x9b1A", "\u202e", "\u2066", "\u200f"] + MARKUP)
+    | st.text(st.characters(codec="ascii", exclude_characters="\0\n\r`"), max_size=4),
+    min_size=1,
+    max_size=4,
+).map("".join)
+
+
+def _outputs(folder: Path, home: Path, terminal: str) -> dict[str, str]:
+    """Every human-facing output of the session: terminal, reports, index, step summary."""
+    found = {"terminal": terminal, "step summary": (folder / "summary.md").read_text()}
+    found["results_index.md"] = (home / "results_index.md").read_text()
+    for run_dir in (home / "runs").iterdir():
+        for name in ("report.md", "report.html"):
+            found[f"{run_dir.name}/{name}"] = (run_dir / name).read_text()
+    return found
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(HOSTILE, min_size=2, max_size=2, unique_by=lambda s: s.strip()), HOSTILE)
+def test_hostile_labels_and_stage_output_never_reach_an_output_raw(
+    labels: list[str], noise: str
+) -> None:
+    labels = [f"t{index}{label}" for index, label in enumerate(labels)]
+    document = _runnable(labels)
+    document["params"]["api_token"] = "given-on-the-command-line"
+    document["params"]["noise"] = noise
+    document["stages"][1]["cmd"] = (
+        "printf '%s %s\\n' {noise} {api_token} >&2; printf '%s' {p} > /dev/null; exit 3"
+    )
+    with tempfile.TemporaryDirectory() as temp:
+        folder = Path(temp)
+        (folder / "bench.yaml").write_text(yaml.safe_dump(document, allow_unicode=True))
+        home = folder / "home"
+        env = private_env(folder, GITHUB_STEP_SUMMARY=str(folder / "summary.md"))
+        before = snapshot(folder)
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "--bench", "-p", "no:cacheprovider", "-s"]
+            + ["--bench-home", str(home), f"--bench-set=api_token={SECRET}", "bench.yaml"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        terminal = assert_clean_exit(result, {1})
+        outside = files_outside(home, before, folder)
+        assert outside == [str(folder / "summary.md")], outside  # GitHub's file, appended
+        for where, text in _outputs(folder, home, terminal).items():
+            assert SECRET not in text, f"the secret is in {where}"
+            for raw in RAW_CONTROLS:
+                assert raw not in text, f"{raw!r} is in {where}"
+            if where.endswith(".html"):
+                assert "<script>" not in text and "<!--" not in text, where
+            elif where != "terminal":  # Markdown: HTML is inert only inside a code span
+                outside_code = re.sub(r"`[^`\n]*`", "", text)
+                assert not any(tag in outside_code for tag in MARKUP), where
