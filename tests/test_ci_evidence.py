@@ -14,7 +14,6 @@ recorded commit that is no commit, and ``run_to_run`` in the benchmark file.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,11 +21,11 @@ from typing import Any
 
 import pytest
 import yaml
+from test_ci_gate import Repo as GateRepo
 
 from pytest_benchmark_agent.config.models import MetricSpec, load_config
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.judge import evidence
-from pytest_benchmark_agent.records.writer import load_results
 from pytest_benchmark_agent.stats.analysis import Observation, analyze_run
 
 MEASURE = """import os
@@ -50,67 +49,22 @@ BENCH = {
     ],
     "metrics": {"cost": {"direction": "lower", "primary": True}},
 }
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "ci",
-    "GIT_AUTHOR_EMAIL": "ci@example.invalid",
-    "GIT_COMMITTER_NAME": "ci",
-    "GIT_COMMITTER_EMAIL": "ci@example.invalid",
-}
 #: Real sessions of the same code on a 5% slower machine (each costs a pytest process; issue
 #: 34's 20 of 20 is the calibration cell of test_the_slower_machine_cell_never_regresses).
 SLOWER_SESSIONS = 6
 
 
-class Repo:
-    """A git work tree holding the synthetic benchmark, its data home beside it."""
-
-    def __init__(self, root: Path):
-        self.path = root / "repo"
-        self.home = root / "home"
-        self.path.mkdir()
-        self.env = {k: v for k, v in os.environ.items() if k != "BENCHMARK_HOME"} | GIT_ENV
-        self.git("init", "-q", "-b", "main")
-
-    def git(self, *args: str) -> str:
-        done = subprocess.run(
-            ["git", *args], cwd=self.path, env=self.env, capture_output=True, text=True, check=True
-        )
-        return done.stdout.strip()
-
-    def commit(self, message: str, **files: str) -> str:
-        for name, text in files.items():
-            (self.path / name).write_text(text)
-        self.git("add", *files)
-        self.git("commit", "-q", "-m", message)
-        return self.git("rev-parse", "HEAD")[:7]
+class Repo(GateRepo):
+    """test_ci_gate's work tree and data home, each session on a machine ``factor`` times as
+    slow (its ``MACHINE_FACTOR``)."""
 
     def bench(self, run_id: str, factor: float, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "--bench",
-                "bench.yaml",
-                "--bench-home",
-                str(self.home),
-                "--bench-run-id",
-                run_id,
-                "-p",
-                "no:cacheprovider",
-                "-p",
-                "no:randomly",
-                *args,
-            ],
-            cwd=self.path,
-            env=self.env | {"MACHINE_FACTOR": str(factor)},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-
-    def record(self, run_id: str) -> dict[str, Any]:
-        return load_results(self.home / "runs" / run_id)
+        machine = self.env
+        self.env = machine | {"MACHINE_FACTOR": str(factor)}
+        try:
+            return super().bench(run_id, *args)
+        finally:
+            self.env = machine
 
 
 def gate_line(done: subprocess.CompletedProcess[str]) -> str:

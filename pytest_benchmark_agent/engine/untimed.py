@@ -27,6 +27,29 @@ if TYPE_CHECKING:
     from pytest_benchmark_agent.records.run import BenchRun
 
 
+def _untimed_stage(
+    ctx: StageContext,
+    spec: TrialSpec,
+    name: str,
+    command: str,
+    env: Mapping[str, str],
+    log_dir: Path,
+    timeout_s: float | None,
+) -> StageRun:
+    """``command`` as a stage of ``spec``'s, in its folder and the session's cgroup, its output
+    under ``log_dir``: what a setup and a warm-up round have in common (neither is a trial)."""
+    return run_stage(
+        name,
+        command,
+        cwd=spec.cwd,
+        env=env,
+        log_dir=log_dir,
+        timeout_s=timeout_s,
+        cgroup=ctx.cgroup,
+        containment=ctx.containment,
+    )
+
+
 def run_setup(
     ctx: StageContext,
     spec: TrialSpec,
@@ -42,16 +65,7 @@ def run_setup(
     if template is None:
         return None
     command = render(template, values)
-    result = run_stage(
-        f"{spec.stage.name} setup",
-        command,
-        cwd=spec.cwd,
-        env=env,
-        log_dir=log_dir,
-        timeout_s=timeout_s,
-        cgroup=ctx.cgroup,
-        containment=ctx.containment,
-    )
+    result = _untimed_stage(ctx, spec, f"{spec.stage.name} setup", command, env, log_dir, timeout_s)
     record = _timing(result)
     what = _failure(result)
     if what:
@@ -99,16 +113,7 @@ def warm_up(
             setup = run_setup(ctx, spec, values, env, round_dir / "setup", timeout_s)
             if setup is not None:
                 record["setup"] = setup
-            result = run_stage(
-                spec.stage.name,
-                command,
-                cwd=spec.cwd,
-                env=env,
-                log_dir=round_dir,
-                timeout_s=timeout_s,
-                cgroup=ctx.cgroup,
-                containment=ctx.containment,
-            )
+            result = _untimed_stage(ctx, spec, spec.stage.name, command, env, round_dir, timeout_s)
         except StageFailed as exc:
             record.update(status="failed", reason=str(exc), ended=utc_now())
         else:
