@@ -203,7 +203,9 @@ def apply_ini(config: pytest.Config) -> None:
         except ValueError:
             raise bad("bench_progress_every", every, "give a number of seconds, e.g. 30") from None
     option.bench_set = [*(ini("bench_set") or []), *option.bench_set]
-    if option.bench_against and getattr(option, "dist", "no") != "no":
+    # -n sets `dist` only once pytest-xdist's own hook has run, which may be after this one
+    xdist = getattr(option, "dist", "no") != "no" or bool(getattr(option, "numprocesses", None))
+    if option.bench_against and xdist:
         raise pytest.UsageError(
             f"--bench-against {option.bench_against}: both revisions are interleaved in one "
             "process, so it cannot run under pytest-xdist (-n); fix: leave out -n"
