@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -114,3 +116,32 @@ def git(repo: Path, *args: str) -> str:
         text=True,
         check=True,
     ).stdout.strip()
+
+
+def screenshot_rgb(page: Path, folder: Path, size: str) -> Any:
+    """``page`` as headless Chromium draws it at ``size`` (``WIDTHxHEIGHT``), as an array of
+    0-255 RGB pixels; the PNG is ``folder/shot.png``. Skips, saying so, without Chromium."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    shot = folder / "shot.png"
+    done = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--user-data-dir={folder / 'profile'}",
+            f"--window-size={size.replace('x', ',')}",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shot.is_file(), done.stderr[-2000:]
+    import matplotlib.image
+
+    return (matplotlib.image.imread(shot)[..., :3] * 255).round()

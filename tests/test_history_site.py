@@ -23,7 +23,7 @@ from urllib.parse import unquote
 import numpy as np
 import pytest
 import yaml
-from benchhelpers import git
+from benchhelpers import git, screenshot_rgb
 
 from pytest_benchmark_agent.cli import main as cli
 
@@ -328,33 +328,10 @@ def test_without_git_the_runs_are_ordered_by_time(
 def test_the_metric_page_draws_its_chart_in_headless_chromium(
     history: tuple[Path, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
     repo, home, _ = history
     out = tmp_path / "site"
     site_of(home, out, repo, monkeypatch)
-    shot = tmp_path / "shot.png"
-    done = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1100,800",
-            f"--screenshot={shot}",
-            metric_page(out, "value").as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert shot.is_file(), done.stderr[-2000:]
-    import matplotlib.image
-
-    rgb = (matplotlib.image.imread(shot)[..., :3] * 255).round()
+    rgb = screenshot_rgb(metric_page(out, "value"), tmp_path, "1100x800")
     assert rgb.std() > 10  # not blank
     orange = (abs(rgb[..., 0] - 255) < 12) & (abs(rgb[..., 1] - 127) < 12) & (rgb[..., 2] < 40)
     red = (
@@ -362,4 +339,4 @@ def test_the_metric_page_draws_its_chart_in_headless_chromium(
     )
     assert orange.sum() > 200 and red.sum() > 50, (orange.sum(), red.sum())  # points, change
     if os.environ.get("HISTORY_SCREENSHOT"):
-        shutil.copy(shot, os.environ["HISTORY_SCREENSHOT"])
+        shutil.copy(tmp_path / "shot.png", os.environ["HISTORY_SCREENSHOT"])

@@ -6,13 +6,10 @@ chromium is installed, a headless screenshot showing that the plots drew."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from benchhelpers import BenchProject
+from benchhelpers import BenchProject, screenshot_rgb
 
 from pytest_benchmark_agent.report.units import human
 
@@ -106,32 +103,9 @@ def test_the_markdown_report_quotes_the_same_ratio_as_the_verdict_and_the_termin
 def test_the_html_report_draws_its_plots_in_headless_chromium(
     project: BenchProject, tmp_path: Path
 ) -> None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
     run_dir = _far_apart(project)
-    shot = tmp_path / "shot.png"
-    done = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1200,3000",
-            f"--screenshot={shot}",
-            (run_dir / "report.html").as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert shot.is_file(), done.stderr[-2000:]
-    matplotlib = pytest.importorskip("matplotlib.image")
-    pixels = matplotlib.imread(shot)
+    rgb = screenshot_rgb(run_dir / "report.html", tmp_path, "1200x3000")
     # the plots' coloured dots (matplotlib's default blue and orange) are on the page
-    rgb = (pixels[..., :3] * 255).round()
     blue = ((abs(rgb[..., 0] - 31) < 12) & (abs(rgb[..., 1] - 119) < 12)).sum()
     orange = ((abs(rgb[..., 0] - 255) < 12) & (abs(rgb[..., 1] - 127) < 12)).sum()
     assert blue > 50 and orange > 50, (blue, orange)
