@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import binomtest
 
 from pytest_benchmark_agent.config.models import COUNTER_NOISE_THRESHOLD
 from pytest_benchmark_agent.engine.counters import Counting, backend
@@ -49,13 +50,8 @@ SPEC = {
 
 def wilson(hits: int, total: int) -> str:
     """``hits/total = rate% [low%, high%]``: the 95% Wilson interval of a rate."""
-    z = 1.959963984540054
-    p = hits / total
-    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
-    half = z * np.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
-    return (
-        f"{hits}/{total} = {p:.1%} [{max(0.0, centre - half):.1%}, {min(1.0, centre + half):.1%}]"
-    )
+    ci = binomtest(hits, total).proportion_ci(confidence_level=0.95, method="wilson")
+    return f"{hits}/{total} = {hits / total:.1%} [{ci.low:.1%}, {ci.high:.1%}]"
 
 
 def verdict(control: np.ndarray, treated: np.ndarray, floor: float) -> str:

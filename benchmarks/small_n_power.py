@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 from scipy import stats
+from scipy.stats import binomtest
 
 from pytest_benchmark_agent.stats.analysis import Observation, PlainMetricRule, analyze_run
 
@@ -35,11 +36,8 @@ RULES = ("rule", "test alone", "Mann-Whitney", "paired t")
 
 def wilson(hits: int, total: int) -> str:
     """``hits/total rate% [low, high]``: the 95% Wilson interval of a rate."""
-    z = 1.959963984540054
-    p = hits / total
-    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
-    half = z * np.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
-    return f"{hits}/{total} {p:.0%} [{max(0.0, centre - half):.0%}, {min(1.0, centre + half):.0%}]"
+    ci = binomtest(hits, total).proportion_ci(confidence_level=0.95, method="wilson")
+    return f"{hits}/{total} {hits / total:.0%} [{ci.low:.0%}, {ci.high:.0%}]"
 
 
 def calls(control: np.ndarray, treated: np.ndarray) -> dict[str, int]:
