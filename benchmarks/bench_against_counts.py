@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.reader import load_results
 
 MEASURE = """\
 import os

@@ -42,7 +42,7 @@ class BenchProject:
         return sorted(folder.iterdir(), key=run_order) if folder.exists() else []
 
     def results(self, index: int = -1) -> dict:
-        from pytest_benchmark_agent.records.writer import load_results
+        from pytest_benchmark_agent.records.reader import load_results
 
         return load_results(self.runs()[index])
 

@@ -9,7 +9,7 @@ import io
 import pytest
 from benchhelpers import BenchProject
 
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.reader import load_results
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -15,7 +15,7 @@ from pytest_benchmark_agent.engine.fixture import (
     default_timeout,
 )
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.stats.comparability import Refusal, Verdict
 
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from pytest_benchmark_agent.judge.baseline import Resolution, resolve_ref
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.reader import load_results
 
 LOOP = """import sys
 import time

@@ -20,7 +20,7 @@ from benchhelpers import BenchProject, simple_bench
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.engine.detach import COMPLETE, FAILED, PID_FILE, process_alive
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.report.progress import HEARTBEAT, PROGRESS_LOG
 
 QUIET = {

@@ -335,7 +335,7 @@ def test_interrupted_session_keeps_its_samples(project: BenchProject, signum: in
     os.kill(proc.pid, signum)
     output = proc.communicate(timeout=60)[0].decode()
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, output
-    from pytest_benchmark_agent.records.writer import load_results
+    from pytest_benchmark_agent.records.reader import load_results
 
     record = load_results(run_dir)
     statuses = [t["status"] for t in record["trials"]]
@@ -353,7 +353,7 @@ def test_killed_session_keeps_every_finished_trial_on_disk(project: BenchProject
     run_dir = _wait_for_trials(home, 3)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
-    from pytest_benchmark_agent.records.writer import load_results
+    from pytest_benchmark_agent.records.reader import load_results
 
     record = load_results(run_dir)
     journal = (run_dir / "trials.jsonl").read_text().splitlines()

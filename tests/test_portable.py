@@ -17,8 +17,8 @@ from benchhelpers import git
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.records.portable import FORMAT, MAX_RUN_ID
+from pytest_benchmark_agent.records.reader import load_results, load_yaml
 from pytest_benchmark_agent.records.store import runs_in
-from pytest_benchmark_agent.records.writer import load_results, load_yaml
 
 SECRET = "hunter2-do-not-leak"
 BENCH = """\

@@ -70,7 +70,7 @@ def test_ini_options_set_a_session_and_the_command_line_wins(project: BenchProje
     assert project.run().ret == 0
     runs = sorted((project.path / "data" / "from-ini" / "runs").iterdir())
     assert len(runs) == 1 and not project.home.exists()
-    from pytest_benchmark_agent.records.writer import load_results
+    from pytest_benchmark_agent.records.reader import load_results
 
     record = load_results(runs[0])
     assert record["trials"][0]["metrics"]["score"] == 10  # size=5 from the ini file

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_benchmark_agent.records.schema import PrepEvent, RecordShapeError, TrialRecord
-from pytest_benchmark_agent.records.writer import (
+from pytest_benchmark_agent.records.reader import (
     UnreadableRecord,
     UnreadableRecordWarning,
     load_results,
     read_journal,
 )
+from pytest_benchmark_agent.records.schema import PrepEvent, RecordShapeError, TrialRecord
 
 TRIAL = {
     "id": "measure[mode=a-rep0]",

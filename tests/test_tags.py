@@ -16,8 +16,8 @@ from pytest_benchmark_agent.config.models import load_config
 from pytest_benchmark_agent.config.review import accept_deviation, review
 from pytest_benchmark_agent.judge.baseline import Reproduction
 from pytest_benchmark_agent.judge.tags import ReclassifyError, compute_tag, reclassify
+from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.records.run import CAVEAT_NONE
-from pytest_benchmark_agent.records.writer import load_results
 
 
 def reference(

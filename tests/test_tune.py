@@ -26,7 +26,7 @@ from pytest_benchmark_agent.cli.main import main as cli_main
 from pytest_benchmark_agent.cli.tune import STRATEGY_NAMES
 from pytest_benchmark_agent.config.models import BenchmarkConfig, TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
-from pytest_benchmark_agent.records.writer import load_yaml
+from pytest_benchmark_agent.records.reader import load_yaml
 from pytest_benchmark_agent.stats import analysis
 from pytest_benchmark_agent.tune.entry import run_tune
 from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest

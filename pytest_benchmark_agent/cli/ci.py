@@ -17,7 +17,7 @@ from pytest_benchmark_agent.records.portable import (
     read_document,
     to_json,
 )
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.report.exports import FORMATS, export_text
 
 

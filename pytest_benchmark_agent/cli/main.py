@@ -30,7 +30,7 @@ from pytest_benchmark_agent.cli import tune as cli_tune
 from pytest_benchmark_agent.cli.common import announce_home, home_of
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records.writer import UnreadableRecordWarning
+from pytest_benchmark_agent.records.reader import UnreadableRecordWarning
 
 #: Verbs that only read the records: for them a data home that does not exist is an error.
 READING_VERBS = frozenset(

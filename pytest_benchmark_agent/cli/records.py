@@ -28,14 +28,10 @@ from pytest_benchmark_agent.judge.baseline import (
 )
 from pytest_benchmark_agent.judge.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records import recover
+from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, skip_unreadable
 from pytest_benchmark_agent.records.safetext import one_line, printable
 from pytest_benchmark_agent.records.store import runs_in
-from pytest_benchmark_agent.records.writer import (
-    UnreadableRecord,
-    index_entry,
-    load_results,
-    skip_unreadable,
-)
+from pytest_benchmark_agent.records.writer import index_entry
 from pytest_benchmark_agent.stats.comparability import is_guarded
 from pytest_benchmark_agent.stats.describe import values_text
 

@@ -27,8 +27,8 @@ from pytest_benchmark_agent.config.review import (
 from pytest_benchmark_agent.engine import detach
 from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.run import new_run_id
-from pytest_benchmark_agent.records.writer import UnreadableRecord, skip_unreadable
 
 #: ``benchmark-agent plan`` exit code when the request is challenged: its own, outside pytest's
 #: 0-5, which plan passes on from its collection (2: gate 1; 3 would say pytest crashed).

@@ -12,8 +12,8 @@ from pathlib import Path
 import yaml
 
 from pytest_benchmark_agent.cli.common import find_run, home_of
+from pytest_benchmark_agent.records.reader import UnreadableRecord, load_yaml, skip_unreadable
 from pytest_benchmark_agent.records.store import runs_in
-from pytest_benchmark_agent.records.writer import UnreadableRecord, load_yaml, skip_unreadable
 
 
 def find_tune(home: Path, ref: str) -> str:

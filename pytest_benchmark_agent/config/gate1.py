@@ -690,7 +690,7 @@ def _latest_reliable_values(home: Path, name: str) -> tuple[str, dict[str, Any]]
     baseline = latest_reliable(home, name)
     if baseline is None:
         return None
-    from pytest_benchmark_agent.records.writer import load_yaml
+    from pytest_benchmark_agent.records.reader import load_yaml
 
     frozen = home / "runs" / baseline.run_id / "config.yaml"
     seeds = (

@@ -29,13 +29,9 @@ from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
 from pytest_benchmark_agent.records.lessons import Note, notes_for
+from pytest_benchmark_agent.records.reader import UnreadableRecord, load_yaml, skip_unreadable
 from pytest_benchmark_agent.records.store import DEVIATIONS, runs_in
-from pytest_benchmark_agent.records.writer import (
-    UnreadableRecord,
-    dump_yaml,
-    load_yaml,
-    skip_unreadable,
-)
+from pytest_benchmark_agent.records.writer import dump_yaml
 
 _MISSING = "(not declared)"
 _CELL = 36

@@ -39,8 +39,8 @@ from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, release_lock
+from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.records.run import new_run_id
-from pytest_benchmark_agent.records.writer import load_results
 
 EXIT_FOUND, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_UNDECIDED = 0, 1, 2, 3
 STATE = "state.json"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.judge.baseline import FINISHED, RecordView, primary_metrics
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.reader import load_results
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import psutil
 
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.records.fsutil import atomic_write
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.report.progress import duration, read_heartbeat
 
 PID_FILE = "session.pid"

@@ -37,9 +37,9 @@ from pytest_benchmark_agent.config.models import read_yaml_input
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import BenchError, ConfigError
+from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line
-from pytest_benchmark_agent.records.writer import load_results
 from pytest_benchmark_agent.stats.comparability import Verdict
 
 #: Beyond a file's wall-clock budget, time for the session to start (collection, gate 1) and to

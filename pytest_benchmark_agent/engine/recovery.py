@@ -69,8 +69,8 @@ def finalize(run_dir: Path, by: str, hook: Any = None) -> None:
     from pytest_benchmark_agent.config.models import BenchmarkConfig
     from pytest_benchmark_agent.engine.finish import finish, standalone_hooks
     from pytest_benchmark_agent.engine.plan import build_plan
+    from pytest_benchmark_agent.records.reader import load_results, load_yaml
     from pytest_benchmark_agent.records.run import BenchRun
-    from pytest_benchmark_agent.records.writer import load_results, load_yaml
     from pytest_benchmark_agent.report.progress import read_heartbeat
 
     frozen = load_yaml(run_dir / "config.yaml")

@@ -50,10 +50,10 @@ from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
 from pytest_benchmark_agent.records import hostcheck, recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
 from pytest_benchmark_agent.records.fsutil import utc_now
+from pytest_benchmark_agent.records.reader import read_journal
 from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun, new_run_id, new_session_token
 from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.views import FrozenMapping, RunView
-from pytest_benchmark_agent.records.writer import read_journal
 from pytest_benchmark_agent.report.markdown import terminal_lines
 from pytest_benchmark_agent.report.summary_lines import session_geomean_lines
 

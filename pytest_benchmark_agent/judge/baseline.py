@@ -47,15 +47,13 @@ from pytest_benchmark_agent.records.fingerprint import (
     code_label,
     compare_fingerprints,
 )
-from pytest_benchmark_agent.records.writer import (
+from pytest_benchmark_agent.records.reader import (
     UnreadableRecord,
-    comparison_key,
-    index_entries,
-    index_entry,
     load_results,
     load_yaml,
     skip_unreadable,
 )
+from pytest_benchmark_agent.records.writer import comparison_key, index_entries, index_entry
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.stats import analysis

@@ -34,11 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.judge.baseline import FINISHED, RecordView
-from pytest_benchmark_agent.records.writer import (
-    UnreadableRecord,
-    index_entries,
-    skip_unreadable,
-)
+from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
+from pytest_benchmark_agent.records.writer import index_entries
 from pytest_benchmark_agent.stats.distributions import ndtri, stdtrit
 
 #: The between-run allowance when neither the file (``run_to_run``) nor history gives one:

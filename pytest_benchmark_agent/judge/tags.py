@@ -36,11 +36,11 @@ from typing import Any
 
 from pytest_benchmark_agent.judge.baseline import Reproduction
 from pytest_benchmark_agent.records.fsutil import atomic_write, file_lock, utc_now
+from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.records.writer import (
     dump_yaml,
     index_entries,
     index_entry,
-    load_results,
     regenerate_index,
 )
 

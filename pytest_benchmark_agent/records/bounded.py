@@ -8,7 +8,7 @@ file is read only when it is a regular file (:func:`.fsutil.read_regular`) of at
 size, and every way decoding can fail (not UTF-8, not JSON, nested past the interpreter's
 recursion limit, out of memory) is one :class:`BadJson` naming the file and the problem, which
 each caller turns into the skip-with-warning or exit 2 that docs/benchmark/RELIABILITY.md
-promises. YAML records go through :func:`.writer.load_yaml`, which uses the same size limit.
+promises. YAML records go through :func:`.reader.load_yaml`, which uses the same size limit.
 """
 
 from __future__ import annotations

@@ -39,16 +39,10 @@ from pytest_benchmark_agent.records.fsutil import (
     read_regular,
     utc_now,
 )
+from pytest_benchmark_agent.records.reader import JOURNAL, load_results, load_yaml
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
 from pytest_benchmark_agent.records.safetext import inert_markdown
-from pytest_benchmark_agent.records.writer import (
-    JOURNAL,
-    build_index_entry,
-    dump_yaml,
-    load_results,
-    load_yaml,
-    regenerate_index,
-)
+from pytest_benchmark_agent.records.writer import build_index_entry, dump_yaml, regenerate_index
 
 FORMAT = "pytest-benchmark-agent/run"
 #: Longest run id accepted (a folder name; filesystems stop at 255 bytes).

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.records.fingerprint import code_label
-from pytest_benchmark_agent.records.store import runs_in
-from pytest_benchmark_agent.records.writer import (
+from pytest_benchmark_agent.records.reader import (
     UnreadableRecord,
-    ci_gate_outcome,
     load_results,
     load_yaml,
     skip_unreadable,
 )
+from pytest_benchmark_agent.records.store import runs_in
+from pytest_benchmark_agent.records.writer import ci_gate_outcome
 
 #: Run states whose figures are whole (a killed run's are not).
 FINISHED_STATES = frozenset({"complete", "halted"})

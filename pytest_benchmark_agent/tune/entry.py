@@ -20,8 +20,8 @@ from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import acquire_lock, release_lock
+from pytest_benchmark_agent.records.reader import load_results, load_yaml
 from pytest_benchmark_agent.records.run import new_run_id
-from pytest_benchmark_agent.records.writer import load_results, load_yaml
 from pytest_benchmark_agent.tune.recorder import TuneRecorder, definition
 from pytest_benchmark_agent.tune.report import chain_text, selected_text
 from pytest_benchmark_agent.tune.rounds import RoundError, RoundOutcome, SubprocessRounds, merged

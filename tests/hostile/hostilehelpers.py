@@ -97,7 +97,7 @@ def assert_no_secret(root: Path, secret: str) -> None:
 def assert_trials_on_disk(run_dir: Path) -> list[dict[str, Any]]:
     """Assert every trial journalled in ``run_dir`` is in its record as a reader loads it;
     the journalled trials."""
-    from pytest_benchmark_agent.records.writer import load_results
+    from pytest_benchmark_agent.records.reader import load_results
 
     journal = run_dir / "trials.jsonl"
     lines = journal.read_text().splitlines() if journal.is_file() else []

@@ -164,7 +164,7 @@ def test_a_later_session_skips_a_corrupted_earlier_record(damage: Callable) -> N
 
 def yaml_refused(path: Path) -> bool:
     """Whether the records' reader refuses ``path`` (half a record may still be YAML)."""
-    from pytest_benchmark_agent.records.writer import UnreadableRecord, load_results
+    from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results
 
     try:
         load_results(path.parent)

@@ -17,7 +17,7 @@ import pytest
 from benchhelpers import BenchProject
 from hostilehelpers import agent, assert_clean_exit, assert_trials_on_disk, tiny_bench
 
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.reader import load_results
 
 ENOSPC_TEXT = "No space left on device"
 

@@ -24,7 +24,7 @@ from hostilehelpers import agent, assert_clean_exit, assert_trials_on_disk, tiny
 
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.records import recover
-from pytest_benchmark_agent.records.writer import load_results
+from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.report.progress import read_heartbeat
 
 WAIT_S = 300.0  # a bound on waiting for the session to reach its second trial, not a timing

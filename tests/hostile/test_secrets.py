@@ -18,6 +18,7 @@ from benchhelpers import BenchProject
 from hostilehelpers import agent, assert_clean_exit, assert_no_secret, assert_trials_on_disk
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.records.reader import load_yaml
 from pytest_benchmark_agent.records.redact import (
     KEY_FILE,
     REDACTED,
@@ -25,7 +26,7 @@ from pytest_benchmark_agent.records.redact import (
     register,
     scrub,
 )
-from pytest_benchmark_agent.records.writer import dump_yaml, load_yaml
+from pytest_benchmark_agent.records.writer import dump_yaml
 
 API_KEY = "ak-7Hq2pZ9wLx4Vb8Nc"
 LOGIN = "hunter2 isn't $HOME"  # shell-quoted in a command: its quoted form is hidden too

@@ -71,7 +71,7 @@ def test_special_inputs_are_hashed_by_type_and_the_prep_is_cached(project: Bench
     for _ in range(2):
         assert_clean_exit(session(project, "bench.yaml"), allowed={0})
     first, second = project.runs()
-    from pytest_benchmark_agent.records.writer import load_results
+    from pytest_benchmark_agent.records.reader import load_results
 
     assert [p["action"] for p in load_results(second)["preps"]] == ["reused"]
     assert content_hash(specials[0]) != content_hash(specials[1])  # fifo vs link to a device

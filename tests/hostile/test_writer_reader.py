@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_benchmark_agent.config.models import parse_yaml
-from pytest_benchmark_agent.records.writer import dump_yaml, load_results
+from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.writer import dump_yaml
 from pytest_benchmark_agent.records.yamlwrite import writable
 
 #: Text of any code point but a lone surrogate (no YAML holds one), long enough to pass
