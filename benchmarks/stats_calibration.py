@@ -371,7 +371,7 @@ def rerun_outcome(first: Any, second: Any) -> str:
             config={},
             fingerprint={},
             trials=[],
-            verdicts={"t": {"treatment": verdict.as_record()}},
+            verdicts={"t": {"treatment": verdict.to_dict()}},
         )
 
     rule = {"t": MetricSpec(direction="lower", primary=True)}  # the engine's, with its tolerance

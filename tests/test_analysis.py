@@ -51,7 +51,7 @@ def constant(n: int, base: float, new: float) -> list[Observation]:
 def verdict(observations, specs, treatments=TREATMENTS, **kw):
     analysis = analyze_run(observations, specs, treatments, "base", **kw)
     return analysis, {
-        m: {t: v.as_record() for t, v in per.items()} for m, per in analysis.verdicts.items()
+        m: {t: v.to_dict() for t, v in per.items()} for m, per in analysis.verdicts.items()
     }
 
 

@@ -155,7 +155,7 @@ def verdict_of(control: list[float], treatment: list[float]) -> dict[str, Any]:
     obs = [Observation("c", k, None, v) for k, v in enumerate(control)]
     obs += [Observation("t", k, None, v) for k, v in enumerate(treatment)]
     result = analyze_run({"m": obs}, {"m": SPEC}, ["c", "t"], "c")
-    return result.verdicts["m"]["t"].as_record()
+    return result.verdicts["m"]["t"].to_dict()
 
 
 def test_a_pass_needs_a_comparison_that_could_have_seen_the_threshold() -> None:

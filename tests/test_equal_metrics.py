@@ -144,7 +144,7 @@ def _identity(control: list, treated: list, spec: PlainMetricRule = EQUAL) -> di
         "h": [Observation("a", k, None, v) for k, v in enumerate(control)]
         + [Observation("b", k, None, v) for k, v in enumerate(treated)]
     }
-    return analyze_run(observations, {"h": spec}, ["a", "b"], "a").verdicts["h"]["b"].as_record()
+    return analyze_run(observations, {"h": spec}, ["a", "b"], "a").verdicts["h"]["b"].to_dict()
 
 
 def test_integers_one_apart_beyond_a_floats_digits_differ() -> None:

@@ -526,7 +526,7 @@ def cross_verdicts(
         result = analysis.analyze_run(obs_by_metric, specs, [_REFERENCE, *labels], _REFERENCE)
         for metric, per in result.verdicts.items():
             for label, verdict in per.items():
-                verdicts[metric][label] = {**verdict.as_record(), "against": where}
+                verdicts[metric][label] = {**verdict.to_dict(), "against": where}
         caveats += [c.replace(_REFERENCE, where) for c in result.caveats if _UNPAIRED_NOTE not in c]
     return verdicts, caveats
 

@@ -203,7 +203,7 @@ def _gate_settled(run: BenchRun, result: analysis.RunAnalysis) -> str | None:
     if not primaries or any(specs[m].fail_threshold is None for m in primaries):
         return None
     outcomes = [
-        evidence.judge_metric(metric, v.as_record(), specs[metric]).outcome
+        evidence.judge_metric(metric, v.to_dict(), specs[metric]).outcome
         for metric in primaries
         for v in result.verdicts.get(metric, {}).values()
     ]
@@ -329,10 +329,10 @@ def _analysed(run: BenchRun, sequential: SequentialOutcome | None, upto: int | N
         if upto is not None and t.get("status") == "passed" and int(t.get("replicate") or 0) >= upto
     )
     return Gate2(
-        verdicts={m: {t: v.as_record() for t, v in per.items()} for m, per in verdicts.items()},
+        verdicts={m: {t: v.to_dict() for t, v in per.items()} for m, per in verdicts.items()},
         by_host={
             host: {
-                m: {t: v.as_record() for t, v in per.items()} for m, per in result.verdicts.items()
+                m: {t: v.to_dict() for t, v in per.items()} for m, per in result.verdicts.items()
             }
             for host, result in per_host.items()
         },
@@ -464,7 +464,7 @@ def _refusals(
                 findings += failed
     return (
         {
-            metric: {label: verdict.as_record() for label, verdict in per.items()}
+            metric: {label: verdict.to_dict() for label, verdict in per.items()}
             for metric, per in verdicts.items()
         },
         caveats,

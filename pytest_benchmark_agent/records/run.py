@@ -22,6 +22,12 @@ from pytest_benchmark_agent.config.models import BUILTIN_METRICS
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.hashseeds import hash_seed_base
+from pytest_benchmark_agent.records.record import (
+    SCHEMA_VERSION,
+    BaselineComparison,
+    Judgement,
+    RunRecord,
+)
 from pytest_benchmark_agent.records.safetext import NAME_MAX
 from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
@@ -29,8 +35,6 @@ from pytest_benchmark_agent.stats.describe import describe, describe_exact, medi
 if TYPE_CHECKING:  # the plan is the engine's; a record only holds it
     from pytest_benchmark_agent.engine.plan import BenchPlan, TrialSpec
 
-#: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
-SCHEMA_VERSION = 1
 
 #: The caveat of a run measured under ``--bench-isolation none`` (gate 2 reads it back).
 CAVEAT_NONE = (
@@ -83,7 +87,7 @@ class BenchRun:
     refusals: list[str] = field(default_factory=list)
     verdicts_by_host: dict[str, Any] = field(default_factory=dict)
     #: The comparison with ``--bench-baseline``, the reproduction check, the sequential looks.
-    baseline: dict[str, Any] | None = None
+    baseline: BaselineComparison | None = None
     reproduces: dict[str, Any] | None = None
     sequential: dict[str, Any] | None = None
     tag_reasons: list[str] = field(default_factory=list)
@@ -92,6 +96,8 @@ class BenchRun:
     what_went_wrong: list[str] = field(default_factory=list)
     #: ``--bench-hash-seeds BASE``: replay a recorded run's hash seeds (None: the run's own).
     replayed_hash_seeds: int | None = None
+    #: The trials frozen so far, in order (:meth:`record`).
+    _frozen_trials: list[TrialRecord] = field(default_factory=list, repr=False)
 
     @property
     def hash_seed_base(self) -> int:
@@ -275,8 +281,45 @@ class BenchRun:
             counts[trial["status"]] += 1
         return dict(counts)
 
+    def judged(self, judgement: Judgement) -> None:
+        """Put gate 2's judgement on the run (the judge returns it and never writes here)."""
+        self.verdicts = {m: dict(per) for m, per in judgement.verdicts.items()}
+        self.verdicts_by_host = dict(judgement.verdicts_by_host)
+        self.refusals = list(judgement.refusals)
+        self.caveats += [c for c in judgement.caveats if c not in self.caveats]
+        self.sequential = judgement.sequential
+        self.baseline = judgement.baseline
+        self.reproduces = judgement.reproduces
+        self.tag = judgement.tag
+        self.tag_reasons = list(judgement.tag_reasons)
+        self.ci_gate = judgement.ci_gate
+
+    def record(self) -> RunRecord:
+        """The run as it stands, frozen: what every hook, report and reader is given.
+
+        Trials are frozen once each (the live run only appends them), so a hook called per
+        trial costs the same on a run of ten trials as on one of ten thousand."""
+        frozen = self._frozen_trials
+        for trial in self.trials[len(frozen) :]:
+            frozen.append(trial if isinstance(trial, TrialRecord) else TrialRecord.from_dict(trial))
+        return RunRecord.from_dict(
+            {**self._results_fields(), "trials": tuple(frozen)},
+            run_dir=self.dir,
+            config=self._config_record,
+            fingerprint=self.fingerprint,
+        )
+
+    @functools.cached_property
+    def _config_record(self) -> dict[str, Any]:
+        """``config.yaml``'s config: the plan is built once and never changed."""
+        return self.plan.config.model_dump(mode="json", exclude_none=True)
+
     def results(self) -> dict[str, Any]:
         """The ``results.yaml`` document (docs/benchmark/FORMAT.md)."""
+        return self.record().to_dict()
+
+    def _results_fields(self) -> dict[str, Any]:
+        """``results.yaml``'s fields as the live run holds them (trials aside)."""
         return {
             "schema_version": SCHEMA_VERSION,
             "run_id": self.run_id,
@@ -285,7 +328,6 @@ class BenchRun:
             "tag": self.tag,
             "treatment_variable": self.variable,
             "control": self.control,
-            "trials": self.trials,
             "summary": self.summary,
             "selected": self.selected,
             "verdicts": self.verdicts,

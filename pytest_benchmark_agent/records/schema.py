@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_benchmark_agent.records.frozen import freeze
+
 STATUSES = (
     "passed",
     "failed",
@@ -81,6 +83,16 @@ class TrialRecord:
     #: Every other field (command, logs, effective, guard events, ...), as written.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metrics", freeze(self.metrics))
+        object.__setattr__(self, "extra", freeze(self.extra))
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A field by its record name, named or in ``extra`` (``command``, ``logs``, ...)."""
+        if name in self.extra:
+            return self.extra[name]
+        return getattr(self, name, default) if name in _TRIAL_FIELDS else default
+
     @classmethod
     def from_dict(cls, data: Any) -> TrialRecord:
         """The record ``data`` holds; :class:`RecordShapeError` naming the first bad field."""
@@ -125,6 +137,15 @@ class PrepEvent:
     reason: str | None = None
     rebuild_reason: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "extra", freeze(self.extra))
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A field by its record name, named or in ``extra`` (``gpu_hours``, ``cost_usd``)."""
+        if name in self.extra:
+            return self.extra[name]
+        return getattr(self, name, default) if name in _PREP_FIELDS else default
 
     @classmethod
     def from_dict(cls, data: Any) -> PrepEvent:
@@ -211,3 +232,6 @@ _KIND_NAMES = {
     (Mapping,): "a mapping",
     (int, float): "a number",
 }
+#: The fields each record type names (any other key is in its ``extra``).
+_TRIAL_FIELDS = frozenset(TrialRecord.__dataclass_fields__) - {"extra"}
+_PREP_FIELDS = frozenset(PrepEvent.__dataclass_fields__) - {"extra"}

@@ -142,7 +142,7 @@ class RunAnalysis:
         """Plain-Python mapping: verdict records per metric and treatment, caveats, refusals."""
         return {
             "verdicts": {
-                metric: {t: v.as_record() for t, v in per.items()}
+                metric: {t: v.to_dict() for t, v in per.items()}
                 for metric, per in self.verdicts.items()
             },
             "caveats": list(self.caveats),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -76,8 +76,11 @@ class Verdict:
     median_ratio: float | None = None
     #: The kind of refusal of a ``not_comparable`` verdict (None otherwise).
     refused: Refusal | None = None
+    #: Every other field of the record (``against`` of a comparison across runs, ``across`` of
+    #: a recorded baseline's spread), kept as read so that writing it back loses nothing.
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def as_record(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain-Python mapping for results.yaml (lists, floats, no numpy scalars)."""
         return {
             "verdict": self.verdict,
@@ -94,12 +97,13 @@ class Verdict:
             "level": self.level,
             "median_ratio": self.median_ratio,
             "refused": None if self.refused is None else self.refused.value,
+            **self.extra,
         }
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> Verdict:
         """A verdict record read back (docs/benchmark/FORMAT.md, "A verdict record"); a key
-        this version does not know (``against`` across runs) is left out."""
+        this version does not name (``against`` across runs) is kept in ``extra``."""
         ci, n, refused = record.get("ci"), record.get("n"), record.get("refused")
         return cls(
             verdict=record["verdict"],
@@ -116,6 +120,7 @@ class Verdict:
             level=record.get("level"),
             median_ratio=record.get("median_ratio"),
             refused=Refusal(refused) if refused else None,
+            extra={k: v for k, v in record.items() if k not in _VERDICT_FIELDS},
         )
 
     @property
@@ -215,3 +220,7 @@ def guard_failures(
     elif compared.verdict == "not_comparable":
         failures.append(f"guard {metric} could not be checked ({compared.reason})")
     return failures
+
+
+#: The fields :class:`Verdict` names; any other key of a verdict record goes to its ``extra``.
+_VERDICT_FIELDS = frozenset(Verdict.__dataclass_fields__) - {"extra"}

@@ -184,7 +184,7 @@ def classify(
         incumbent,
         "",
         "",
-        verdict.as_record(),
+        verdict.to_dict(),
         describe(values).get("median"),
         better,
         constraint_checks(space, trials),

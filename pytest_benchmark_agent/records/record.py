@@ -1,0 +1,346 @@
+"""The record of one run as a value: typed, frozen, the one thing every reader of a run is given.
+
+:class:`RunRecord` is ``results.yaml`` (docs/benchmark/FORMAT.md) with the frozen config and
+the fingerprint of ``config.yaml``. The engine makes one from its live run
+(:meth:`.run.BenchRun.record`); :func:`load_run` makes one from a run folder (the one loader,
+for every version of the format). Hooks, the judge's readers, the reports, the verbs and the
+``bench`` fixture all take it. It is frozen all the way down (mappings read-only, sequences
+tuples, trials :class:`.TrialRecord`, verdicts :class:`.Verdict`), so no reader can change what
+another reads after it; only the writer calls :meth:`RunRecord.to_dict`.
+
+:class:`Judgement` is what gate 2 decides about a run (``judge.gate2.judge_run``): returned to
+the engine, which puts it on the run; the judge never writes on the run itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.records.frozen import FrozenDict, freeze, thaw
+from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, load_yaml
+from pytest_benchmark_agent.records.schema import PrepEvent, TrialRecord
+from pytest_benchmark_agent.stats.comparability import Verdict
+
+#: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
+SCHEMA_VERSION = 1
+
+
+def verdict_table(data: Any) -> FrozenDict:
+    """metric -> label -> :class:`.Verdict` from a record's ``verdicts`` mapping."""
+    if not isinstance(data, Mapping):
+        return FrozenDict()
+    return FrozenDict(
+        {
+            metric: FrozenDict(
+                {
+                    label: record if isinstance(record, Verdict) else Verdict.from_dict(record)
+                    for label, record in per.items()
+                }
+            )
+            for metric, per in data.items()
+            if isinstance(per, Mapping)
+        }
+    )
+
+
+def _verdicts_as_dict(table: Mapping[str, Mapping[str, Verdict]]) -> dict[str, Any]:
+    return {
+        metric: {label: v.to_dict() for label, v in per.items()} for metric, per in table.items()
+    }
+
+
+@dataclass(frozen=True)
+class BaselineComparison:
+    """The comparison with ``--bench-baseline`` (``baseline:`` of ``results.yaml``): which run
+    served, the verdicts across the two runs, the code each measured and the CI gate on them."""
+
+    run_id: str | None
+    ref: str | None = None
+    resolved: str | None = None
+    refused: str | None = None
+    verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=FrozenDict)
+    code: Mapping[str, Any] = field(default_factory=FrozenDict)
+    gate: Mapping[str, Any] = field(default_factory=FrozenDict)
+    extra: Mapping[str, Any] = field(default_factory=FrozenDict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BaselineComparison:
+        known = {"run_id", "ref", "resolved", "refused", "verdicts", "code", "gate"}
+        return cls(
+            run_id=data.get("run_id"),
+            ref=data.get("ref"),
+            resolved=data.get("resolved"),
+            refused=data.get("refused"),
+            verdicts=verdict_table(data.get("verdicts")),
+            code=freeze(data.get("code") or {}),
+            gate=freeze(data.get("gate") or {}),
+            extra=freeze({k: v for k, v in data.items() if k not in known}),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "run_id": self.run_id,
+            "ref": self.ref,
+            "resolved": self.resolved,
+            "refused": self.refused,
+        }
+        out.update(
+            verdicts=_verdicts_as_dict(self.verdicts), code=thaw(self.code), gate=thaw(self.gate)
+        )
+        out.update(thaw(self.extra))
+        return out
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What gate 2 decides about a run, returned by ``judge.gate2.judge_run`` and put on the run
+    by the engine: the verdicts, the refusals, the caveats gate 2 adds, the comparison with a
+    baseline, the reproduction, the tag and the CI gate."""
+
+    verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=FrozenDict)
+    verdicts_by_host: Mapping[str, Any] = field(default_factory=FrozenDict)
+    refusals: tuple[str, ...] = ()
+    caveats: tuple[str, ...] = ()
+    sequential: Mapping[str, Any] | None = None
+    baseline: BaselineComparison | None = None
+    reproduces: Mapping[str, Any] | None = None
+    tag: str = "EXPLORATORY"
+    tag_reasons: tuple[str, ...] = ()
+    ci_gate: Mapping[str, Any] | None = None
+
+
+#: ``results.yaml``'s fields in FORMAT.md's order, with how each is frozen on reading.
+_FIELDS: tuple[str, ...] = (
+    "schema_version",
+    "run_id",
+    "name",
+    "state",
+    "tag",
+    "treatment_variable",
+    "control",
+    "trials",
+    "summary",
+    "selected",
+    "verdicts",
+    "treatments",
+    "started",
+    "ended",
+    "stop_reason",
+    "counts",
+    "spent",
+    "preps",
+    "warmups",
+    "caveats",
+    "config_file",
+    "config_hash",
+    "decided",
+    "refusals",
+    "verdicts_by_host",
+    "baseline",
+    "revisions",
+    "ci_gate",
+    "reproduces",
+    "sequential",
+    "hash_seed_base",
+    "tag_reasons",
+    "what_went_wrong",
+)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run, as ``results.yaml`` holds it, with where it lives and what it was configured
+    with (``config.yaml``'s frozen config and fingerprint)."""
+
+    run_id: str
+    name: str
+    state: str
+    tag: str = "EXPLORATORY"
+    treatment_variable: str | None = None
+    control: str = "default"
+    treatments: tuple[str, ...] = ()
+    trials: tuple[TrialRecord, ...] = ()
+    summary: Mapping[str, Any] = field(default_factory=FrozenDict)
+    selected: Mapping[str, Any] | None = None
+    verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=FrozenDict)
+    started: str | None = None
+    ended: str | None = None
+    stop_reason: str | None = None
+    counts: Mapping[str, int] = field(default_factory=FrozenDict)
+    spent: Mapping[str, float] = field(default_factory=FrozenDict)
+    preps: tuple[PrepEvent, ...] = ()
+    warmups: tuple[Mapping[str, Any], ...] = ()
+    caveats: tuple[str, ...] = ()
+    config_file: str | None = None
+    config_hash: str | None = None
+    decided: str | None = None
+    refusals: tuple[str, ...] = ()
+    verdicts_by_host: Mapping[str, Any] = field(default_factory=FrozenDict)
+    baseline: BaselineComparison | None = None
+    revisions: Mapping[str, Any] | None = None
+    ci_gate: Mapping[str, Any] | None = None
+    reproduces: Mapping[str, Any] | None = None
+    sequential: Mapping[str, Any] | None = None
+    hash_seed_base: int | None = None
+    tag_reasons: tuple[str, ...] = ()
+    what_went_wrong: tuple[str, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+    #: Every other field of ``results.yaml`` (a newer writer's, ``flags`` of a reclassified
+    #: run), kept as read.
+    extra: Mapping[str, Any] = field(default_factory=FrozenDict)
+    #: Not in ``results.yaml``: the run folder, and ``config.yaml``'s config and fingerprint.
+    dir: Path | None = None
+    config: Mapping[str, Any] = field(default_factory=FrozenDict)
+    fingerprint: Mapping[str, Any] = field(default_factory=FrozenDict)
+
+    @classmethod
+    def from_dict(
+        cls,
+        results: Mapping[str, Any],
+        *,
+        run_dir: Path | None = None,
+        config: Mapping[str, Any] | None = None,
+        fingerprint: Mapping[str, Any] | None = None,
+    ) -> RunRecord:
+        """The record a ``results.yaml`` document holds (checked by :func:`.reader.load_results`
+        when it came from disk). A record without ``schema_version`` predates the field and
+        reads as version 1; a newer version is refused by :func:`load_run`."""
+        data = dict(results)
+        baseline = data.get("baseline")
+        return cls(
+            schema_version=int(data.get("schema_version") or 1),
+            run_id=str(data.get("run_id") or (run_dir.name if run_dir else "")),
+            name=str(data.get("name") or ""),
+            state=str(data.get("state") or ""),
+            tag=str(data.get("tag") or "EXPLORATORY"),
+            treatment_variable=data.get("treatment_variable"),
+            control=as_text(data.get("control", "default")),
+            treatments=tuple(as_text(t) for t in data.get("treatments") or ()),
+            trials=tuple(_trial(t) for t in data.get("trials") or ()),
+            summary=freeze(data.get("summary") or {}),
+            selected=freeze(data.get("selected")),
+            verdicts=verdict_table(data.get("verdicts")),
+            started=data.get("started"),
+            ended=data.get("ended"),
+            stop_reason=data.get("stop_reason"),
+            counts=freeze(data.get("counts") or {}),
+            spent=freeze(data.get("spent") or {}),
+            preps=tuple(_prep(p) for p in data.get("preps") or ()),
+            warmups=freeze(data.get("warmups") or ()),
+            caveats=tuple(data.get("caveats") or ()),
+            config_file=data.get("config_file"),
+            config_hash=data.get("config_hash"),
+            decided=data.get("decided"),
+            refusals=tuple(data.get("refusals") or ()),
+            verdicts_by_host=freeze(data.get("verdicts_by_host") or {}),
+            baseline=(
+                baseline
+                if isinstance(baseline, BaselineComparison) or baseline is None
+                else BaselineComparison.from_dict(baseline)
+            ),
+            revisions=freeze(data.get("revisions")),
+            ci_gate=freeze(data.get("ci_gate")),
+            reproduces=freeze(data.get("reproduces")),
+            sequential=freeze(data.get("sequential")),
+            hash_seed_base=data.get("hash_seed_base"),
+            tag_reasons=tuple(data.get("tag_reasons") or ()),
+            what_went_wrong=tuple(data.get("what_went_wrong") or ()),
+            extra=freeze({k: v for k, v in data.items() if k not in _FIELDS}),
+            dir=run_dir,
+            config=freeze(config or {}),
+            fingerprint=freeze(fingerprint or {}),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``results.yaml`` document: FORMAT.md's fields in order, then the others."""
+        out: dict[str, Any] = {}
+        for name in _FIELDS:
+            value = getattr(self, name)
+            if name == "verdicts":
+                value = _verdicts_as_dict(value)
+            out[name] = thaw(value)
+        out.update(thaw(self.extra))
+        return out
+
+    # -- what readers ask of a run --------------------------------------------------------------
+
+    @property
+    def one_configuration(self) -> bool:
+        """One configuration measured alone: nothing is compared inside the run."""
+        return self.treatment_variable is None
+
+    def passed(self) -> Iterator[TrialRecord]:
+        """The trials that passed, in execution order."""
+        return (t for t in self.trials if t.status == "passed")
+
+    def samples(self, metric: str) -> dict[str, list[Any]]:
+        """Treatment -> the metric's values over the passed trials, in execution order."""
+        table: dict[str, list[Any]] = {label: [] for label in self.treatments}
+        for trial in self.passed():
+            if metric in trial.metrics:
+                table.setdefault(trial.treatment, []).append(trial.metrics[metric])
+        return table
+
+    def stats(self, metric: str) -> Mapping[str, Mapping[str, Any]]:
+        """Treatment -> descriptive statistics of the metric (n, median, mean, cv, ...)."""
+        return self.summary.get(metric, FrozenDict())
+
+    def verdict(self, metric: str, treatment: Any) -> Verdict:
+        """Gate 2's verdict on ``metric`` for ``treatment`` against the control. ``treatment``
+        is its value as the file wrote it (``9``, ``"9"``, ``True``) or its label; a KeyError
+        names what the record does hold."""
+        label = as_text(treatment)
+        if metric not in self.verdicts:
+            raise KeyError(
+                f"no verdict on {metric!r} in run {self.run_id}: verdicts cover the metrics "
+                f"{sorted(self.verdicts)}"
+            )
+        per = self.verdicts[metric]
+        if label not in per:
+            raise KeyError(
+                f"no verdict on {metric!r} for treatment {treatment!r} in run {self.run_id}: "
+                f"judged are {sorted(per)} (the control {self.control!r} is judged against)"
+            )
+        return per[label]
+
+    def replace(self, **changes: Any) -> RunRecord:
+        """A copy with ``changes`` (frozen in turn)."""
+        return dataclasses.replace(self, **{k: freeze(v) for k, v in changes.items()})
+
+
+def _trial(data: Any) -> TrialRecord:
+    return data if isinstance(data, TrialRecord) else TrialRecord.from_dict(data)
+
+
+def _prep(data: Any) -> PrepEvent:
+    return data if isinstance(data, PrepEvent) else PrepEvent.from_dict(data)
+
+
+def load_run(run_dir: Path) -> RunRecord:
+    """The record of the run in ``run_dir``: ``results.yaml`` with the journal merged in, and
+    ``config.yaml``'s config and fingerprint. The one loader of a run folder: UnreadableRecord
+    names the file and what is wrong (a newer format's version included)."""
+    results = load_results(run_dir)
+    version = results.get("schema_version")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise UnreadableRecord(
+            run_dir / "results.yaml",
+            f"written in format version {version}, newer than this version's {SCHEMA_VERSION}; "
+            "fix: upgrade pytest-benchmark-agent to read it",
+        )
+    frozen_path = run_dir / "config.yaml"
+    frozen = (load_yaml(frozen_path) or {}) if os.path.lexists(frozen_path) else {}
+    if not isinstance(frozen, Mapping):
+        raise UnreadableRecord(frozen_path, "not a mapping of fields")
+    return RunRecord.from_dict(
+        results,
+        run_dir=run_dir,
+        config=frozen.get("config") or {},
+        fingerprint=frozen.get("fingerprint") or {},
+    )
