@@ -15,12 +15,14 @@ the engine, which puts it on the run; the judge never writes on the run itself.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze, thaw
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, load_yaml
@@ -53,6 +55,19 @@ def _verdicts_as_dict(table: Mapping[str, Mapping[str, Verdict]]) -> dict[str, A
     return {
         metric: {label: v.to_dict() for label, v in per.items()} for metric, per in table.items()
     }
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """One trial of the run's plan (``config.yaml``'s ``planned_trials``), run or not yet: what
+    the judge needs to count blocks and a writer to list the plan."""
+
+    id: str
+    treatment: str
+    replicate: int
+    stage: str
+    seed: int | None = None
+    position: int = 0
 
 
 @dataclass(frozen=True)
@@ -194,10 +209,22 @@ class RunRecord:
     #: Every other field of ``results.yaml`` (a newer writer's, ``flags`` of a reclassified
     #: run), kept as read.
     extra: Mapping[str, Any] = field(default_factory=FrozenDict)
-    #: Not in ``results.yaml``: the run folder, and ``config.yaml``'s config and fingerprint.
+    #: Not in ``results.yaml``: the run folder, and ``config.yaml``'s config, fingerprint and
+    #: plan (a record read from disk has the plan's ids only: ``planned_trials``).
     dir: Path | None = None
     config: Mapping[str, Any] = field(default_factory=FrozenDict)
     fingerprint: Mapping[str, Any] = field(default_factory=FrozenDict)
+    planned: tuple[PlannedTrial, ...] = ()
+
+    @property
+    def home(self) -> Path | None:
+        """The data home the run folder is in (``<home>/runs/<run_id>``)."""
+        return self.dir.parent.parent if self.dir is not None else None
+
+    @functools.cached_property
+    def model(self) -> BenchmarkConfig:
+        """The frozen config as its model (validated once per record)."""
+        return BenchmarkConfig.model_validate(thaw(self.config))
 
     @classmethod
     def from_dict(
@@ -207,6 +234,7 @@ class RunRecord:
         run_dir: Path | None = None,
         config: Mapping[str, Any] | None = None,
         fingerprint: Mapping[str, Any] | None = None,
+        planned: tuple[PlannedTrial, ...] = (),
     ) -> RunRecord:
         """The record a ``results.yaml`` document holds (checked by :func:`.reader.load_results`
         when it came from disk). A record without ``schema_version`` predates the field and
@@ -255,6 +283,7 @@ class RunRecord:
             dir=run_dir,
             config=freeze(config or {}),
             fingerprint=freeze(fingerprint or {}),
+            planned=planned,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -338,9 +367,15 @@ def load_run(run_dir: Path) -> RunRecord:
     frozen = (load_yaml(frozen_path) or {}) if os.path.lexists(frozen_path) else {}
     if not isinstance(frozen, Mapping):
         raise UnreadableRecord(frozen_path, "not a mapping of fields")
+    planned = frozen.get("planned_trials") or ()
     return RunRecord.from_dict(
         results,
         run_dir=run_dir,
         config=frozen.get("config") or {},
         fingerprint=frozen.get("fingerprint") or {},
+        planned=tuple(
+            PlannedTrial(id=str(i), treatment="", replicate=0, stage="")
+            for i in planned
+            if isinstance(i, str)
+        ),
     )

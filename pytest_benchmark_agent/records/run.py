@@ -26,6 +26,7 @@ from pytest_benchmark_agent.records.record import (
     SCHEMA_VERSION,
     BaselineComparison,
     Judgement,
+    PlannedTrial,
     RunRecord,
 )
 from pytest_benchmark_agent.records.safetext import NAME_MAX
@@ -98,6 +99,7 @@ class BenchRun:
     replayed_hash_seeds: int | None = None
     #: The trials frozen so far, in order (:meth:`record`).
     _frozen_trials: list[TrialRecord] = field(default_factory=list, repr=False)
+    _planned_cache: tuple[Any, tuple[PlannedTrial, ...]] = field(default=(None, ()), repr=False)
 
     @property
     def hash_seed_base(self) -> int:
@@ -307,7 +309,30 @@ class BenchRun:
             run_dir=self.dir,
             config=self._config_record,
             fingerprint=self.fingerprint,
+            planned=self._planned_record,
         )
+
+    @property
+    def _planned_record(self) -> tuple[PlannedTrial, ...]:
+        """The plan as the record lists it, made again only when the session assigns a new
+        plan (``planned`` is set once at collection, or by recovery)."""
+        key = (id(self.planned), len(self.planned))
+        if self._planned_cache[0] != key:
+            self._planned_cache = (
+                key,
+                tuple(
+                    PlannedTrial(
+                        id=self.trial_id(spec),
+                        treatment=spec.treatment_label,
+                        replicate=spec.replicate,
+                        stage=spec.stage.name,
+                        seed=spec.seed,
+                        position=spec.position,
+                    )
+                    for spec in self.planned
+                ),
+            )
+        return self._planned_cache[1]
 
     @functools.cached_property
     def _config_record(self) -> dict[str, Any]:
