@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest
 
-from pytest_benchmark_agent.config.models import COUNTER_NOISE_THRESHOLD
+from pytest_benchmark_agent.config.metric import COUNTER_NOISE_THRESHOLD
 from pytest_benchmark_agent.engine.counters import Counting, backend
 from pytest_benchmark_agent.stats.analysis import Observation, PlainMetricRule, analyze_run
 from pytest_benchmark_agent.stats.counter_noise import NOISE_FLOORS

@@ -35,7 +35,7 @@ import numpy as np
 from scipy.stats import binomtest
 from stats_calibration import synthetic_noise
 
-from pytest_benchmark_agent.config.models import MetricSpec
+from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.judge import evidence
 from pytest_benchmark_agent.stats.analysis import Observation, analyze_run
 

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from pytest_benchmark_agent.config.models import COUNTER_NOISE_THRESHOLD, MetricSpec
+from pytest_benchmark_agent.config.metric import COUNTER_NOISE_THRESHOLD, MetricSpec
 from pytest_benchmark_agent.engine.counters import Counting, backend
 from pytest_benchmark_agent.judge.baseline import RecordView, reproduction
 from pytest_benchmark_agent.stats.analysis import (

@@ -36,7 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.models import BenchmarkConfig, TuneSettings
+from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.tuning import TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest
 from pytest_benchmark_agent.tune.space import load_space

@@ -399,7 +399,7 @@ def _warmup_rounds(text: str) -> int:
 
 
 def _parse_overrides(config: pytest.Config) -> dict[str, Any]:
-    from pytest_benchmark_agent.config.models import parse_value
+    from pytest_benchmark_agent.config.safe_yaml import parse_value
 
     overrides: dict[str, Any] = {}
     for item in config.getoption("bench_set"):

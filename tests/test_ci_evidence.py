@@ -23,7 +23,8 @@ import pytest
 import yaml
 from test_ci_gate import Repo as GateRepo
 
-from pytest_benchmark_agent.config.models import MetricSpec, load_config
+from pytest_benchmark_agent.config.metric import MetricSpec
+from pytest_benchmark_agent.config.models import load_config
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.judge import evidence
 from pytest_benchmark_agent.stats.analysis import Observation, analyze_run

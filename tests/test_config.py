@@ -18,17 +18,16 @@ from benchhelpers import simple_bench
 from pydantic import ValidationError
 
 from pytest_benchmark_agent.cli import main as cli
+from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.config.models import (
     BenchmarkConfig,
-    MetricSpec,
-    Range,
     ReplicateRange,
-    Stage,
-    TuneSettings,
     json_schema,
     load_config,
 )
 from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.config.stage import Stage
+from pytest_benchmark_agent.config.tuning import Range, TuneSettings
 from pytest_benchmark_agent.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,8 @@ import yaml
 from benchhelpers import BenchProject
 
 from pytest_benchmark_agent.config import gate1
-from pytest_benchmark_agent.config.models import COUNTER_NOISE_THRESHOLD, BenchmarkConfig
+from pytest_benchmark_agent.config.metric import COUNTER_NOISE_THRESHOLD
+from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.engine import counters
 from pytest_benchmark_agent.engine.stages import run_stage
 from pytest_benchmark_agent.errors import ConfigError

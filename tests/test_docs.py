@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_benchmark_agent.config import models
+from pytest_benchmark_agent.config.metric import MetricSpec
+from pytest_benchmark_agent.config.models import BenchmarkConfig, ManifestEntry
+from pytest_benchmark_agent.config.resources import Budget, Resources
+from pytest_benchmark_agent.config.stage import MetricsFrom, Stage
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs" / "benchmark"
@@ -78,13 +81,13 @@ def _check_file(path: Path, where: str) -> None:
 def test_the_yaml_reference_lists_every_model_field() -> None:
     text = (DOCS / "FORMAT.md").read_text()
     for model in (
-        models.BenchmarkConfig,
-        models.Stage,
-        models.MetricsFrom,
-        models.MetricSpec,
-        models.Resources,
-        models.Budget,
-        models.ManifestEntry,
+        BenchmarkConfig,
+        Stage,
+        MetricsFrom,
+        MetricSpec,
+        Resources,
+        Budget,
+        ManifestEntry,
     ):
         section = text.split(f"### {model.__name__}\n", 1)
         assert len(section) == 2, f"FORMAT.md has no section for {model.__name__}"

@@ -14,7 +14,8 @@ from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as  # noqa: F401
 
 from pytest_benchmark_agent.cli.main import main
-from pytest_benchmark_agent.config.models import load_config, parse_yaml
+from pytest_benchmark_agent.config.models import load_config
+from pytest_benchmark_agent.config.safe_yaml import parse_yaml
 from pytest_benchmark_agent.engine.metrics import parse_metrics
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.errors import MetricError

@@ -17,7 +17,8 @@ from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
 
 from pytest_benchmark_agent.cli.main import build_parser, main
-from pytest_benchmark_agent.config.models import RetypedValueWarning, load_config
+from pytest_benchmark_agent.config.models import load_config
+from pytest_benchmark_agent.config.retyped import RetypedValueWarning
 from pytest_benchmark_agent.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_benchmark_agent.config.models import MetricSpec, load_config
+from pytest_benchmark_agent.config.metric import MetricSpec
+from pytest_benchmark_agent.config.models import load_config
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import RecordView, reproduction

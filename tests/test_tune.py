@@ -24,7 +24,8 @@ from benchhelpers import BenchProject
 
 from pytest_benchmark_agent.cli.main import main as cli_main
 from pytest_benchmark_agent.cli.tune import STRATEGY_NAMES
-from pytest_benchmark_agent.config.models import BenchmarkConfig, TuneSettings
+from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.tuning import TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.records.reader import load_yaml
 from pytest_benchmark_agent.stats import analysis

@@ -20,7 +20,8 @@ from test_verdicts_round2 import synthetic, verdict_of
 
 from pytest_benchmark_agent.cli.records import order_outline
 from pytest_benchmark_agent.config import gate1
-from pytest_benchmark_agent.config.models import BenchmarkConfig, MetricSpec
+from pytest_benchmark_agent.config.metric import MetricSpec
+from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.stats.analysis import (
     Observation,
     PlainMetricRule,

@@ -18,9 +18,7 @@ from pytest_benchmark_agent.records.fsutil import atomic_write
 
 def schema_text() -> str:
     """The schema as the shipped file holds it: JSON, two-space indented, a final newline."""
-    from pytest_benchmark_agent.config.models import (
-        json_schema,  # pydantic loads only for this verb
-    )
+    from pytest_benchmark_agent.config.models import json_schema  # pydantic loads only here
 
     return json.dumps(json_schema(), indent=2) + "\n"
 

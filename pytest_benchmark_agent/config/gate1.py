@@ -28,17 +28,16 @@ from pytest_benchmark_agent.config.as_recorded import (
     command_size_problems,
     param_value_problems,
 )
+from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, COUNTERS
 from pytest_benchmark_agent.config.models import (
-    BUILTIN_METRICS,
-    COUNTERS,
     BenchmarkConfig,
-    Stage,
     one_configuration,
     treatment_values,
     treatment_variable,
 )
 from pytest_benchmark_agent.config.placeholders import as_text, names_in
 from pytest_benchmark_agent.config.recipe import placeholder_problems
+from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.redact import secret_params
 from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line, simple_name_problem

@@ -26,17 +26,17 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from pytest_benchmark_agent.config.fields import FileModel
+from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.config.models import (
     BenchmarkConfig,
-    FileModel,
     ManifestEntry,
-    MetricSpec,
     Replicates,
-    Resources,
-    Stage,
     load_config,
-    read_yaml_input,
 )
+from pytest_benchmark_agent.config.resources import Resources
+from pytest_benchmark_agent.config.safe_yaml import read_yaml_input
+from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
 

@@ -23,8 +23,9 @@ from typing import Any
 
 import yaml
 
-from pytest_benchmark_agent.config.models import BenchmarkConfig, parse_value, read_input
+from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.config.safe_yaml import parse_value, read_input
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now

@@ -37,14 +37,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pytest_benchmark_agent.config.models import (
-    BenchmarkConfig,
-    ManifestEntry,
-    MetricsFrom,
-    MetricSpec,
-    Resources,
-    Stage,
-)
+from pytest_benchmark_agent.config.metric import MetricSpec
+from pytest_benchmark_agent.config.models import BenchmarkConfig, ManifestEntry
+from pytest_benchmark_agent.config.resources import Resources
+from pytest_benchmark_agent.config.stage import MetricsFrom, Stage
 from pytest_benchmark_agent.errors import BenchError, ConfigError
 
 ENTRY_POINT_GROUP = "pytest_benchmark_agent.domains"

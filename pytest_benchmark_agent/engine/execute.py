@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.config.models import BUILTIN_METRICS, Stage, exact_metrics
+from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, exact_metrics
 from pytest_benchmark_agent.config.placeholders import names_in, render
+from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.engine import untimed
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.isolation import Containment, HostIsolation, host_id

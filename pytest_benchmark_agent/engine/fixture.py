@@ -33,8 +33,8 @@ from typing import Any
 
 import yaml
 
-from pytest_benchmark_agent.config.models import read_yaml_input
 from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.config.safe_yaml import read_yaml_input
 from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import BenchError, ConfigError
 from pytest_benchmark_agent.records.reader import load_results
@@ -308,7 +308,7 @@ def _check_timeout(timeout: Any) -> None:
 
 
 def _mapping(path: Path) -> dict[str, Any]:
-    """A benchmark file read as the session reads it (:func:`~.config.models.read_yaml_input`:
+    """A benchmark file read as the session reads it (:func:`~.config.safe_yaml.read_yaml_input`:
     a regular file only, duplicate keys and alias bombs refused); a file that is not a mapping
     is left for the session to refuse."""
     document = read_yaml_input(path)

@@ -31,12 +31,12 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import (
     BenchmarkConfig,
-    Stage,
     one_configuration,
     treatment_values,
     treatment_variable,
 )
 from pytest_benchmark_agent.config.placeholders import as_text, names_in, render
+from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.engine.revisions import CODE, Revision, Revisions
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact

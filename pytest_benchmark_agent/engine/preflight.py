@@ -22,7 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_benchmark_agent.config.models import BenchmarkConfig, Stage
+from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.guards.cgroup import MIB, CgroupMemory
 
 MARGIN = 0.10

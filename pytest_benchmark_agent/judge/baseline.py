@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_benchmark_agent.config.gate1 import treatment_variable
-from pytest_benchmark_agent.config.models import BenchmarkConfig, MetricSpec
+from pytest_benchmark_agent.config.metric import MetricSpec
+from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.judge.observations import observations

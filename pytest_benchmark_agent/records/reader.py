@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from pytest_benchmark_agent.config.models import parse_yaml, yaml_problem
+from pytest_benchmark_agent.config.safe_yaml import parse_yaml, yaml_problem
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records.bounded import MAX_RECORD_BYTES, BadJson, decode_json
 from pytest_benchmark_agent.records.fsutil import NotRegularFile, read_regular

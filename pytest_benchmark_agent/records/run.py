@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_benchmark_agent.config.models import BUILTIN_METRICS
+from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.hashseeds import hash_seed_base

@@ -24,10 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_benchmark_agent.config.models import (
-    BenchmarkConfig,
-    treatment_variable,
-)
+from pytest_benchmark_agent.config.models import BenchmarkConfig, treatment_variable
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.bounded import (
     MAX_STATE_BYTES,

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_benchmark_agent.config.models import metric_role
+from pytest_benchmark_agent.config.metric import metric_role
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.safetext import one_line

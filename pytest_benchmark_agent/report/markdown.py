@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.config.models import BUILTIN_METRICS, exact_metrics, metric_role
+from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, exact_metrics, metric_role
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.judge.gate2 import regressions

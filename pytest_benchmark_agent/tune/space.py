@@ -22,8 +22,10 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.models import BUILTIN_METRICS, BenchmarkConfig, Range
+from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
+from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.config.tuning import Range
 from pytest_benchmark_agent.errors import ConfigError
 
 Problem = tuple[str, str, str]

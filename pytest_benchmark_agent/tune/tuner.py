@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_benchmark_agent.config.models import BenchmarkConfig, TuneSettings
+from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.tuning import TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.tune import budget

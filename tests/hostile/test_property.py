@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_benchmark_agent.config import gate1
-from pytest_benchmark_agent.config.models import load_config, parse_value, parse_yaml
+from pytest_benchmark_agent.config.models import load_config
+from pytest_benchmark_agent.config.safe_yaml import parse_value, parse_yaml
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.writer import dump_yaml

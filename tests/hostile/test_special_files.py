@@ -22,8 +22,9 @@ from hostilehelpers import (
     tiny_bench,
 )
 
-from pytest_benchmark_agent.config.models import MAX_INPUT_BYTES, load_config
+from pytest_benchmark_agent.config.models import load_config
 from pytest_benchmark_agent.config.recipe import load_recipe
+from pytest_benchmark_agent.config.safe_yaml import MAX_INPUT_BYTES
 from pytest_benchmark_agent.engine.plan import content_hash
 from pytest_benchmark_agent.errors import ConfigError
 

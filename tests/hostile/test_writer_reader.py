@@ -15,7 +15,7 @@ from hostilehelpers import agent, assert_clean_exit, assert_trials_on_disk, tiny
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_benchmark_agent.config.models import parse_yaml
+from pytest_benchmark_agent.config.safe_yaml import parse_yaml
 from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.records.writer import dump_yaml
 from pytest_benchmark_agent.records.yamlwrite import writable

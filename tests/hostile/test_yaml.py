@@ -12,12 +12,8 @@ import yaml
 from benchhelpers import BenchProject
 from hostilehelpers import assert_clean_exit, tiny_bench
 
-from pytest_benchmark_agent.config.models import (
-    MAX_ALIAS_NODES,
-    MAX_INPUT_DEPTH,
-    load_config,
-    parse_value,
-)
+from pytest_benchmark_agent.config.models import load_config
+from pytest_benchmark_agent.config.safe_yaml import MAX_ALIAS_NODES, MAX_INPUT_DEPTH, parse_value
 from pytest_benchmark_agent.errors import ConfigError
 
 
