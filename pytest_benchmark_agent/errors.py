@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: One problem of a benchmark file: (field, message, fix), a line of a :class:`ConfigError`.
+Problem = tuple[str, str, str]
+
 
 class BenchError(Exception):
     """Base class of every error the engine reports to a user."""
@@ -16,7 +19,7 @@ class ConfigError(BenchError):
     every problem of a file in one go instead of one per run.
     """
 
-    def __init__(self, path: Path | str, problems: list[tuple[str, str, str]]):
+    def __init__(self, path: Path | str, problems: list[Problem]):
         self.path = Path(path)
         self.problems = problems
         super().__init__(self.render())

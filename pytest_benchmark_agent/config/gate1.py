@@ -13,7 +13,8 @@ and the value of the latest RELIABLE run when there is one), and a ``must_match`
 ``metrics_from.file`` relative without ``..``), and a secret param (``records/redact.py``) never
 varies, since its values would label every trial. A stage's ``counters:`` need a counting
 backend on this machine (engine/counters.py), and a timing they distort is never declared as a
-metric only counted stages report.
+metric only counted stages report. The stages' own checks (names, the DAG, placeholders,
+inputs) are config/stage_checks.py's; the manifest's, config/manifest.py's.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from __future__ import annotations
 import difflib
 import warnings
 from pathlib import Path
-from typing import Any
 
 from pytest_benchmark_agent.config.as_recorded import (
     METRIC_NAME,
     command_size_problems,
     param_value_problems,
 )
+from pytest_benchmark_agent.config.manifest import manifest_problems
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, COUNTERS
 from pytest_benchmark_agent.config.models import (
     BenchmarkConfig,
@@ -38,11 +39,15 @@ from pytest_benchmark_agent.config.models import (
 from pytest_benchmark_agent.config.placeholders import as_text, names_in
 from pytest_benchmark_agent.config.recipe import placeholder_problems
 from pytest_benchmark_agent.config.stage import Stage
-from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.config.stage_checks import (
+    input_problems,
+    placeholder_resolution_problems,
+    stage_names,
+    stage_problems,
+)
+from pytest_benchmark_agent.errors import ConfigError, Problem
 from pytest_benchmark_agent.records.redact import secret_params
 from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line, simple_name_problem
-
-Problem = tuple[str, str, str]
 
 
 def check(
@@ -56,19 +61,19 @@ def check(
     """
     problems: list[Problem] = []
     problems += _check_treatments(config, tuning)
-    problems += _check_manifest(config, home)
+    problems += manifest_problems(config, home)
     problems += placeholder_problems(config)
     problems += _check_secrets(config)
     problems += _check_names(config)
     problems += param_value_problems(config)
     problems += command_size_problems(config)
-    stage_problems = _check_stages(config)
-    problems += stage_problems
-    if not stage_problems:  # placeholders need a sound DAG to know which artifacts are reachable
-        problems += _check_placeholders(config)
+    structure = stage_problems(config)
+    problems += structure
+    if not structure:  # placeholders need a sound DAG to know which artifacts are reachable
+        problems += placeholder_resolution_problems(config)
         problems += _check_metrics(config)
         problems += _check_counters(config)
-        problems += _check_inputs(config, path.parent)
+        problems += input_problems(config, path.parent)
     if problems:
         raise ConfigError(path, problems)
     if not tuning and (why := replicates_cannot_decide(config)):  # the tuner sizes its rounds
@@ -144,28 +149,12 @@ def replicates_cannot_decide(config: BenchmarkConfig, revisions: bool = False) -
 
 
 def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
+    """At most one parameter varies: none (one configuration), a tuned search space, or one
+    named, declared param taking two or more distinct treatments, the first its control."""
     if config.search_space is not None:
-        if not tuning:
-            return [
-                (
-                    "search_space",
-                    "makes this a tuning file, which runs rounds of trials.",
-                    "run it with --bench-tune=grid|refine|coordinate (or benchmark-agent tune).",
-                )
-            ]
-        return [
-            (
-                f"search_space.{name}",
-                "is tuned but not declared under params.",
-                "declare it under params: with its starting value (the first incumbent).",
-            )
-            for name in config.search_space
-            if name not in config.params
-        ]
+        return _check_search_space(config, tuning)
     if one_configuration(config):
         return _check_one_configuration(config)
-    tv = config.treatment_variable
-    problems: list[Problem] = []
     varying = _varying_params(config)
     if len(varying) > 1:
         return [
@@ -188,19 +177,54 @@ def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
                 "treatments:.",
             )
         ]
-    if isinstance(tv, list) and len(tv) == 1:
-        tv = tv[0]
-    if name not in config.params:
-        close = difflib.get_close_matches(name, list(config.params), n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        problems.append(
+    return (
+        _check_declared(config, name)
+        + _check_values(config, name)
+        + _check_control(config, name)
+        + _check_seeds(config)
+    )
+
+
+def _check_search_space(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
+    """A search space is run by the tuner only, and every dimension is a declared param."""
+    if not tuning:
+        return [
             (
-                "treatment_variable",
-                f"'{name}' is not a declared param{hint}.",
-                f"declare it under params: with the control's value, e.g. "
-                f"{name}: {as_text(treatment_values(config)[:1] or ['VALUE'][0])}.",
+                "search_space",
+                "makes this a tuning file, which runs rounds of trials.",
+                "run it with --bench-tune=grid|refine|coordinate (or benchmark-agent tune).",
             )
+        ]
+    return [
+        (
+            f"search_space.{name}",
+            "is tuned but not declared under params.",
+            "declare it under params: with its starting value (the first incumbent).",
         )
+        for name in config.search_space or {}
+        if name not in config.params
+    ]
+
+
+def _check_declared(config: BenchmarkConfig, name: str) -> list[Problem]:
+    """The treatment variable ``name`` is a declared param."""
+    if name in config.params:
+        return []
+    close = difflib.get_close_matches(name, list(config.params), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return [
+        (
+            "treatment_variable",
+            f"'{name}' is not a declared param{hint}.",
+            f"declare it under params: with the control's value, e.g. "
+            f"{name}: {as_text(treatment_values(config)[:1] or ['VALUE'][0])}.",
+        )
+    ]
+
+
+def _check_values(config: BenchmarkConfig, name: str) -> list[Problem]:
+    """The treatments of ``name``: at least two, each once."""
+    problems: list[Problem] = []
     values = treatment_values(config)
     texts = [as_text(v) for v in values]
     if len(values) < 2:
@@ -221,17 +245,27 @@ def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
     duplicates = sorted({t for t in texts if texts.count(t) > 1})
     if duplicates:
         problems.append(("treatments", f"repeats {duplicates}.", "list each value once."))
-    if name in config.params and values and as_text(config.params[name]) != texts[0]:
+    return problems
+
+
+def _check_control(config: BenchmarkConfig, name: str) -> list[Problem]:
+    """A declared treatment variable's value is the control (the first treatment), and some
+    stage uses it."""
+    if name not in config.params:
+        return []
+    problems: list[Problem] = []
+    values = treatment_values(config)
+    if values and as_text(config.params[name]) != as_text(values[0]):
         problems.append(
             (
                 f"params.{name}",
                 f"is {as_text(config.params[name])!r} but the control "
-                f"(the first treatment) is {texts[0]!r}.",
+                f"(the first treatment) is {as_text(values[0])!r}.",
                 "make the declared value the control, or put it first in treatments.",
             )
         )
-    used = {n for stage in config.stages for n in _stage_names(stage)}
-    if name in config.params and config.stages and name not in used:
+    used = {n for stage in config.stages for n in stage_names(stage)}
+    if config.stages and name not in used:
         problems.append(
             (
                 "treatment_variable",
@@ -239,7 +273,7 @@ def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
                 f"pass {{{name}}} to the stage it should change.",
             )
         )
-    return problems + _check_seeds(config)
+    return problems
 
 
 def _check_one_configuration(config: BenchmarkConfig) -> list[Problem]:
@@ -395,312 +429,6 @@ def _varying_params(config: BenchmarkConfig) -> list[str]:
     return names
 
 
-def _check_stages(config: BenchmarkConfig) -> list[Problem]:
-    problems: list[Problem] = []
-    if not config.stages:
-        return [("stages", "is empty.", "add at least one measure stage.")]
-    names = [stage.name for stage in config.stages]
-    for dup in sorted({n for n in names if names.count(n) > 1}):
-        problems.append(
-            (f"stages ({dup})", "two stages share this name.", "give every stage a unique name.")
-        )
-    by_name = {stage.name: stage for stage in config.stages}
-    for index, stage in enumerate(config.stages):
-        field = f"stages[{index}] ({stage.name})"
-        if config.domain == "command" and not (stage.cmd or "").strip():
-            problems.append(
-                (
-                    f"{field}.cmd",
-                    "is missing: a command-domain stage runs a command.",
-                    'add cmd: "..." (the shell command of this stage).',
-                )
-            )
-        for need in stage.needs:
-            if need not in by_name:
-                close = difflib.get_close_matches(need, names, n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
-                problems.append(
-                    (
-                        f"{field}.needs",
-                        f"names unknown stage '{need}'{hint}.",
-                        f"needs may name: {', '.join(names)}.",
-                    )
-                )
-            elif stage.kind == "prep" and by_name[need].kind == "measure":
-                problems.append(
-                    (
-                        f"{field}.needs",
-                        f"a prep cannot need the measure stage '{need}' "
-                        "(measure stages are never cached).",
-                        "make the needed stage a prep, or drop the need.",
-                    )
-                )
-            elif stage.kind == "measure" and by_name[need].kind == "measure":
-                problems.append(
-                    (
-                        f"{field}.needs",
-                        f"needs the measure stage '{need}': a trial measures one stage.",
-                        "make the needed stage a prep.",
-                    )
-                )
-        declared = stage.counters or (stage.metrics_from is not None and stage.metrics_from.fields)
-        if stage.kind == "measure" and not declared:
-            problems.append(
-                (
-                    f"{field}.metrics_from",
-                    "a measure stage must declare the metrics it reports.",
-                    "add metrics_from: {stdout: true, fields: [p50_ms]} (or "
-                    "fields from the built-ins wall_s, cpu_s, peak_rss_mb).",
-                )
-            )
-        if stage.kind == "prep" and stage.metrics_from is not None:
-            problems.append(
-                (
-                    f"{field}.metrics_from",
-                    "a prep stage is cached, so its metrics would be read once and reused.",
-                    "measure in a measure stage.",
-                )
-            )
-    if not any(stage.kind == "measure" for stage in config.stages):
-        problems.append(
-            (
-                "stages",
-                "has no measure stage, so nothing would be measured.",
-                "add a stage with kind: measure.",
-            )
-        )
-    cycle = _find_cycle(config.stages)
-    if cycle:
-        problems.append(
-            (
-                "stages.needs",
-                f"form a cycle: {' -> '.join(cycle)}.",
-                "remove one of these needs so the stages form a DAG.",
-            )
-        )
-    return problems
-
-
-def _find_cycle(stages: list[Stage]) -> list[str] | None:
-    graph = {stage.name: [n for n in stage.needs] for stage in stages}
-    state: dict[str, int] = {}  # 1 visiting, 2 done
-    path: list[str] = []
-
-    def visit(name: str) -> list[str] | None:
-        state[name] = 1
-        path.append(name)
-        for need in graph.get(name, []):
-            if need not in graph:
-                continue
-            if state.get(need) == 1:
-                return path[path.index(need) :] + [need]
-            if need not in state:
-                found = visit(need)
-                if found:
-                    return found
-        path.pop()
-        state[name] = 2
-        return None
-
-    for name in graph:
-        if name not in state:
-            found = visit(name)
-            if found:
-                return found
-    return None
-
-
-def needs_closure(stage: Stage, by_name: dict[str, Stage]) -> list[Stage]:
-    """Every stage ``stage`` depends on, dependencies first (the DAG is known to be acyclic)."""
-    ordered: list[Stage] = []
-
-    def visit(current: Stage) -> None:
-        for need in current.needs:
-            dep = by_name[need]
-            if dep not in ordered:
-                visit(dep)
-                ordered.append(dep)
-
-    visit(stage)
-    return ordered
-
-
-def _stage_templates(stage: Stage) -> list[tuple[str, str]]:
-    """(field, template) pairs of a stage that may hold placeholders."""
-    pairs = [("cmd", stage.cmd or "")]
-    if stage.setup is not None:
-        pairs.append(("setup", stage.setup))
-    pairs += [(f"inputs[{i}]", text) for i, text in enumerate(stage.inputs)]
-    pairs += [(f"env.{key}", text) for key, text in stage.env.items()]
-    if stage.wdir:
-        pairs.append(("wdir", stage.wdir))
-    if stage.metrics_from and stage.metrics_from.file:
-        pairs.append(("metrics_from.file", stage.metrics_from.file))
-    return pairs
-
-
-def _checkout_outside_commands(stage: Stage, index: int, field: str) -> Problem:
-    """``{checkout}`` (the root of the checkout the stage's code comes from) is known when the
-    stage runs: in its command and environment only."""
-    return (
-        f"stages[{index}] ({stage.name}).{field}",
-        "uses {checkout}, which only a stage's cmd and env may use.",
-        "give the path relative to the stage's folder, or read $BENCH_CHECKOUT in the command.",
-    )
-
-
-def _stage_names(stage: Stage) -> set[str]:
-    return {name for _, text in _stage_templates(stage) for name in names_in(text)}
-
-
-def _check_placeholders(config: BenchmarkConfig) -> list[Problem]:
-    problems: list[Problem] = []
-    by_name = {stage.name: stage for stage in config.stages}
-    producers: dict[str, str] = {}
-    for stage in config.stages:
-        for artifact in stage.produces:
-            if artifact in producers:
-                problems.append(
-                    (
-                        f"stages ({stage.name}).produces",
-                        f"'{artifact}' is also produced by '{producers[artifact]}'.",
-                        "name artifacts uniquely.",
-                    )
-                )
-            elif artifact in config.params or artifact in ("out", "seed", "checkout"):
-                problems.append(
-                    (
-                        f"stages ({stage.name}).produces",
-                        f"'{artifact}' is also a param or a reserved name (out, seed, checkout).",
-                        "rename the artifact.",
-                    )
-                )
-            producers.setdefault(artifact, stage.name)
-    for index, stage in enumerate(config.stages):
-        reachable = {a for dep in needs_closure(stage, by_name) for a in dep.produces}
-        known = set(config.params) | set(stage.produces) | reachable | {"out"}
-        if config.seeds is not None:
-            known.add("seed")
-        for field, text in _stage_templates(stage):
-            for name in names_in(text):
-                if name == "checkout" and name not in config.params:
-                    if not (field == "cmd" or field.startswith("env.")):
-                        problems.append(_checkout_outside_commands(stage, index, field))
-                    continue
-                if (
-                    name in known
-                    or name in config.manifest
-                    or (name == "seed" and "seeds" in config.manifest)
-                ):  # explained there
-                    continue
-                where = f"stages[{index}] ({stage.name}).{field}"
-                if name in producers:
-                    problems.append(
-                        (
-                            where,
-                            f"uses artifact {{{name}}} of stage "
-                            f"'{producers[name]}', which this stage does not need.",
-                            f"add '{producers[name]}' to needs.",
-                        )
-                    )
-                elif name == "seed":
-                    problems.append(
-                        (
-                            where,
-                            "uses {seed} but the file declares no seeds.",
-                            "add seeds: [1, 2, 3] or drop {seed}.",
-                        )
-                    )
-                else:
-                    close = difflib.get_close_matches(name, sorted(known), n=1)
-                    hint = f" (did you mean '{{{close[0]}}}'?)" if close else ""
-                    problems.append(
-                        (
-                            where,
-                            f"unknown placeholder {{{name}}}{hint}.",
-                            "declare it under params:, produce it in a needed stage, or "
-                            "write literal braces as {{ and }}.",
-                        )
-                    )
-    return problems
-
-
-def _check_manifest(config: BenchmarkConfig, home: Path | None) -> list[Problem]:
-    if not config.manifest:
-        return []
-    owner = (
-        f"recipe '{config.recipe}'"
-        if config.recipe
-        else f"domain '{config.domain}'"
-        if config.domain != "command"
-        else "this file"
-    )
-    missing = [
-        name
-        for name in config.manifest
-        if (config.seeds is None if name == "seeds" else name not in config.params)
-    ]
-    reliable = _latest_reliable_values(home, config.name) if home and missing else None
-    problems: list[Problem] = []
-    for name, entry in config.manifest.items():
-        if name in missing:
-            field = "seeds" if name == "seeds" else f"params.{name}"
-            default = (
-                "it has no default: name the one you use"
-                if entry.default is None
-                else f"its default is {as_text(entry.default)!r}"
-            )
-            fix = (
-                f"declare seeds: {as_text(entry.default or [1, 2, 3])}"
-                if name == "seeds"
-                else f"declare it under params: (even at its default), e.g. {name}: "
-                f"{as_text(entry.default) if entry.default is not None else 'VALUE'}"
-            )
-            if reliable is not None and name in reliable[1]:
-                fix += (
-                    f"; the latest RELIABLE run {reliable[0]} used {as_text(reliable[1][name])!r}"
-                )
-            problems.append(
-                (
-                    field,
-                    f"is required by the manifest of {owner}: {entry.why.rstrip('.')}; {default}.",
-                    fix + ".",
-                )
-            )
-        varying = {treatment_variable(config), *(config.search_space or {})}
-        if entry.must_match and name in varying:
-            problems.append(
-                (
-                    f"manifest.{name}",
-                    f"must be the same in every compared run "
-                    f"({entry.why.rstrip('.')}), so it cannot be what varies.",
-                    f"keep {name} fixed and run one benchmark per {name}.",
-                )
-            )
-    return problems
-
-
-def _latest_reliable_values(home: Path, name: str) -> tuple[str, dict[str, Any]] | None:
-    """(run id, params and seeds) of the latest RELIABLE run of benchmark ``name``, if any."""
-    from pytest_benchmark_agent.config.review import (
-        latest_reliable,  # planning reads records, which import the plan
-    )
-
-    baseline = latest_reliable(home, name)
-    if baseline is None:
-        return None
-    from pytest_benchmark_agent.records.reader import load_yaml
-
-    frozen = home / "runs" / baseline.run_id / "config.yaml"
-    seeds = (
-        ((load_yaml(frozen) or {}).get("config") or {}).get("seeds") if frozen.is_file() else None
-    )
-    values = dict(baseline.params)
-    if seeds is not None:
-        values["seeds"] = seeds
-    return baseline.run_id, values
-
-
 def _check_metrics(config: BenchmarkConfig) -> list[Problem]:
     problems: list[Problem] = []
     reported: dict[str, str] = {}
@@ -778,21 +506,3 @@ def _check_counters(config: BenchmarkConfig) -> list[Problem]:
         for name in config.metrics
         if name in found.distorts
     ]
-
-
-def _check_inputs(config: BenchmarkConfig, folder: Path) -> list[Problem]:
-    problems: list[Problem] = []
-    for stage in config.stages:
-        base = folder / stage.wdir if stage.wdir and not names_in(stage.wdir) else folder
-        for index, text in enumerate(stage.inputs):
-            if names_in(text):
-                continue  # resolved per binding, checked when the plan is built
-            if not (base / text).exists():
-                problems.append(
-                    (
-                        f"stages ({stage.name}).inputs[{index}]",
-                        f"'{text}' does not exist (looked at {base / text}).",
-                        "fix the path (relative to the benchmark file's folder).",
-                    )
-                )
-    return problems

@@ -1,0 +1,94 @@
+"""Gate 1's check of a recipe's or domain's provenance manifest: every param it lists is
+declared (with why it is required, its default, and the value the latest RELIABLE run used),
+and a ``must_match`` param is never what varies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark_agent.config.models import (
+    BenchmarkConfig,
+    treatment_variable,
+)
+from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.errors import Problem
+
+
+def manifest_problems(config: BenchmarkConfig, home: Path | None) -> list[Problem]:
+    """The manifest's params missing from ``config`` or varying where they must match;
+    ``home`` (the data directory) is where a missing one's suggested value is looked up."""
+    if not config.manifest:
+        return []
+    owner = (
+        f"recipe '{config.recipe}'"
+        if config.recipe
+        else f"domain '{config.domain}'"
+        if config.domain != "command"
+        else "this file"
+    )
+    missing = [
+        name
+        for name in config.manifest
+        if (config.seeds is None if name == "seeds" else name not in config.params)
+    ]
+    reliable = _latest_reliable_values(home, config.name) if home and missing else None
+    problems: list[Problem] = []
+    for name, entry in config.manifest.items():
+        if name in missing:
+            field = "seeds" if name == "seeds" else f"params.{name}"
+            default = (
+                "it has no default: name the one you use"
+                if entry.default is None
+                else f"its default is {as_text(entry.default)!r}"
+            )
+            fix = (
+                f"declare seeds: {as_text(entry.default or [1, 2, 3])}"
+                if name == "seeds"
+                else f"declare it under params: (even at its default), e.g. {name}: "
+                f"{as_text(entry.default) if entry.default is not None else 'VALUE'}"
+            )
+            if reliable is not None and name in reliable[1]:
+                fix += (
+                    f"; the latest RELIABLE run {reliable[0]} used {as_text(reliable[1][name])!r}"
+                )
+            problems.append(
+                (
+                    field,
+                    f"is required by the manifest of {owner}: {entry.why.rstrip('.')}; {default}.",
+                    fix + ".",
+                )
+            )
+        varying = {treatment_variable(config), *(config.search_space or {})}
+        if entry.must_match and name in varying:
+            problems.append(
+                (
+                    f"manifest.{name}",
+                    f"must be the same in every compared run "
+                    f"({entry.why.rstrip('.')}), so it cannot be what varies.",
+                    f"keep {name} fixed and run one benchmark per {name}.",
+                )
+            )
+    return problems
+
+
+def _latest_reliable_values(home: Path, name: str) -> tuple[str, dict[str, Any]] | None:
+    """(run id, params and seeds) of the latest RELIABLE run of benchmark ``name``, if any."""
+    from pytest_benchmark_agent.config.review import (
+        latest_reliable,  # planning reads records, which import the plan
+    )
+
+    baseline = latest_reliable(home, name)
+    if baseline is None:
+        return None
+    from pytest_benchmark_agent.records.reader import load_yaml
+
+    frozen = home / "runs" / baseline.run_id / "config.yaml"
+    seeds = (
+        ((load_yaml(frozen) or {}).get("config") or {}).get("seeds") if frozen.is_file() else None
+    )
+    values = dict(baseline.params)
+    if seeds is not None:
+        values["seeds"] = seeds
+    return baseline.run_id, values
