@@ -1,5 +1,5 @@
 """Calibrate the counters' verdict rule (issue 35): a paired t on the log ratios whose sd is
-floored at the backend's noise (stats/analysis.py, ``_counted_paired``).
+floored at the backend's noise (stats/paired.py, ``counted_t_test``).
 
 Two parts, each printed as a table of rates with 95% Wilson intervals:
 

@@ -17,7 +17,7 @@ Rules: ours (pytest_benchmark_agent.stats.analysis.analyze_run), plain Mann-Whit
     python benchmarks/stats_calibration.py --blocks 1000 --experiments 4000   # tighter
     python benchmarks/stats_calibration.py --save s.json; ... --load s.json   # reuse samples
     python benchmarks/stats_calibration.py --issue23 300       # issue 23's synthetic cells
-    python benchmarks/stats_calibration.py --mde-table 400     # refit analysis.MDE_TERMS
+    python benchmarks/stats_calibration.py --mde-table 400     # refit mde.MDE_TERMS
     python benchmarks/stats_calibration.py --counters          # counter arms, ~15 minutes
     python benchmarks/stats_calibration.py --cross-revision 100   # issue 34: cross_revision.py
     python benchmarks/stats_calibration.py --counters --counter-blocks 40 --experiments 1000
@@ -52,14 +52,9 @@ from scipy import stats
 from pytest_benchmark_agent.config.metric import COUNTER_NOISE_THRESHOLD, MetricSpec
 from pytest_benchmark_agent.engine.counters import Counting, backend
 from pytest_benchmark_agent.judge.baseline import RecordView, reproduction
-from pytest_benchmark_agent.stats.analysis import (
-    MDE_POWER,
-    Observation,
-    PlainMetricRule,
-    analyze_run,
-    look_schedule,
-    sequential_decision,
-)
+from pytest_benchmark_agent.stats.analysis import Observation, PlainMetricRule, analyze_run
+from pytest_benchmark_agent.stats.mde import MDE_POWER
+from pytest_benchmark_agent.stats.sequential import look_schedule, sequential_decision
 
 WORK = "import sys\nx = 0\nfor i in range(int(sys.argv[1])):\n    x += i\n"
 BASE_ITERATIONS = 250_000
@@ -322,7 +317,7 @@ MDE_UNITS = (*range(6, 21), 25, 30)
 
 
 def mde_table(runs: int, seed: int) -> list[tuple[int, float, float, str]]:
-    """Rows ``(n, a, b, powers)`` for ``analysis.MDE_TERMS``: at each n, A/A runs of each shape
+    """Rows ``(n, a, b, powers)`` for ``mde.MDE_TERMS``: at each n, A/A runs of each shape
     of :data:`NOISE_KINDS` give the interval's lower edge, half-width ``w`` and the paired
     standard error ``se``; by shift equivariance a true effect d is detected when d exceeds the
     negated edge (plus the band, which cancels), so the power at the median MDE ``a w + b se``
@@ -705,7 +700,7 @@ def main() -> None:
         "--mde-table",
         type=int,
         metavar="RUNS",
-        help="fit analysis.MDE_TERMS on this many A/A runs per shape and n (~20 min at 1500)",
+        help="fit mde.MDE_TERMS on this many A/A runs per shape and n (~20 min at 1500)",
     )
     parser.add_argument("--blocks", type=int, default=300, help="blocks collected per condition")
     parser.add_argument("--experiments", type=int, default=400, help="resampled runs per cell")

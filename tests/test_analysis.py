@@ -14,9 +14,8 @@ from pytest_benchmark_agent.stats.analysis import (
     Observation,
     PlainMetricRule,
     analyze_run,
-    look_schedule,
-    sequential_decision,
 )
+from pytest_benchmark_agent.stats.sequential import look_schedule, sequential_decision
 
 TREATMENTS = ["base", "new"]
 PRIMARY = PlainMetricRule(direction="lower", primary=True)
@@ -135,7 +134,7 @@ def test_the_mde_is_the_effect_detected_four_times_in_five():
 
 
 def test_mde_terms_interpolate_between_the_calibrated_rows():
-    from pytest_benchmark_agent.stats.analysis import MDE_TERMS, mde_terms
+    from pytest_benchmark_agent.stats.mde import MDE_TERMS, mde_terms
 
     assert mde_terms(3) == mde_terms(6) == MDE_TERMS[0][1:]
     (n0, a0, b0), (n1, a1, b1) = next(

@@ -22,7 +22,7 @@ COUNTERS = ("instructions",)
 COUNTER_NOISE_THRESHOLD = 0.002
 
 
-#: A counter's default ``min_replicates``: its t rule decides from 3 blocks (stats/analysis.py).
+#: A counter's default ``min_replicates``: its t rule decides from 3 blocks (stats/paired.py).
 COUNTER_MIN_REPLICATES = 3
 
 

@@ -13,8 +13,8 @@ run. The statistics are :mod:`.analysis`'s; this module decides what goes in:
   when one host says ``improved`` and another ``regressed``, the run's verdict is
   ``not_comparable`` naming both (the direction is reported, never averaged away), and opposite
   point estimates beyond the noise threshold are a caveat even when neither is significant.
-* **Sequential replication**: at each look of :func:`.analysis.look_schedule` that the complete
-  blocks reach, :func:`.analysis.sequential_decision` on the first *k* blocks; the first look
+* **Sequential replication**: at each look of :func:`.sequential.look_schedule` that the complete
+  blocks reach, :func:`.sequential.sequential_decision` on the first *k* blocks; the first look
   that stops gives the verdicts. A run that ends between looks (a budget) is analysed as a final
   look at its complete blocks; one that ends before ``min`` as a fixed design (no look taken,
   no alpha spent).
@@ -75,7 +75,7 @@ from pytest_benchmark_agent.stats.comparability import (
 from pytest_benchmark_agent.stats.counter_noise import noise_floor
 
 if TYPE_CHECKING:
-    from pytest_benchmark_agent.stats import analysis
+    from pytest_benchmark_agent.stats import analysis, sequential
 
 SEED = 0
 _UNPAIRED_ACROSS = (
@@ -94,7 +94,7 @@ class SequentialOutcome:
     blocks: int
     stopped: bool
     reason: str
-    decision: analysis.SequentialDecision | None
+    decision: sequential.SequentialDecision | None
     looks: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -167,14 +167,14 @@ def blocks_done(trials: Sequence[Mapping[str, Any]], blocks: Mapping[int, set[st
 
 def _decide(
     run: BenchRun, trials: Sequence[Mapping[str, Any]], blocks: int, replicates: ReplicateRange
-) -> analysis.SequentialDecision:
-    from pytest_benchmark_agent.stats import analysis  # only a sequential run needs it
+) -> sequential.SequentialDecision:
+    from pytest_benchmark_agent.stats import sequential  # only a sequential run needs it
 
     specs = run.plan.config.metrics
     obs, _ = observations(
         trials, list(specs), run.treatment_labels, upto=blocks, stage_of=_stages(run)
     )
-    decision = analysis.sequential_decision(
+    decision = sequential.sequential_decision(
         obs,
         specs,
         run.treatment_labels,
@@ -185,7 +185,7 @@ def _decide(
         seed=SEED,
         counter_floors=counter_floors(run),
     )
-    if decision.stop or blocks not in analysis.look_schedule(replicates.min, replicates.max):
+    if decision.stop or blocks not in sequential.look_schedule(replicates.min, replicates.max):
         return decision
     settled = _gate_settled(run, decision.analysis)
     if settled is None:
@@ -222,10 +222,10 @@ def sequential_stop(
     replicates = run.plan.config.replicates
     if not isinstance(replicates, ReplicateRange):
         return None
-    from pytest_benchmark_agent.stats import analysis  # only a sequential run needs it
+    from pytest_benchmark_agent.stats import sequential  # only a sequential run needs it
 
     done = blocks_done(trials, planned_blocks(run))
-    for look in analysis.look_schedule(replicates.min, replicates.max):
+    for look in sequential.look_schedule(replicates.min, replicates.max):
         if look > done or look >= replicates.max:
             break
         if look in looked:
@@ -242,13 +242,13 @@ def sequential_outcome(run: BenchRun) -> SequentialOutcome | None:
     replicates = run.plan.config.replicates
     if not isinstance(replicates, ReplicateRange):
         return None
-    from pytest_benchmark_agent.stats import analysis  # only a sequential run needs it
+    from pytest_benchmark_agent.stats import sequential  # only a sequential run needs it
 
     trials = run.trials
     done = blocks_done(trials, planned_blocks(run))
     looks: list[dict[str, Any]] = []
-    last: analysis.SequentialDecision | None = None
-    for look in analysis.look_schedule(replicates.min, replicates.max):
+    last: sequential.SequentialDecision | None = None
+    for look in sequential.look_schedule(replicates.min, replicates.max):
         if look > done:
             break
         last = _decide(run, trials, look, replicates)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
 from pytest_benchmark_agent.judge.observations import measure_stages, observations
-from pytest_benchmark_agent.stats import analysis
+from pytest_benchmark_agent.stats import analysis, sequential
 from pytest_benchmark_agent.stats.comparability import Verdict, is_guarded
 from pytest_benchmark_agent.stats.describe import describe
 from pytest_benchmark_agent.tune.space import Point, SearchSpace
@@ -73,7 +73,7 @@ def comparer(record: dict[str, Any], config: BenchmarkConfig, objective: str) ->
     The samples are the shared extractor's (:func:`.observations.observations`: passed trials,
     each metric from its own measure stage, blocks per host). A round of a ``replicates: {min,
     max}`` file is judged at the look its session stopped at, with the same alpha spending
-    (:func:`.analysis.sequential_decision`); one that ended before ``min`` as a fixed design.
+    (:func:`.sequential.sequential_decision`); one that ended before ``min`` as a fixed design.
     """
     trials = record.get("trials") or []
     replicates = config.replicates
@@ -89,7 +89,7 @@ def comparer(record: dict[str, Any], config: BenchmarkConfig, objective: str) ->
         if look is None or not isinstance(replicates, ReplicateRange):
             result = analysis.analyze_run(drawn, specs, list(labels), labels[0])
         else:
-            result = analysis.sequential_decision(
+            result = sequential.sequential_decision(
                 drawn,
                 specs,
                 list(labels),

@@ -1,7 +1,7 @@
 """Round sizing: the fewest blocks at which a round's comparisons can be decided at all.
 
 Gate 2's paired test respects the blocks, so with n blocks it has at most 2^n equally likely
-sign patterns and its smallest two-sided p is 2/2^n (:func:`.analysis.min_blocks_to_decide`).
+sign patterns and its smallest two-sided p is 2/2^n (:func:`.paired.min_blocks_to_decide`).
 A round of k candidates is a Holm family of m = k x (metrics compared) tests, whose first level
 is alpha/m: below ``min_blocks_to_decide(alpha/m)`` blocks no candidate can be selected, however
 large its gain (at the default 5 blocks, 2/32 = 0.0625 is above even a single test's 0.05).
@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
-from pytest_benchmark_agent.stats import analysis
+from pytest_benchmark_agent.stats import paired, sequential
 
 ALPHA = 0.05
 
@@ -51,7 +51,7 @@ def first_level(config: BenchmarkConfig, comparisons: int) -> float:
     replicates = config.replicates
     if not isinstance(replicates, ReplicateRange) or replicates.min == replicates.max:
         return share
-    return analysis.sequential_decision(
+    return sequential.sequential_decision(
         {},
         {},
         ["a", "b"],
@@ -67,7 +67,7 @@ def size_round(config: BenchmarkConfig, comparisons: int) -> RoundSize:
     """Sessions a round of ``comparisons`` Holm-corrected tests needs; :class:`Undecidable`
     (with the arithmetic and the fix) when a sequential file's ``max`` cannot decide it."""
     first = first_level(config, comparisons)
-    needed = analysis.min_blocks_to_decide(first)
+    needed = paired.min_blocks_to_decide(first)
     per_session = config.max_replicates
     spent = isinstance(config.replicates, ReplicateRange)
     arithmetic = (
