@@ -25,6 +25,15 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("benchmark_agent", "benchmark sessions (pytest-benchmark-agent)")
+    _add_run_options(group)
+    _add_comparison_options(group)
+    _add_execution_options(group)
+    for name, help_text, kind in INI_OPTIONS:
+        parser.addini(name, help_text, type=kind, default=None)
+
+
+def _add_run_options(group: pytest.OptionGroup) -> None:
+    """What a session runs and where it records it: the switch, the data home, the run id."""
     group.addoption(
         "--bench",
         action="store_true",
@@ -68,6 +77,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run one tuning round: the search-space points listed in FILE (JSON), "
         "written by the tuner; each point is a treatment",
     )
+
+
+def _add_comparison_options(group: pytest.OptionGroup) -> None:
+    """What a session is compared with, and when its CI gate fails."""
     group.addoption(
         "--bench-baseline",
         default=None,
@@ -105,6 +118,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "control); unjudged: nothing could be judged (no baseline found, not "
         "comparable, too few replicates)",
     )
+
+
+def _add_execution_options(group: pytest.OptionGroup) -> None:
+    """How a session executes its trials: isolation, tuning, progress, warm-up, overrides."""
     group.addoption(
         "--bench-isolation",
         default=None,
@@ -144,8 +161,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="override a declared param for this session (repeatable; the value "
         "is read as YAML, so 2000 is a number)",
     )
-    for name, help_text, kind in INI_OPTIONS:
-        parser.addini(name, help_text, type=kind, default=None)
 
 
 #: The ini options (``[tool.pytest.ini_options]`` or pytest.ini): one per ``--bench-*`` option

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from pytest_benchmark_agent.engine import stages
-from pytest_benchmark_agent.engine.stages import StageOutput, StageRun, run_stage
+from pytest_benchmark_agent.engine.stage_output import SPILL_BYTES, StageOutput
+from pytest_benchmark_agent.engine.stages import StageRun, run_stage
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 
 
@@ -46,7 +47,7 @@ def test_output_is_kept_in_files_only_when_written(tmp_path: Path) -> None:
 
 
 def test_output_past_the_spill_size_streams_to_its_file(tmp_path: Path) -> None:
-    size = 3 * stages.SPILL_BYTES + 123  # more than a pipe holds, so the loop must keep reading
+    size = 3 * SPILL_BYTES + 123  # more than a pipe holds, so the loop must keep reading
     result = stage(tmp_path, f"{sys.executable} -c \"import sys; sys.stdout.write('x' * {size})\"")
     assert result.exit_code == 0
     assert (tmp_path / "logs" / "stdout.txt").stat().st_size == size

@@ -13,10 +13,10 @@ its stdout and stderr (pipes), and the next memory-guard sample, timeout and pro
 a scheduler handoff per stage, which dominates short trials (docs/benchmark/PERFORMANCE.md).
 Output is kept in memory and written to ``stdout.txt`` / ``stderr.txt`` in the stage's log
 folder only when non-empty (a stage that prints nothing leaves no files); past
-``SPILL_BYTES``, or once the stage has run ``LIVE_AFTER_S``, it goes to the file as it
-arrives (unbuffered, so ``tail -f`` and ``benchmark-agent status`` follow a long stage), and
-is read back as a stream of lines, so a chatty stage never fills memory. An ``echo`` (pytest's
-``-s``) gets every chunk as it is read, in the same loop.
+``SPILL_BYTES`` (:mod:`.stage_output`), or once the stage has run ``LIVE_AFTER_S``, it goes
+to the file as it arrives (unbuffered, so ``tail -f`` and ``benchmark-agent status`` follow
+a long stage), and is read back as a stream of lines, so a chatty stage never fills memory. An
+``echo`` (pytest's ``-s``) gets every chunk as it is read, in the same loop.
 
 The shell raises its own ``oom_score_adj`` to 1000 before running the command, so every process
 of the stage inherits it and the kernel, if it ever acts before the guard, picks the stage and
@@ -40,13 +40,13 @@ from typing import Any
 
 from pytest_benchmark_agent.engine.counters import Counting, counting
 from pytest_benchmark_agent.engine.isolation import Containment, StageScope
-from pytest_benchmark_agent.engine.metrics import file_lines
+from pytest_benchmark_agent.engine.stage_output import StageOutput
 from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
-from pytest_benchmark_agent.guards.gpu import VramGuard, process_tree
-from pytest_benchmark_agent.guards.memory import MemoryGuard
+from pytest_benchmark_agent.guards.gpu import VramGuard, VramReport, process_tree
+from pytest_benchmark_agent.guards.memory import GuardReport, MemoryGuard
 from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import open_creating, utc_now
+from pytest_benchmark_agent.records.fsutil import utc_now
 
 #: Run before every stage command: the stage, not a co-tenant, is the OOM-killer's first choice.
 _OOM_FIRST = "echo 1000 > /proc/self/oom_score_adj 2>/dev/null; "
@@ -57,109 +57,9 @@ STOP_GRACE_S = 2.0
 STDERR_TAIL_LINES = 20
 #: How often a running stage's progress callback is called (the live line, the heartbeat).
 DEFAULT_PROGRESS_S = 1.0
-#: Output kept in memory up to this many bytes per stream; beyond, it streams to its file.
-SPILL_BYTES = 1 << 20
 #: A stage still running after this many seconds writes its output to its files as it comes.
 LIVE_AFTER_S = 1.0
 _READ_BYTES = 1 << 16
-#: How much of a stream's end its tail reads (the last lines of stderr, not all of it).
-_TAIL_BYTES = 1 << 16
-
-
-class StageOutput:
-    """One captured stream: in memory while small, streamed to ``path`` once past the spill size.
-
-    The file (and its folder) is created only when the stage wrote something. A write that
-    fails (a full disk) is kept as :attr:`error`, the part written is emptied (room for the
-    run's records, which matter more than a log cut short) and the rest of the output is
-    discarded, so the stage is still read to its end (it never blocks on a full pipe).
-    """
-
-    def __init__(
-        self,
-        path: Path,
-        spill_bytes: int = SPILL_BYTES,
-        echo: Callable[[str, bytes], None] | None = None,
-    ):
-        self.path = path
-        self._spill = spill_bytes
-        self._buffer = bytearray()
-        self._file: Any = None
-        self.error: OSError | None = None
-        #: Called with (stream name, chunk) for every chunk, and (name, b"") at the end.
-        self._echo = echo
-
-    def write(self, chunk: bytes) -> None:
-        if self._echo is not None:
-            self._echo(self.path.stem, chunk)
-        if self.error is not None:
-            return
-        if self._file is None:
-            self._buffer += chunk
-            if len(self._buffer) > self._spill:
-                self._guarded(self._spill_buffer)
-        else:
-            self._guarded(lambda: self._file.write(chunk))
-
-    def go_live(self) -> None:
-        """From now on every chunk goes to the file as it is read (the stage runs long)."""
-        self._spill = 0
-        if self._buffer and self._file is None and self.error is None:
-            self._guarded(self._spill_buffer)
-
-    def close(self) -> None:
-        """Write what is in memory (if anything) and close the file."""
-        if self._echo is not None:
-            self._echo(self.path.stem, b"")
-        if self._file is None and self._buffer and self.error is None:
-            self._guarded(self._spill_buffer)
-        if self._file is not None:
-            self._guarded(self._file.close)
-
-    def _spill_buffer(self) -> None:
-        self._file = self._open()
-        self._file.write(self._buffer)
-        self._buffer = bytearray()
-
-    def _guarded(self, action: Callable[[], object]) -> None:
-        try:
-            action()
-        except OSError as exc:
-            exc.filename = exc.filename or str(self.path)
-            self.error = self.error or exc
-            self._buffer = bytearray()
-            if self._file is not None:
-                with contextlib.suppress(OSError):
-                    self._file.close()
-                with contextlib.suppress(OSError):
-                    os.truncate(self.path, 0)
-
-    @property
-    def written(self) -> bool:
-        return self._file is not None
-
-    def text(self) -> str:
-        if self._file is None:
-            return self._buffer.decode(errors="replace")
-        return self.path.read_text(errors="replace")
-
-    def lines(self) -> Iterable[str]:
-        """The output's lines, streamed from its file once it spilled (never read whole)."""
-        if self._file is None:
-            return self._buffer.decode(errors="replace").splitlines()
-        return file_lines(self.path)
-
-    def tail(self, limit: int = _TAIL_BYTES) -> str:
-        """The output's last ``limit`` bytes at most, as text."""
-        if self._file is None:
-            return self._buffer[-limit:].decode(errors="replace")
-        with open(self.path, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - limit))
-            return handle.read(limit).decode(errors="replace")
-
-    def _open(self) -> Any:
-        fd = open_creating(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        return open(fd, "wb", buffering=0)  # each read's chunk is on disk at once
 
 
 @dataclass
@@ -289,9 +189,57 @@ def run_stage(
     count = counting(counters, log_dir)
     if count:
         env = count.environment(env, block, hash_seed_base)
+    scope = containment.stage() if containment is not None else StageScope("process-group", "")
+    launched = _launch(command, cwd, env, log_dir, echo, count, scope)
+    guard = MemoryGuard(launched.pid, mem_ceiling_mb, stage, scope.cgroup or cgroup)
+    ended = _watch(
+        launched, guard, stage, gpus, vram_ceiling_mb, timeout_s, progress, progress_every_s
+    )
+    return _stage_run(stage, command, cwd, gpus, launched, ended)
+
+
+@dataclass(frozen=True)
+class _Launched:
+    """A started stage: its leader, its output pipes, the containment and counting it runs
+    under, the environment it was given, and when it started."""
+
+    pid: int
+    pipes: dict[int, StageOutput]
+    out: StageOutput
+    err: StageOutput
+    scope: StageScope
+    count: Counting | None
+    env: Mapping[str, str]
+    started: str
+    t0: float
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """How a watched stage ended: timed out or not, its wall time, wait status and resource
+    usage, and what its memory and VRAM guards saw."""
+
+    timed_out: bool
+    wall_s: float
+    status: int
+    usage: Any
+    memory: GuardReport
+    vram: VramReport | None
+
+
+def _launch(
+    command: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    log_dir: Path,
+    echo: Callable[[str, bytes], None] | None,
+    count: Counting | None,
+    scope: StageScope,
+) -> _Launched:
+    """Start the stage's shell under its counting backend and inside ``scope`` (ended again
+    when the start fails), its output captured under ``log_dir``."""
     out = StageOutput(log_dir / "stdout.txt", echo=echo)
     err = StageOutput(log_dir / "stderr.txt", echo=echo)
-    scope = containment.stage() if containment is not None else StageScope("process-group", "")
     if scope.env:
         env = {**env, **scope.env}
     started, t0 = utc_now(), time.perf_counter()
@@ -303,7 +251,22 @@ def run_stage(
         scope.end()
         raise
     pipes = {stdout_fd: out, stderr_fd: err}
-    guard = MemoryGuard(pid, mem_ceiling_mb, stage, scope.cgroup or cgroup)
+    return _Launched(pid, pipes, out, err, scope, count, env, started, t0)
+
+
+def _watch(
+    launched: _Launched,
+    guard: MemoryGuard,
+    stage: str,
+    gpus: Sequence[int],
+    vram_ceiling_mb: float,
+    timeout_s: float | None,
+    progress: Callable[[float, float], None] | None,
+    progress_every_s: float,
+) -> _Ended:
+    """Wait for the stage under its memory guard (and VRAM guard on ``gpus``), its timeout and
+    progress; whatever happens, nothing it started outlives it and its output is drained."""
+    pid = launched.pid
     vram = None
     try:
         guard.begin()
@@ -318,8 +281,9 @@ def run_stage(
             if gpus
             else None
         )
-        timed_out = _Waiter(pid, pipes).wait(guard, t0, timeout_s, progress, progress_every_s)
-        wall = time.perf_counter() - t0
+        waiter = _Waiter(pid, launched.pipes)
+        timed_out = waiter.wait(guard, launched.t0, timeout_s, progress, progress_every_s)
+        wall = time.perf_counter() - launched.t0
         _, status, usage = _wait4(pid)
     except BaseException:
         stop_group(pid)
@@ -328,37 +292,45 @@ def run_stage(
         raise
     finally:
         _kill_leftovers(pid)
-        scope.end()
-        _drain_and_close(pipes)
+        launched.scope.end()
+        _drain_and_close(launched.pipes)
         report = guard.finish()
         vram_report = vram.stop() if vram else None
+    return _Ended(timed_out, wall, status, usage, report, vram_report)
+
+
+def _stage_run(
+    stage: str, command: str, cwd: Path, gpus: Sequence[int], launched: _Launched, ended: _Ended
+) -> StageRun:
+    """The record of a finished stage: its times, usage, guard events and counts."""
+    report, vram_report, count = ended.memory, ended.vram, launched.count
     events = [report.event.as_record()] if report.event else []
     if vram_report and vram_report.event:
         events.append(vram_report.event)
-    counts, count_error = _counted(count, status, timed_out or bool(events))
+    counts, count_error = _counted(count, ended.status, ended.timed_out or bool(events))
     return StageRun(
         stage=stage,
         command=command,
         cwd=str(cwd),
-        exit_code=os.waitstatus_to_exitcode(status),
-        wall_s=wall,
-        cpu_s=usage.ru_utime + usage.ru_stime,
-        user_s=usage.ru_utime,
-        sys_s=usage.ru_stime,
+        exit_code=os.waitstatus_to_exitcode(ended.status),
+        wall_s=ended.wall_s,
+        cpu_s=ended.usage.ru_utime + ended.usage.ru_stime,
+        user_s=ended.usage.ru_utime,
+        sys_s=ended.usage.ru_stime,
         peak_rss_mb=report.peak_rss_mb,
-        started=started,
+        started=launched.started,
         ended=utc_now(),
-        stdout_log=out,
-        stderr_log=err,
-        timed_out=timed_out,
+        stdout_log=launched.out,
+        stderr_log=launched.err,
+        timed_out=ended.timed_out,
         guard_events=events,
         guard_samples=report.n_samples,
         gpus=list(gpus),
         peak_vram_mb=vram_report.peak_vram_mb if vram_report else None,
-        containment=scope.kind,
+        containment=launched.scope.kind,
         counts=counts,
         counted_by=count.backend.label if count else None,
-        hash_seed=env.get("PYTHONHASHSEED") if count else None,
+        hash_seed=launched.env.get("PYTHONHASHSEED") if count else None,
         distorted=count.backend.distorts if count else (),
         count_error=count_error,
     )

@@ -1,0 +1,116 @@
+"""A stage's captured stream: kept in memory while small, streamed to its file past
+:data:`SPILL_BYTES` or once the stage runs long, and read back as text, lines or a tail
+without ever holding a chatty stage's whole output (engine/stages.py reads the pipes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from pytest_benchmark_agent.engine.metrics import file_lines
+from pytest_benchmark_agent.records.fsutil import open_creating
+
+#: Output kept in memory up to this many bytes per stream; beyond, it streams to its file.
+SPILL_BYTES = 1 << 20
+#: How much of a stream's end its tail reads (the last lines of stderr, not all of it).
+_TAIL_BYTES = 1 << 16
+
+
+class StageOutput:
+    """One captured stream: in memory while small, streamed to ``path`` once past the spill size.
+
+    The file (and its folder) is created only when the stage wrote something. A write that
+    fails (a full disk) is kept as :attr:`error`, the part written is emptied (room for the
+    run's records, which matter more than a log cut short) and the rest of the output is
+    discarded, so the stage is still read to its end (it never blocks on a full pipe).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        spill_bytes: int = SPILL_BYTES,
+        echo: Callable[[str, bytes], None] | None = None,
+    ):
+        self.path = path
+        self._spill = spill_bytes
+        self._buffer = bytearray()
+        self._file: Any = None
+        self.error: OSError | None = None
+        #: Called with (stream name, chunk) for every chunk, and (name, b"") at the end.
+        self._echo = echo
+
+    def write(self, chunk: bytes) -> None:
+        if self._echo is not None:
+            self._echo(self.path.stem, chunk)
+        if self.error is not None:
+            return
+        if self._file is None:
+            self._buffer += chunk
+            if len(self._buffer) > self._spill:
+                self._guarded(self._spill_buffer)
+        else:
+            self._guarded(lambda: self._file.write(chunk))
+
+    def go_live(self) -> None:
+        """From now on every chunk goes to the file as it is read (the stage runs long)."""
+        self._spill = 0
+        if self._buffer and self._file is None and self.error is None:
+            self._guarded(self._spill_buffer)
+
+    def close(self) -> None:
+        """Write what is in memory (if anything) and close the file."""
+        if self._echo is not None:
+            self._echo(self.path.stem, b"")
+        if self._file is None and self._buffer and self.error is None:
+            self._guarded(self._spill_buffer)
+        if self._file is not None:
+            self._guarded(self._file.close)
+
+    def _spill_buffer(self) -> None:
+        self._file = self._open()
+        self._file.write(self._buffer)
+        self._buffer = bytearray()
+
+    def _guarded(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except OSError as exc:
+            exc.filename = exc.filename or str(self.path)
+            self.error = self.error or exc
+            self._buffer = bytearray()
+            if self._file is not None:
+                with contextlib.suppress(OSError):
+                    self._file.close()
+                with contextlib.suppress(OSError):
+                    os.truncate(self.path, 0)
+
+    @property
+    def written(self) -> bool:
+        return self._file is not None
+
+    def text(self) -> str:
+        if self._file is None:
+            return self._buffer.decode(errors="replace")
+        return self.path.read_text(errors="replace")
+
+    def lines(self) -> Iterable[str]:
+        """The output's lines, streamed from its file once it spilled (never read whole)."""
+        if self._file is None:
+            return self._buffer.decode(errors="replace").splitlines()
+        return file_lines(self.path)
+
+    def tail(self, limit: int = _TAIL_BYTES) -> str:
+        """The output's last ``limit`` bytes at most, as text."""
+        if self._file is None:
+            return self._buffer[-limit:].decode(errors="replace")
+        with open(self.path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - limit))
+            return handle.read(limit).decode(errors="replace")
+
+    def _open(self) -> Any:
+        fd = open_creating(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        return open(fd, "wb", buffering=0)  # each read's chunk is on disk at once
