@@ -186,7 +186,16 @@ def domain_files(name: str) -> dict[str, str]:
     """File name -> content of a Python Domain skeleton, its benchmark file and its test."""
     module = f"{name.replace('-', '_')}_domain"
     cls = "".join(part.capitalize() for part in re.split(r"[-_]", name)) + "Domain"
-    domain = f'''"""The `{name}` benchmark as a Python Domain (by `benchmark-agent domain {name}`).
+    return {
+        f"{module}.py": _domain_module(name, cls),
+        "bench.yaml": _domain_bench(name, module, cls),
+        f"test_{name.replace('-', '_')}.py": _domain_test(name),
+    }
+
+
+def _domain_module(name: str, cls: str) -> str:
+    """The skeleton Domain ``cls``: a seeded prep and a timed sort, to replace with yours."""
+    return f'''"""The `{name}` benchmark as a Python Domain (by `benchmark-agent domain {name}`).
 
 A small working example to replace with your own stages: a prep writes seeded random numbers
 (cached by signature: the params it declares and this method's source), and the measure stage
@@ -238,7 +247,11 @@ class {cls}(Domain):
         digest = hashlib.sha256(repr(ordered).encode()).hexdigest()
         return {{"sort_ms": elapsed_ms, "checksum": int(digest[:13], 16)}}
 '''
-    bench = f"""# Written by `benchmark-agent domain {name}`.
+
+
+def _domain_bench(name: str, module: str, cls: str) -> str:
+    """The benchmark file running the skeleton Domain: its two sorting methods compared."""
+    return f"""# Written by `benchmark-agent domain {name}`.
 # Run it with: pytest --bench {name}/bench.yaml
 domain: {module}.py:{cls}
 name: {name}
@@ -251,7 +264,11 @@ treatment_variable: sort.method
 treatments: [sorted, heapq]
 replicates: 7
 """
-    test = f'''"""Runs the `{name}` benchmark on a small input with the `bench` fixture."""
+
+
+def _domain_test(name: str) -> str:
+    """A test running the skeleton's benchmark small with the ``bench`` fixture."""
+    return f'''"""Runs the `{name}` benchmark on a small input with the `bench` fixture."""
 
 
 def test_{name.replace("-", "_")}_runs_and_sorts_identically(bench):
@@ -260,7 +277,6 @@ def test_{name.replace("-", "_")}_runs_and_sorts_identically(bench):
     checksums = result.samples("checksum")
     assert checksums["sorted"] == checksums["heapq"]
 '''
-    return {f"{module}.py": domain, "bench.yaml": bench, f"test_{name.replace('-', '_')}.py": test}
 
 
 def cmd_domain(args: argparse.Namespace) -> int:

@@ -301,21 +301,8 @@ def _bind(
     inputs = tuple(
         cwd / render(text, {**params, "seed": seed}, quote=False) for text in stage.inputs
     )
-    upstream = {
-        a: f"<artifact {dep.signature}:{a}>"
-        for dep in closure_nodes(needs)
-        for a in dep.stage.produces
-    }
     hidden = {k: redact.keyed(as_text(params[k])) for k in plan.keyed if k in params}
-    symbolic = {
-        **params,
-        **hidden,
-        "seed": seed,
-        "out": "<out>",
-        "checkout": "<checkout>",
-        **upstream,
-        **{a: f"<own:{a}>" for a in stage.produces},
-    }
+    symbolic = _symbolic(stage, params, hidden, seed, needs)
     payload = {
         "version": SIGNATURE_VERSION,
         "stage": stage.name,
@@ -348,6 +335,32 @@ def _bind(
         )
         plan.preps[signature] = node
     return node
+
+
+def _symbolic(
+    stage: Stage,
+    params: dict[str, Any],
+    hidden: dict[str, str],
+    seed: int | None,
+    needs: tuple[PrepNode, ...],
+) -> dict[str, Any]:
+    """The values a prep's command is rendered with for its signature: params (a keyed one by
+    its keyed digest), the seed, and placeholders for the scratch folder, the checkout and
+    every artifact (an upstream one by its producer's signature), never a real path."""
+    upstream = {
+        a: f"<artifact {dep.signature}:{a}>"
+        for dep in closure_nodes(needs)
+        for a in dep.stage.produces
+    }
+    return {
+        **params,
+        **hidden,
+        "seed": seed,
+        "out": "<out>",
+        "checkout": "<checkout>",
+        **upstream,
+        **{a: f"<own:{a}>" for a in stage.produces},
+    }
 
 
 def _where(path: Path, arm: _Arm) -> str:

@@ -126,35 +126,16 @@ def _figure(
 ) -> Any:
     """The figure of one metric, or None when no passed trial has a value for it (or an
     ``exact`` one has a single value); an ``exact`` one's y axis is its distinct values as
-    recorded (the control's first).
-
-    The blocks' grey lines are one ``LineCollection``: an artist per block (a ``Line2D`` each)
-    cost about half a millisecond apiece to build and draw, the largest part of what a trial
-    adds to a run's end (docs/benchmark/PERFORMANCE.md).
-    """
-    from matplotlib.collections import LineCollection
+    recorded (the control's first)."""
     from matplotlib.figure import Figure
 
     position = {label: i for i, label in enumerate(treatments)}
-    recorded: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for trial in trials:
-        value = (trial.get("metrics") or {}).get(metric)
-        if (
-            trial.get("status") == "passed"
-            and value is not None
-            and trial.get("treatment") in treatments
-        ):
-            key = (trial.get("host"), trial.get("replicate"), trial.get("seed"))
-            recorded.setdefault(key, {})[trial["treatment"]] = value
+    recorded = _recorded(metric, trials, treatments)
     if not recorded:
         return None
-    categories: dict[Any, int] = {}
-    if exact:  # each distinct value a row of the axis, in treatment order then trial order
-        for values in sorted(recorded.values(), key=lambda v: min(map(position.__getitem__, v))):
-            for label in sorted(values, key=position.__getitem__):
-                categories.setdefault(values[label], len(categories))
-        if len(categories) < 2:  # one value everywhere: a plot of it shows nothing the table
-            return None  # does not (a hash given a plot was a user's complaint)
+    categories = _categories(recorded, position) if exact else {}
+    if exact and len(categories) < 2:  # one value everywhere: a plot of it shows nothing the
+        return None  # table does not (a hash given a plot was a user's complaint)
     blocks = {
         key: {
             label: float(categories[value] if exact else value) for label, value in values.items()
@@ -169,6 +150,67 @@ def _figure(
     figure = Figure(figsize=(width, 3.6), dpi=100)
     figure.subplots_adjust(left=left, right=0.96, top=0.88, bottom=0.12)
     axes = figure.subplots()
+    _draw_blocks(axes, blocks, position, medians=not exact)
+    if exact:
+        axes.set_yticks(range(len(ticks)), [one_line(t) for t in ticks], fontsize=7)
+        axes.set_ylim(-0.6, len(ticks) - 0.4)
+    else:
+        _value_axis(axes, blocks.values())
+    axes.set_xticks(range(len(treatments)), [one_line(t) for t in treatments])
+    axes.set_xlim(-0.6, len(treatments) - 0.4)
+    axes.set_ylabel(axis_label(metric) + (" (log scale)" if axes.get_yscale() == "log" else ""))
+    axes.set_xlabel(f"treatment ({variable})" if variable else "treatment")
+    axes.grid(axis="y", alpha=0.3)
+    said = ", ".join(f"{t}: {_said(v)}" for t, v in verdicts.items())
+    axes.set_title(one_line(f"{metric}" + (f" ({said})" if said else "")), fontsize=9)
+    return figure
+
+
+def _recorded(
+    metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequence[str]
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The passed trials' values of ``metric`` by block (host, replicate, seed), each block's
+    by treatment."""
+    recorded: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for trial in trials:
+        value = (trial.get("metrics") or {}).get(metric)
+        if (
+            trial.get("status") == "passed"
+            and value is not None
+            and trial.get("treatment") in treatments
+        ):
+            key = (trial.get("host"), trial.get("replicate"), trial.get("seed"))
+            recorded.setdefault(key, {})[trial["treatment"]] = value
+    return recorded
+
+
+def _categories(
+    recorded: Mapping[tuple[Any, ...], Mapping[str, Any]], position: Mapping[str, int]
+) -> dict[Any, int]:
+    """An exact metric's distinct values as rows of the axis, in treatment order then trial
+    order (the control's first)."""
+    categories: dict[Any, int] = {}
+    for values in sorted(recorded.values(), key=lambda v: min(map(position.__getitem__, v))):
+        for label in sorted(values, key=position.__getitem__):
+            categories.setdefault(values[label], len(categories))
+    return categories
+
+
+def _draw_blocks(
+    axes: Any,
+    blocks: Mapping[tuple[Any, ...], Mapping[str, float]],
+    position: Mapping[str, int],
+    medians: bool,
+) -> None:
+    """Each block's values joined by a grey line across treatments, each treatment's points
+    jittered, and (``medians``) its median as a bar.
+
+    The blocks' grey lines are one ``LineCollection``: an artist per block (a ``Line2D`` each)
+    cost about half a millisecond apiece to build and draw, the largest part of what a trial
+    adds to a run's end (docs/benchmark/PERFORMANCE.md).
+    """
+    from matplotlib.collections import LineCollection
+
     offsets = [_JITTER[k % len(_JITTER)] for k in range(len(blocks))]
     order = position.__getitem__
     segments = [
@@ -187,7 +229,7 @@ def _figure(
         if not points:
             continue
         axes.scatter([x for x, _ in points], [y for _, y in points], s=16, zorder=2)
-        if not exact:
+        if medians:
             axes.hlines(
                 statistics.median(y for _, y in points),
                 i - 0.25,
@@ -196,19 +238,6 @@ def _figure(
                 linewidth=2,
                 zorder=3,
             )
-    if exact:
-        axes.set_yticks(range(len(ticks)), [one_line(t) for t in ticks], fontsize=7)
-        axes.set_ylim(-0.6, len(ticks) - 0.4)
-    else:
-        _value_axis(axes, blocks.values())
-    axes.set_xticks(range(len(treatments)), [one_line(t) for t in treatments])
-    axes.set_xlim(-0.6, len(treatments) - 0.4)
-    axes.set_ylabel(axis_label(metric) + (" (log scale)" if axes.get_yscale() == "log" else ""))
-    axes.set_xlabel(f"treatment ({variable})" if variable else "treatment")
-    axes.grid(axis="y", alpha=0.3)
-    said = ", ".join(f"{t}: {_said(v)}" for t, v in verdicts.items())
-    axes.set_title(one_line(f"{metric}" + (f" ({said})" if said else "")), fontsize=9)
-    return figure
 
 
 def _value_axis(axes: Any, blocks: Any) -> None:
