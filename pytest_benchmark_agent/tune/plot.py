@@ -37,113 +37,135 @@ def plot_objective(doc: dict[str, Any], png: Path) -> str | None:
             "No plot: matplotlib is not installed (it is a dependency of "
             "pytest-benchmark-agent: `pip install matplotlib`)."
         )
-    objective = doc["objective"]["metric"]
     points = _plot_points(doc)
     if not points:
         return "No plot: no point has a passed trial."
     names = list(doc["search_space"])
-    axes_values = {n: list(doc["search_space"][n]) for n in names}
-    coord = {n: _axis(axes_values[n]) for n in names}
-    feasible = [p["feasible"] for p in points]
+    coord = {n: _axis(list(doc["search_space"][n])) for n in names}
     path = [coord[names[0]](step["point"][names[0]]) for step in doc["incumbents"]]
     if len(names) == 1:
-        name = names[0]
-        constraints = doc["constraints"]
-        fig, axes = plt.subplots(
-            1 + len(constraints),
-            1,
-            sharex=True,
-            squeeze=False,
-            figsize=(7, 3.2 + 2.2 * len(constraints)),
-        )
-        ax = axes[0][0]
-        xs = [coord[name](p["point"][name]) for p in points]
-        ys = [p["objective"] for p in points]
-        order = sorted(range(len(xs)), key=xs.__getitem__)
-        ax.plot([xs[i] for i in order], [ys[i] for i in order], color="0.6", lw=1, zorder=1)
-        for x, y, ok in zip(xs, ys, feasible, strict=True):
-            ax.scatter(
-                [x], [y], marker="o" if ok else "x", color="tab:blue" if ok else "tab:red", zorder=3
-            )
-        half = _half_gap(sorted(set(xs)))
-        for x, ok in zip(xs, feasible, strict=True):
-            if not ok:
-                for row in axes:
-                    row[0].axvspan(x - half, x + half, color="tab:red", alpha=0.08, lw=0)
-        path_y = [_objective_of(points, name, coord, x) for x in path]
-        ax.plot(
-            path, path_y, color="tab:green", lw=2, marker=">", zorder=2, label="path of incumbents"
-        )
-        ax.scatter(
-            [path[-1]],
-            [path_y[-1]],
-            marker="*",
-            s=250,
-            color="tab:green",
-            zorder=4,
-            label="selected",
-        )
-        ax.set_ylabel(f"{objective} (median)")
-        ax.legend(loc="best", fontsize=8)
-        ax.set_title("objective over the search space (red: breaks a constraint)", fontsize=10)
-        for row, text in zip(axes[1:], constraints, strict=True):
-            metric, op, bound = text.split()
-            cax = row[0]
-            cys = [p["constraint_worst"].get(text) for p in points]
-            cax.scatter(
-                [x for x, y in zip(xs, cys, strict=True) if y is not None],
-                [y for y in cys if y is not None],
-                color="tab:purple",
-            )
-            cax.axhline(float(bound), color="tab:red", ls="--", lw=1)
-            low, high = cax.get_ylim()
-            low, high = min(low, float(bound)), max(high, float(bound))
-            if op in (">=", ">"):
-                cax.axhspan(low, float(bound), color="tab:red", alpha=0.1)
-            else:
-                cax.axhspan(float(bound), high, color="tab:red", alpha=0.1)
-            cax.set_ylim(low, high)
-            cax.set_ylabel(f"{metric} (worst sample)")
-        axes[-1][0].set_xlabel(name)
-        _ticks(axes[-1][0], axes_values[name])
+        fig = _one_param_figure(plt, doc, points, coord, path)
     else:
-        x_name, y_name = names[0], names[1]
-        fig, ax = plt.subplots(figsize=(7, 5.5))
-        xs = [coord[x_name](p["point"][x_name]) for p in points]
-        ys = [coord[y_name](p["point"][y_name]) for p in points]
-        values = [p["objective"] for p in points]
-        scatter = ax.scatter(
-            [x for x, ok in zip(xs, feasible, strict=True) if ok],
-            [y for y, ok in zip(ys, feasible, strict=True) if ok],
-            c=[v for v, ok in zip(values, feasible, strict=True) if ok],
-            cmap="viridis_r" if doc["objective"]["direction"] == "lower" else "viridis",
-            s=80,
-        )
-        ax.scatter(
-            [x for x, ok in zip(xs, feasible, strict=True) if not ok],
-            [y for y, ok in zip(ys, feasible, strict=True) if not ok],
-            marker="x",
-            color="tab:red",
-            s=80,
-            label="breaks a constraint",
-        )
-        fig.colorbar(scatter, ax=ax, label=f"{objective} (median)")
-        py = [coord[y_name](step["point"][y_name]) for step in doc["incumbents"]]
-        ax.plot(path, py, color="tab:green", lw=2, marker=">", label="path of incumbents")
-        ax.scatter([path[-1]], [py[-1]], marker="*", s=300, color="tab:green", label="selected")
-        ax.set_xlabel(x_name)
-        ax.set_ylabel(y_name)
-        _ticks(ax, axes_values[x_name])
-        if len(names) > 2:
-            ax.set_title(
-                f"first two of {len(names)} tuned params (others at each point's value)",
-                fontsize=10,
-            )
-        ax.legend(loc="best", fontsize=8)
+        fig = _two_params_figure(plt, doc, points, coord, path)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
     return None
+
+
+def _one_param_figure(
+    plt: Any,
+    doc: dict[str, Any],
+    points: list[dict[str, Any]],
+    coord: dict[str, Callable[[Any], float]],
+    path: list[float],
+) -> Any:
+    """One tuned param: the objective against it (infeasible points red, their region shaded
+    in every panel), the incumbents' path, and one panel per constraint."""
+    name = list(doc["search_space"])[0]
+    constraints = doc["constraints"]
+    fig, axes = plt.subplots(
+        1 + len(constraints),
+        1,
+        sharex=True,
+        squeeze=False,
+        figsize=(7, 3.2 + 2.2 * len(constraints)),
+    )
+    ax = axes[0][0]
+    feasible = [p["feasible"] for p in points]
+    xs = [coord[name](p["point"][name]) for p in points]
+    ys = [p["objective"] for p in points]
+    order = sorted(range(len(xs)), key=xs.__getitem__)
+    ax.plot([xs[i] for i in order], [ys[i] for i in order], color="0.6", lw=1, zorder=1)
+    for x, y, ok in zip(xs, ys, feasible, strict=True):
+        ax.scatter(
+            [x], [y], marker="o" if ok else "x", color="tab:blue" if ok else "tab:red", zorder=3
+        )
+    half = _half_gap(sorted(set(xs)))
+    for x, ok in zip(xs, feasible, strict=True):
+        if not ok:
+            for row in axes:
+                row[0].axvspan(x - half, x + half, color="tab:red", alpha=0.08, lw=0)
+    path_y = [_objective_of(points, name, coord, x) for x in path]
+    ax.plot(path, path_y, color="tab:green", lw=2, marker=">", zorder=2, label="path of incumbents")
+    ax.scatter(
+        [path[-1]], [path_y[-1]], marker="*", s=250, color="tab:green", zorder=4, label="selected"
+    )
+    ax.set_ylabel(f"{doc['objective']['metric']} (median)")
+    ax.legend(loc="best", fontsize=8)
+    ax.set_title("objective over the search space (red: breaks a constraint)", fontsize=10)
+    for row, text in zip(axes[1:], constraints, strict=True):
+        _constraint_panel(row[0], text, xs, points)
+    axes[-1][0].set_xlabel(name)
+    _ticks(axes[-1][0], list(doc["search_space"][name]))
+    return fig
+
+
+def _constraint_panel(cax: Any, text: str, xs: list[float], points: list[dict[str, Any]]) -> None:
+    """One constraint's worst sample per point against its bound, the breaking side shaded."""
+    metric, op, bound = text.split()
+    cys = [p["constraint_worst"].get(text) for p in points]
+    cax.scatter(
+        [x for x, y in zip(xs, cys, strict=True) if y is not None],
+        [y for y in cys if y is not None],
+        color="tab:purple",
+    )
+    cax.axhline(float(bound), color="tab:red", ls="--", lw=1)
+    low, high = cax.get_ylim()
+    low, high = min(low, float(bound)), max(high, float(bound))
+    if op in (">=", ">"):
+        cax.axhspan(low, float(bound), color="tab:red", alpha=0.1)
+    else:
+        cax.axhspan(float(bound), high, color="tab:red", alpha=0.1)
+    cax.set_ylim(low, high)
+    cax.set_ylabel(f"{metric} (worst sample)")
+
+
+def _two_params_figure(
+    plt: Any,
+    doc: dict[str, Any],
+    points: list[dict[str, Any]],
+    coord: dict[str, Callable[[Any], float]],
+    path: list[float],
+) -> Any:
+    """Two or more tuned params: the first two as axes, colour for the objective, infeasible
+    points as red crosses, and the incumbents' path."""
+    names = list(doc["search_space"])
+    x_name, y_name = names[0], names[1]
+    fig, ax = plt.subplots(figsize=(7, 5.5))
+    feasible = [p["feasible"] for p in points]
+    xs = [coord[x_name](p["point"][x_name]) for p in points]
+    ys = [coord[y_name](p["point"][y_name]) for p in points]
+    values = [p["objective"] for p in points]
+    scatter = ax.scatter(
+        [x for x, ok in zip(xs, feasible, strict=True) if ok],
+        [y for y, ok in zip(ys, feasible, strict=True) if ok],
+        c=[v for v, ok in zip(values, feasible, strict=True) if ok],
+        cmap="viridis_r" if doc["objective"]["direction"] == "lower" else "viridis",
+        s=80,
+    )
+    ax.scatter(
+        [x for x, ok in zip(xs, feasible, strict=True) if not ok],
+        [y for y, ok in zip(ys, feasible, strict=True) if not ok],
+        marker="x",
+        color="tab:red",
+        s=80,
+        label="breaks a constraint",
+    )
+    fig.colorbar(scatter, ax=ax, label=f"{doc['objective']['metric']} (median)")
+    py = [coord[y_name](step["point"][y_name]) for step in doc["incumbents"]]
+    ax.plot(path, py, color="tab:green", lw=2, marker=">", label="path of incumbents")
+    ax.scatter([path[-1]], [py[-1]], marker="*", s=300, color="tab:green", label="selected")
+    ax.set_xlabel(x_name)
+    ax.set_ylabel(y_name)
+    _ticks(ax, list(doc["search_space"][x_name]))
+    if len(names) > 2:
+        ax.set_title(
+            f"first two of {len(names)} tuned params (others at each point's value)",
+            fontsize=10,
+        )
+    ax.legend(loc="best", fontsize=8)
+    return fig
 
 
 def _plot_points(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -14,9 +14,37 @@ from pytest_benchmark_agent.tune.selection import gist
 
 def render_report(doc: dict[str, Any], plot_note: str | None) -> str:
     """``report.md`` of a tune, from its record alone."""
+    lines = [
+        *_summary(doc),
+        *_path_section(doc),
+        *_rounds_section(doc),
+        *_candidates_section(doc),
+        *_ties_section(doc),
+        "",
+        "## Objective over the search space",
+        "",
+        plot_note or "![objective over the search space](objective.png)",
+        "",
+        "## What Went Wrong",
+        "",
+        *(f"- {item}" for item in what_went_wrong(doc)),
+        "",
+        "## Controls",
+        "",
+        "| param | value | role |",
+        "|---|---|---|",
+    ]
+    for name, value in doc["params"].items():
+        role = "TUNED" if name in doc["search_space"] else "CONTROL"
+        lines.append(f"| `{name}` | `{as_text(value)}` | {role} |")
+    return "\n".join(lines) + "\n"
+
+
+def _summary(doc: dict[str, Any]) -> list[str]:
+    """The title and the tune at a glance: hypothesis, strategy, state, selection, cost."""
     objective = doc["objective"]["metric"]
     direction = doc["objective"]["direction"]
-    lines = [
+    return [
         f"# {doc['name']}: tune {doc['run_id']}",
         "",
         f"- **Hypothesis:** {doc.get('hypothesis') or '(none stated)'}",
@@ -28,6 +56,12 @@ def render_report(doc: dict[str, Any], plot_note: str | None) -> str:
         f"- **Objective at the selected point:** {chain_text(doc)}",
         f"- **Spent:** {_spent_text(doc)}",
         "- **Record:** [results.yaml](results.yaml); each round's own run is linked below",
+    ]
+
+
+def _path_section(doc: dict[str, Any]) -> list[str]:
+    """Each incumbent with the confirmation round's ratio, CI and p."""
+    lines = [
         "",
         "## Path of incumbents",
         "",
@@ -35,8 +69,8 @@ def render_report(doc: dict[str, Any], plot_note: str | None) -> str:
         "fresh round; the ratio, CI and p are the confirmation's (the selection round's ratio, "
         "biased towards the luckiest candidate, is beside them).",
         "",
-        f"| step | round | confirmed in | point | ratio to previous ({objective}) | 95% CI "
-        "| p (Holm) | ratio when selected |",
+        f"| step | round | confirmed in | point | ratio to previous "
+        f"({doc['objective']['metric']}) | 95% CI | p (Holm) | ratio when selected |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for step, entry in enumerate(doc["incumbents"]):
@@ -48,7 +82,12 @@ def render_report(doc: dict[str, Any], plot_note: str | None) -> str:
             f"`{entry['label']}` | {_num(entry['ratio'])} | {_ci(entry.get('ci'))} | "
             f"{_num(entry.get('p_holm'))} | {_num(entry.get('selection_ratio'))} |"
         )
-    lines += [
+    return lines
+
+
+def _rounds_section(doc: dict[str, Any]) -> list[str]:
+    """Each round's runs, incumbent, size and outcome, and why rounds have their blocks."""
+    lines = [
         "",
         "## Rounds",
         "",
@@ -72,12 +111,17 @@ def render_report(doc: dict[str, Any], plot_note: str | None) -> str:
             "Blocks per round: the fewest at which its comparisons can be decided at all. "
             f"Round {sized[0]['round']}: {sized[0]['blocks_why']}.",
         ]
-    lines += [
+    return lines
+
+
+def _candidates_section(doc: dict[str, Any]) -> list[str]:
+    """Every candidate against its round's incumbent, with the decision and why."""
+    lines = [
         "",
         "## Candidates",
         "",
-        f"Each point against the incumbent of its round (median `{objective}`, the ratio "
-        "and CI of gate 2's paired comparison).",
+        f"Each point against the incumbent of its round (median `{doc['objective']['metric']}`, "
+        "the ratio and CI of gate 2's paired comparison).",
         "",
         "| round | point | incumbent | median | ratio | 95% CI | verdict | decision | why |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -89,23 +133,20 @@ def render_report(doc: dict[str, Any], plot_note: str | None) -> str:
             f"{_num(c.get('median'))} | {_num(v.get('ratio'))} | {_ci(v.get('ci'))} | "
             f"{v.get('verdict', '')} | {c['decision']} | {_cell(c['reason'])} |"
         )
-    lines += ["", "## Ties and candidates not shown to differ", ""]
+    return lines
+
+
+def _ties_section(doc: dict[str, Any]) -> list[str]:
+    """Ties within noise and candidates not shown to differ (the incumbent kept)."""
     ties = list(doc["ties"]) + [
         f"round {c['round']}: `{c['label']}` was not shown to differ from the incumbent "
         f"`{c['incumbent']}`; the incumbent (the earlier point) was kept."
         for c in doc["candidates"]
         if c["decision"] == "no_change"
     ]
-    lines += [f"- {t}" for t in ties] or ["- none: every comparison was decided."]
-    lines += ["", "## Objective over the search space", ""]
-    lines.append(plot_note or "![objective over the search space](objective.png)")
-    lines += ["", "## What Went Wrong", ""]
-    lines += [f"- {item}" for item in what_went_wrong(doc)]
-    lines += ["", "## Controls", "", "| param | value | role |", "|---|---|---|"]
-    for name, value in doc["params"].items():
-        role = "TUNED" if name in doc["search_space"] else "CONTROL"
-        lines.append(f"| `{name}` | `{as_text(value)}` | {role} |")
-    return "\n".join(lines) + "\n"
+    return ["", "## Ties and candidates not shown to differ", ""] + (
+        [f"- {t}" for t in ties] or ["- none: every comparison was decided."]
+    )
 
 
 def what_went_wrong(doc: dict[str, Any]) -> list[str]:

@@ -177,49 +177,54 @@ def classify(
     better = verdict.ratio is not None and (
         verdict.ratio < 1 if space.direction == "lower" else verdict.ratio > 1
     )
-    candidate = Candidate(
+    constraints = constraint_checks(space, trials)
+    decision, reason = _decision(trials, verdict, constraints, incumbent)
+    return Candidate(
         index,
         label,
         dict(point),
         incumbent,
-        "",
-        "",
+        decision,
+        reason,
         verdict.to_dict(),
         describe(values).get("median"),
         better,
-        constraint_checks(space, trials),
+        constraints,
     )
+
+
+def _decision(
+    trials: list[dict[str, Any]],
+    verdict: Verdict,
+    constraints: list[dict[str, Any]],
+    incumbent: str,
+) -> tuple[str, str]:
+    """A candidate's decision and why: not comparable (a trial or gate 2 refused), a constraint
+    broken, eligible (a supported improvement), worse, or not shown to differ."""
     broken = [t for t in trials if t["status"] == "not_comparable"]
     failed = [t for t in trials if t["status"] not in ("passed", "not_comparable")]
     if broken:
-        candidate.decision = "not_comparable"
-        candidate.reason = gist(broken[0].get("reason"))
-    elif verdict.verdict == "not_comparable":
-        candidate.decision = "not_comparable"
-        candidate.reason = verdict.reason or "gate 2 refused the comparison"
+        return "not_comparable", gist(broken[0].get("reason"))
+    if verdict.verdict == "not_comparable":
+        reason = verdict.reason or "gate 2 refused the comparison"
         if failed:
-            candidate.reason = (
+            reason = (
                 f"{len(failed)} of {len(trials)} trials did not pass "
                 f"({gist(failed[0].get('reason'))}); "
-                f"{candidate.reason}"
+                f"{reason}"
             )
-    elif any(not c["ok"] for c in candidate.constraints):
-        candidate.decision = "constraint_failed"
-        candidate.reason = "; ".join(
-            f"{c['constraint']}: {c['detail']}" for c in candidate.constraints if not c["ok"]
+        return "not_comparable", reason
+    if any(not c["ok"] for c in constraints):
+        return "constraint_failed", "; ".join(
+            f"{c['constraint']}: {c['detail']}" for c in constraints if not c["ok"]
         )
-    elif verdict.verdict == "improved":
-        candidate.decision = "eligible"
-        candidate.reason = "supported improvement"
-    elif verdict.verdict == "regressed":
-        candidate.decision = "worse"
-        candidate.reason = "significantly worse than the incumbent"
-    else:
-        candidate.decision = "no_change"
-        candidate.reason = (
-            f"not shown to differ from {incumbent}: {verdict.reason or 'no supported difference'}"
-        )
-    return candidate
+    if verdict.verdict == "improved":
+        return "eligible", "supported improvement"
+    if verdict.verdict == "regressed":
+        return "worse", "significantly worse than the incumbent"
+    return "no_change", (
+        f"not shown to differ from {incumbent}: {verdict.reason or 'no supported difference'}"
+    )
 
 
 def choose(

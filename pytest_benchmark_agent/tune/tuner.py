@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.tuning import TuneSettings
@@ -231,52 +231,16 @@ class Tuner:
         size: RoundSize,
         confirms: int | None,
     ) -> Judged:
-        record, run_id = outcome.record, outcome.run_id
+        """Record round ``index`` and judge its candidates against its incumbent; halts on a
+        round that did not finish or an incumbent that cannot be grounded."""
+        record = outcome.record
         labels = [point_label(p) for p in points]
-        summary: dict[str, Any] = {
-            "round": index,
-            "run_id": run_id,
-            "run_ids": list(
-                dict.fromkeys(str(t.get("run_id") or run_id) for t in record.get("trials") or [])
-            )
-            or [run_id],
-            "points": labels,
-            "incumbent": labels[0],
-            "confirms": confirms,
-            "blocks": size.blocks,
-            "blocks_why": size.why,
-            **self.spent.add(outcome.record, outcome.wall_s, self.config),
-        }
+        summary = self._round_summary(index, labels, outcome, size, confirms)
         self.rounds.append(summary)
         by_label = trials_by_label(record, labels)
-        for trial in record.get("trials") or []:
-            self.trials.append(
-                {
-                    **trial,
-                    "round": index,
-                    "run_id": trial.get("run_id") or run_id,
-                    "point": dict(points[labels.index(trial["treatment"])])
-                    if trial.get("treatment") in labels
-                    else None,
-                }
-            )
-        state = record.get("state")
-        if outcome.timed_out or state != "complete":
-            summary["status"] = "unfinished"
-            why = (
-                "budget.wall_clock_s ran out during it"
-                if outcome.timed_out
-                else f"its session ended {state}: {record.get('stop_reason') or 'no reason'}"
-            )
-            summary["outcome"] = f"unfinished: {why}"
-            self._notify()
-            stopped_by_budget = str(record.get("stop_reason") or "").startswith("budget.")
-            kind = "budget" if outcome.timed_out or stopped_by_budget else "round"
-            raise Halt(
-                kind,
-                f"round {index} did not finish ({why}); its trials are kept in "
-                f"runs/{run_id}, and resuming runs the round again.",
-            )
+        self._keep_trials(index, points, labels, outcome)
+        if outcome.timed_out or record.get("state") != "complete":
+            self._halt_unfinished(index, summary, outcome)
         try:
             self._check_incumbent(labels[0], by_label[labels[0]])
         except Halt as halt:
@@ -311,6 +275,71 @@ class Tuner:
             summary["outcome"] += "; halted on a streak of non-comparable candidates"
         self._notify()
         return Judged(judged, chosen, summary, streak_hit)
+
+    def _round_summary(
+        self,
+        index: int,
+        labels: list[str],
+        outcome: RoundOutcome,
+        size: RoundSize,
+        confirms: int | None,
+    ) -> dict[str, Any]:
+        """A round's entry in the record: its runs, points, size and what it spent (added to
+        the tune's spending here)."""
+        record, run_id = outcome.record, outcome.run_id
+        return {
+            "round": index,
+            "run_id": run_id,
+            "run_ids": list(
+                dict.fromkeys(str(t.get("run_id") or run_id) for t in record.get("trials") or [])
+            )
+            or [run_id],
+            "points": labels,
+            "incumbent": labels[0],
+            "confirms": confirms,
+            "blocks": size.blocks,
+            "blocks_why": size.why,
+            **self.spent.add(outcome.record, outcome.wall_s, self.config),
+        }
+
+    def _keep_trials(
+        self, index: int, points: list[Point], labels: list[str], outcome: RoundOutcome
+    ) -> None:
+        """The round's trials into the tune's record, each with its round, run and point."""
+        for trial in outcome.record.get("trials") or []:
+            self.trials.append(
+                {
+                    **trial,
+                    "round": index,
+                    "run_id": trial.get("run_id") or outcome.run_id,
+                    "point": dict(points[labels.index(trial["treatment"])])
+                    if trial.get("treatment") in labels
+                    else None,
+                }
+            )
+
+    def _halt_unfinished(
+        self, index: int, summary: dict[str, Any], outcome: RoundOutcome
+    ) -> NoReturn:
+        """Record a round whose session did not complete and halt: on the budget when the wall
+        clock or the session's budget ran out, else on the round."""
+        record = outcome.record
+        state = record.get("state")
+        summary["status"] = "unfinished"
+        why = (
+            "budget.wall_clock_s ran out during it"
+            if outcome.timed_out
+            else f"its session ended {state}: {record.get('stop_reason') or 'no reason'}"
+        )
+        summary["outcome"] = f"unfinished: {why}"
+        self._notify()
+        stopped_by_budget = str(record.get("stop_reason") or "").startswith("budget.")
+        kind = "budget" if outcome.timed_out or stopped_by_budget else "round"
+        raise Halt(
+            kind,
+            f"round {index} did not finish ({why}); its trials are kept in "
+            f"runs/{outcome.run_id}, and resuming runs the round again.",
+        )
 
     def _confirm(self, selection: Judged) -> None:
         """Re-measure the selection's chosen candidate against the incumbent in a fresh round
