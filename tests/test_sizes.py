@@ -1,0 +1,64 @@
+"""Every module of the package reads in one sitting (issue 36): none over
+:data:`MAX_MODULE_LINES` lines and no function (a method or a nested one included) over
+:data:`MAX_FUNCTION_LINES`, counted from its ``def`` to its last line as Python's ``ast`` sees
+it. A failure names each offender with its place and length, so the fix starts from the list.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_benchmark_agent"
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 60
+
+
+def long_modules(root: Path) -> list[str]:
+    """``file: N lines`` of each module under ``root`` over the limit."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{path.relative_to(root.parent).as_posix()}: {lines} lines")
+    return found
+
+
+def long_functions(root: Path) -> list[str]:
+    """``file:line name: N lines`` of each function under ``root`` over the limit."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        where = path.relative_to(root.parent).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append((where, node.lineno, f"{node.name}: {length} lines"))
+    return [f"{where}:{line} {what}" for where, line, what in sorted(found)]
+
+
+def test_no_module_is_over_600_lines() -> None:
+    found = long_modules(PACKAGE)
+    assert not found, f"modules over {MAX_MODULE_LINES} lines (split them by concern):\n" + (
+        "\n".join(found)
+    )
+
+
+def test_no_function_is_over_60_lines() -> None:
+    found = long_functions(PACKAGE)
+    assert not found, f"functions over {MAX_FUNCTION_LINES} lines (split them by step):\n" + (
+        "\n".join(found)
+    )
+
+
+def test_the_checks_name_a_long_module_and_a_long_nested_function(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    body = "\n".join(f"        x{i} = {i}" for i in range(MAX_FUNCTION_LINES - 1))
+    (package / "sub" / "deep.py").write_text(
+        f"def outer():\n    def inner():\n{body}\n    return inner\n"
+    )
+    (package / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (package / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert long_modules(package) == [f"pkg/long.py: {MAX_MODULE_LINES + 1} lines"]
+    assert long_functions(package) == [f"pkg/sub/deep.py:1 outer: {MAX_FUNCTION_LINES + 2} lines"]
