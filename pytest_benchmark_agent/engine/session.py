@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from pytest_benchmark_agent.config import gate1
-from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
 from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.engine import recovery
@@ -417,11 +417,12 @@ class BenchSession:
         if self.stage_context.disk_full and not self._write_errors:
             self._stop(run, f"the disk is full ({self.stage_context.disk_full})")
         run.stop_reason = run.stop_reason or self._budget_spent(run)
-        if not (run.stop_reason or run.decided):
-            record = run.record()
+        sequential = isinstance(run.plan.config.replicates, ReplicateRange)
+        if sequential and not (run.stop_reason or run.decided):
+            seen = run.record()
             if self.worker_id is not None:
-                record = record.replace(trials=_seen_by_worker(run))
-            run.decided = sequential_stop(record, self._looked.setdefault(run.run_id, set()))
+                seen = seen.replace(trials=_seen_by_worker(run))
+            run.decided = sequential_stop(seen, self._looked.setdefault(run.run_id, set()))
 
     def _budget_spent(self, run: BenchRun) -> str | None:
         budget = run.plan.config.budget
