@@ -46,6 +46,7 @@ from pytest_benchmark_agent.judge.reproduce import (
 )
 from pytest_benchmark_agent.judge.sequential import SEED, SequentialOutcome, metric_stages
 from pytest_benchmark_agent.judge.tags import compute_tag
+from pytest_benchmark_agent.records.frozen import freeze
 from pytest_benchmark_agent.records.record import BaselineComparison, Judgement, RunRecord
 from pytest_benchmark_agent.records.run import CAVEAT_NONE
 from pytest_benchmark_agent.records.schema import TrialRecord
@@ -351,11 +352,11 @@ def judge_run(
         verdicts_by_host=this.verdicts_by_host,
         refusals=this.refusals,
         caveats=tuple(gate2.caveats),
-        sequential=(
+        sequential=freeze(
             None if sequential is None else {**sequential.as_record(), "late_trials": gate2.late}
         ),
         baseline=comparison,
-        reproduces=(
+        reproduces=freeze(
             {**reference.as_record(), "skipped": skipped}
             if reference
             else ({"run_id": None, "skipped": skipped} if skipped else None)
@@ -363,7 +364,7 @@ def judge_run(
         tag=tag,
         tag_reasons=tuple(reasons),
         # recorded, so history and the index show it without the run
-        ci_gate=ci_gate(this.replace(baseline=comparison)),
+        ci_gate=freeze(ci_gate(this.replace(baseline=comparison))),
     )
 
 
