@@ -21,8 +21,9 @@ decides what goes in:
 * **One configuration** (a file without ``treatment_variable``): no comparison inside the run,
   so no verdict and no refusal; only its guards (floor, ceiling) and caveats. It is compared
   with other runs only, and its tag says so while there is none.
-* **The verdict** across runs, the reproduction and the CI gate are :mod:`.comparison`'s,
-  :mod:`.reproduce`'s and :mod:`.ci_gate`'s; the tag :mod:`.tags`'s.
+* **Beyond the run**: the comparison with a baseline is :mod:`.comparison`'s, the
+  reproduction :mod:`.reproduce`'s, the CI gate :mod:`.ci_gate`'s and the tag :mod:`.tags`'s;
+  :func:`judge_run` puts them together.
 """
 
 from __future__ import annotations

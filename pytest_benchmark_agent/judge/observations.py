@@ -16,6 +16,8 @@ all read trial records the same way, so the same record always yields the same s
 
 :func:`sample_table` is the same extraction without :mod:`.analysis` (and so without scipy):
 gate 2's refusal of a run with nothing to compare needs the values, not the statistics.
+:func:`counter_floors` says which metrics a counting backend counted, and so which rule the
+analysis applies to them.
 """
 
 from __future__ import annotations
