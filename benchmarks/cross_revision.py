@@ -66,7 +66,7 @@ def in_run(rng: np.random.Generator, n: int, cv: float, drift: float, effect: fl
     obs = [Observation("base", k, None, float(v)) for k, v in enumerate(base)]
     obs += [Observation("this", k, None, float(v)) for k, v in enumerate(this)]
     verdict = analyze_run({"m": obs}, {"m": SPEC}, ["base", "this"], "base").verdicts["m"]["this"]
-    return evidence.judge_metric("m", verdict.to_dict(), SPEC).outcome
+    return evidence.judge_metric("m", verdict, SPEC).outcome
 
 
 def recorded(
@@ -88,7 +88,7 @@ def recorded(
     verdict = analyze_run({"m": obs}, {"m": SPEC}, ["base", "this"], "base").verdicts["m"]["this"]
     medians = [[float(np.median(values)) for values in history]]
     spread = evidence.spread_of(medians, None, f"{runs} recorded run(s)")
-    judged = evidence.across_runs(verdict.to_dict(), spread, SPEC)
+    judged = evidence.across_runs(verdict, spread, SPEC)
     return evidence.judge_metric("m", judged, SPEC).outcome
 
 

@@ -51,7 +51,8 @@ from scipy import stats
 
 from pytest_benchmark_agent.config.metric import COUNTER_NOISE_THRESHOLD, MetricSpec
 from pytest_benchmark_agent.engine.counters import Counting, backend
-from pytest_benchmark_agent.judge.baseline import RecordView, reproduction
+from pytest_benchmark_agent.judge.reproduce import reproduction
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.stats.analysis import Observation, PlainMetricRule, analyze_run
 from pytest_benchmark_agent.stats.mde import MDE_POWER
 from pytest_benchmark_agent.stats.sequential import look_schedule, sequential_decision
@@ -351,23 +352,19 @@ def _powers(null: dict[str, np.ndarray], a: float, b: float) -> list[float]:
 
 
 def rerun_outcome(first: Any, second: Any) -> str:
-    """What ``judge.baseline.reproduction`` makes of a faithful rerun: ``contradicts``
+    """What ``judge.reproduce.reproduction`` makes of a faithful rerun: ``contradicts``
     (UNRELIABLE), ``qualified`` (inconclusive, or could not have seen the effect) or
     ``reproduced``."""
 
-    def view(run_id: str, verdict: Any) -> RecordView:
-        return RecordView(
+    def view(run_id: str, verdict: Any) -> RunRecord:
+        return RunRecord(
             run_id=run_id,
             name="rerun",
-            tag="RELIABLE",
             state="complete",
+            tag="RELIABLE",
             control="control",
-            treatments=list(TREATMENTS),
-            config={},
-            fingerprint={},
-            trials=[],
-            verdicts={"t": {"treatment": verdict.to_dict()}},
-        )
+            treatments=tuple(TREATMENTS),
+        ).replace(verdicts={"t": {"treatment": verdict}})
 
     rule = {"t": MetricSpec(direction="lower", primary=True)}  # the engine's, with its tolerance
     check = reproduction(view("second", second), view("first", first), rule, [])

@@ -17,7 +17,6 @@ import math
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -28,6 +27,7 @@ from pytest_benchmark_agent.config.models import load_config
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.judge import evidence
 from pytest_benchmark_agent.stats.analysis import Observation, analyze_run
+from pytest_benchmark_agent.stats.comparability import Refusal, Verdict
 
 MEASURE = """import os
 import random
@@ -151,12 +151,12 @@ def test_a_real_regression_is_caught_once_three_runs_give_the_spread(repo: Repo)
 SPEC = MetricSpec(direction="lower", primary=True, fail_threshold=0.05)
 
 
-def verdict_of(control: list[float], treatment: list[float]) -> dict[str, Any]:
-    """The analysis' verdict record of treatment against control, paired by block."""
+def verdict_of(control: list[float], treatment: list[float]) -> Verdict:
+    """The analysis' verdict of treatment against control, paired by block."""
     obs = [Observation("c", k, None, v) for k, v in enumerate(control)]
     obs += [Observation("t", k, None, v) for k, v in enumerate(treatment)]
     result = analyze_run({"m": obs}, {"m": SPEC}, ["c", "t"], "c")
-    return result.verdicts["m"]["t"].to_dict()
+    return result.verdicts["m"]["t"]
 
 
 def test_a_pass_needs_a_comparison_that_could_have_seen_the_threshold() -> None:
@@ -165,11 +165,11 @@ def test_a_pass_needs_a_comparison_that_could_have_seen_the_threshold() -> None:
     tight = evidence.judge_metric("`m` [t]", verdict_of(quiet, [v * 1.001 for v in quiet]), SPEC)
     assert tight.outcome == "passed" and tight.text.endswith("could have seen fail_threshold 5%")
     loose = verdict_of(quiet, noisy)
-    assert loose["verdict"] == "no_change" and loose["mde"] > 0.05
+    assert loose.no_change and loose.mde is not None and loose.mde > 0.05
     weak = evidence.judge_metric("`m` [t]", loose, SPEC)
     assert weak.outcome == "unjudged"
     assert weak.text.endswith(
-        f"could not have seen a 5% regression (MDE {evidence.share(loose['mde'])}); add replicates"
+        f"could not have seen a 5% regression (MDE {evidence.share(loose.mde)}); add replicates"
     )
     slower = evidence.judge_metric("`m` [t]", verdict_of(quiet, [v * 1.2 for v in quiet]), SPEC)
     assert slower.outcome == "regressed" and ", beyond fail_threshold 5% (interval [" in slower.text
@@ -190,18 +190,19 @@ def test_the_spread_is_pooled_within_commits_so_a_change_of_code_is_no_spread() 
 
 
 def test_across_runs_an_allowance_holds_a_machine_shift_and_a_spread_widens() -> None:
-    shifted = {"verdict": "regressed", "ratio": 1.05, "ci": [1.04, 1.06], "mde": 0.03}
+    shifted = Verdict("regressed", ratio=1.05, ci=(1.04, 1.06), mde=0.03)
     one = evidence.Spread(1, None, 0.05, "1 recorded run (r1)")
     held = evidence.across_runs(shifted, one, SPEC)
-    assert held["verdict"] == "not_comparable" and held["refused"] == "too_small"
-    assert held["reason"].startswith("cannot separate machine from code: x1.05 [1.04, 1.06]")
-    real = {"verdict": "regressed", "ratio": 1.15, "ci": [1.13, 1.17], "mde": 0.03}
-    assert evidence.across_runs(real, one, SPEC)["verdict"] == "regressed"
+    assert held.not_comparable and held.refused == Refusal.TOO_SMALL
+    assert (held.reason or "").startswith("cannot separate machine from code: x1.05 [1.04, 1.06]")
+    real = Verdict("regressed", ratio=1.15, ci=(1.13, 1.17), mde=0.03)
+    assert evidence.across_runs(real, one, SPEC).regressed
     three = evidence.Spread(3, 0.01, 0.05, "3 recorded runs of a1b2c3d", df=2)
     widened = evidence.across_runs(shifted, three, SPEC)
-    assert widened["verdict"] == "no_change" and widened["ci"][0] < 1.0 < 1.05 < widened["ci"][1]
-    assert widened["mde"] > shifted["mde"] and widened["across"]["mode"] == "spread"
-    assert evidence.across_runs(real, three, SPEC)["verdict"] == "regressed"
+    assert widened.no_change and widened.ci is not None
+    assert widened.ci[0] < 1.0 < 1.05 < widened.ci[1]
+    assert (widened.mde or 0) > 0.03 and widened.extra["across"]["mode"] == "spread"
+    assert evidence.across_runs(real, three, SPEC).regressed
 
 
 @pytest.mark.parametrize("commit", ["--output=/tmp/x", "HEAD", "a1b2c3d; rm -rf /", None])

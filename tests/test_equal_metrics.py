@@ -20,7 +20,8 @@ from pytest_benchmark_agent.engine.metrics import parse_metrics
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.judge import gate2 as judge
-from pytest_benchmark_agent.judge.baseline import RecordView, cross_verdicts
+from pytest_benchmark_agent.judge.across import cross_verdicts
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.writer import dump_yaml
 from pytest_benchmark_agent.stats.analysis import Observation, PlainMetricRule, analyze_run
@@ -210,9 +211,11 @@ def test_distinct_values_with_counts_are_the_summary() -> None:
     assert describe(["00ff", "00ff"]) == describe_exact(["00ff", "00ff"])  # text: never a mean
 
 
-def _view(run_id: str, hashes: list) -> RecordView:
+def _view(run_id: str, hashes: list) -> RunRecord:
     trials = [
         {
+            "id": f"m[a-rep{k}]",
+            "stage": "m",
             "treatment": "a",
             "replicate": k,
             "seed": None,
@@ -221,25 +224,25 @@ def _view(run_id: str, hashes: list) -> RecordView:
         }
         for k, value in enumerate(hashes)
     ]
-    return RecordView(
-        run_id=run_id,
-        name="x",
-        tag="RELIABLE",
-        state="complete",
-        control="a",
-        treatments=["a"],
-        config={},
-        fingerprint={},
-        trials=trials,
+    return RunRecord.from_dict(
+        {
+            "run_id": run_id,
+            "name": "x",
+            "tag": "RELIABLE",
+            "state": "complete",
+            "control": "a",
+            "treatments": ["a"],
+            "trials": trials,
+        }
     )
 
 
 def test_across_runs_the_values_are_compared_exactly() -> None:
     verdicts, _ = cross_verdicts(_view("new", [NEXT] * 3), _view("old", [BIG] * 3), {"h": EQUAL})
-    assert verdicts["h"]["a"]["verdict"] == "regressed"
-    assert "9007199254740993 (e.g. 9007199254740992)" in verdicts["h"]["a"]["reason"]
+    assert verdicts["h"]["a"].regressed
+    assert "9007199254740993 (e.g. 9007199254740992)" in (verdicts["h"]["a"].reason or "")
     verdicts, _ = cross_verdicts(_view("new", [SHA] * 3), _view("old", [SHA] * 3), {"h": EQUAL})
-    assert verdicts["h"]["a"]["verdict"] == "no_change"
+    assert verdicts["h"]["a"].no_change
 
 
 def test_a_run_with_nothing_to_compare_reads_text_values_as_the_analysis_does(
@@ -271,8 +274,9 @@ def test_a_run_with_nothing_to_compare_reads_text_values_as_the_analysis_does(
         trial["metrics"] = {"t": 1.0, "h": SHA if spec.replicate else "0x1f"}
         trial["host"] = "h"
         run.trials.append(trial)
-    refused = judge._nothing_to_compare(run)
-    assert refused is not None and refused == judge._analysed(run, None, None)
+    this = run.record()
+    refused = judge._nothing_to_compare(this)
+    assert refused is not None and refused == judge._analysed(this, None, None)
     assert "h: the control's own values are not all identical" in refused.caveats
 
 

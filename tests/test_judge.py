@@ -4,6 +4,7 @@ hosts, sequential looks, gate failures against limits and caveats, regressions."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -17,10 +18,20 @@ from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.config.models import load_config
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.judge import gate2 as judge
-from pytest_benchmark_agent.judge.baseline import RecordView, reproduction
+from pytest_benchmark_agent.judge.ci_gate import baseline_gate, ci_gate, regressions
+from pytest_benchmark_agent.judge.evidence import could_never_decide
 from pytest_benchmark_agent.judge.observations import observations
+from pytest_benchmark_agent.judge.reproduce import reproduction
+from pytest_benchmark_agent.judge.sequential import (
+    blocks_done,
+    planned_blocks,
+    sequential_outcome,
+    sequential_stop,
+)
 from pytest_benchmark_agent.judge.tags import compute_tag
+from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord
 from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun
+from pytest_benchmark_agent.stats.comparability import Refusal
 
 Value = Callable[[str, int], float]  # (treatment, replicate) -> the metric's value
 
@@ -76,6 +87,12 @@ def record(
         run.trials.append(trial)
 
 
+def judged(run: BenchRun, sequential: object = None) -> RunRecord:
+    """Judge ``run`` as the engine does (the Judgement put on the live run); its record."""
+    run.judged(judge.judge_run(run.record(), sequential))  # type: ignore[arg-type]
+    return run.record()
+
+
 def twice_as_slow(treatment: str, replicate: int) -> float:
     base = 10.0 + replicate % 3
     return 2 * base if treatment == "b" else base
@@ -86,18 +103,32 @@ def split_hosts(replicate: int) -> str:
     return "host-a" if replicate < 8 else "host-b"
 
 
+def test_the_judge_returns_its_judgement_and_never_writes_on_the_run(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    record(run, twice_as_slow)
+    before = run.results()
+    judgement = judge.judge_run(run.record(), None)
+    assert run.results() == before  # the judge read a frozen record; the run is the engine's
+    assert judgement.verdicts["t"]["b"].regressed and judgement.tag == "EXPLORATORY"
+    run.judged(judgement)
+    done = run.record()
+    assert done.verdicts == judgement.verdicts and done.tag == judgement.tag
+    assert done.ci_gate == judgement.ci_gate
+
+
 # -- observations ---------------------------------------------------------------------------------
 
 
 def test_blocks_are_numbered_per_host_so_pairs_never_cross_hosts(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=4)
     record(run, twice_as_slow, host=lambda r: "host-a" if r % 2 else "host-b")
-    obs, caveats = observations(run.trials, ["t"], run.treatment_labels)
+    trials = run.record().trials
+    obs, caveats = observations(trials, ["t"], run.treatment_labels)
     by_treatment = {t: sorted(o.replicate for o in obs["t"] if o.treatment == t) for t in "ab"}
     # host-a ran replicates 1 and 3, host-b 0 and 2; host-b's blocks are moved past host-a's
     assert by_treatment["a"] == by_treatment["b"] == [1, 3, 4, 6]
     assert caveats == []
-    first, _ = observations(run.trials, ["t"], run.treatment_labels, upto=2)
+    first, _ = observations(trials, ["t"], run.treatment_labels, upto=2)
     assert len(first["t"]) == 4  # the first two blocks only
 
 
@@ -105,7 +136,7 @@ def test_a_trial_recorded_twice_is_analysed_once_with_a_caveat(tmp_path: Path) -
     run = make_run(tmp_path, replicates=2)
     record(run, twice_as_slow)
     run.trials.append(dict(run.trials[0]))
-    obs, caveats = observations(run.trials, ["t"], run.treatment_labels)
+    obs, caveats = observations(run.record().trials, ["t"], run.treatment_labels)
     assert len(obs["t"]) == 4
     assert caveats == ["1 trial(s) were recorded twice; the last record of each was analysed"]
 
@@ -122,28 +153,28 @@ def test_a_direction_that_differs_between_hosts_is_refused_not_averaged(tmp_path
         return base * factor if treatment == "b" else base
 
     record(run, opposite, host=split_hosts)
-    gate2 = judge.evaluate(run, None)
+    gate2 = judge.evaluate(run.record(), None)
     verdict = gate2.verdicts["t"]["b"]
-    assert verdict["verdict"] == "not_comparable"
-    assert verdict["reason"].startswith(
+    assert verdict.not_comparable
+    assert verdict.reason is not None and verdict.reason.startswith(
         "direction differs between hosts: host-a regressed x2, host-b improved x0.5"
     )
-    assert gate2.by_host["host-a"]["t"]["b"]["verdict"] == "regressed"
-    assert gate2.by_host["host-b"]["t"]["b"]["verdict"] == "improved"
+    assert gate2.by_host["host-a"]["t"]["b"].regressed
+    assert gate2.by_host["host-b"]["t"]["b"].improved
     assert any("direction differs between hosts" in r for r in gate2.refusals)
-    judge.judge_run(run, None)
-    assert not any("direction" in f for f in judge.gate_failures(run)[0])  # a finding, not a
-    gate2 = judge.evaluate(run, None)
-    assert any("direction differs" in c for c in judge.qualifying_caveats(run, gate2))  # broken
+    done = judged(run)
+    assert not any("direction" in f for f in judge.gate_failures(done)[0])  # a finding, not a
+    gate2 = judge.evaluate(done, None)
+    assert any("direction differs" in c for c in judge.qualifying_caveats(done, gate2))  # broken
 
 
 def test_hosts_that_agree_are_combined_with_rows_for_each(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=16)
     record(run, twice_as_slow, host=split_hosts)
-    gate2 = judge.evaluate(run, None)
-    assert gate2.verdicts["t"]["b"]["verdict"] == "regressed"
-    assert gate2.verdicts["t"]["b"]["units"] == 16  # both hosts' blocks, each paired in its host
-    assert {h: v["t"]["b"]["verdict"] for h, v in gate2.by_host.items()} == {
+    gate2 = judge.evaluate(run.record(), None)
+    assert gate2.verdicts["t"]["b"].regressed
+    assert gate2.verdicts["t"]["b"].units == 16  # both hosts' blocks, each paired in its host
+    assert {h: v["t"]["b"].verdict for h, v in gate2.by_host.items()} == {
         "host-a": "regressed",
         "host-b": "regressed",
     }
@@ -154,8 +185,8 @@ def test_opposite_estimates_significant_nowhere_are_a_caveat(tmp_path: Path) -> 
     ratios = [1.3, 0.9, 1.2, 0.85, 1.25, 0.75, 1.1, 0.8, 1.15, 0.78]
     five_each = lambda r: "host-a" if r < 5 else "host-b"  # noqa: E731  (too few to decide)
     record(run, lambda t, r: (10.0 + r) * (ratios[r] if t == "b" else 1), host=five_each)
-    gate2 = judge.evaluate(run, None)
-    assert gate2.verdicts["t"]["b"]["verdict"] == "no_change"
+    gate2 = judge.evaluate(run.record(), None)
+    assert gate2.verdicts["t"]["b"].no_change
     assert gate2.caveats == [
         "t [b]: the effect's direction differs between hosts, significant "
         "on at most one of them: host-a no_change x1.08, host-b no_change "
@@ -166,7 +197,7 @@ def test_opposite_estimates_significant_nowhere_are_a_caveat(tmp_path: Path) -> 
 def test_one_host_gets_its_row_too(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     record(run, twice_as_slow)
-    gate2 = judge.evaluate(run, None)
+    gate2 = judge.evaluate(run.record(), None)
     assert gate2.by_host == {"h": gate2.verdicts}
 
 
@@ -216,21 +247,22 @@ def test_a_run_with_nothing_to_compare_is_refused_as_the_analysis_would(
     run = make_run(tmp_path, replicates=replicates, metrics=metrics)
     record(run, value, status=status or (lambda t, r: "passed"), host=host or (lambda r: "h"))
     run.trials.append(dict(run.trials[0]))  # recorded twice: a caveat of both paths
-    refused = judge._nothing_to_compare(run)
+    this = run.record()
+    refused = judge._nothing_to_compare(this)
     assert refused is not None, case
-    assert refused == judge._analysed(run, None, None), case
-    assert judge.evaluate(run, None) == refused
+    assert refused == judge._analysed(this, None, None), case
+    assert judge.evaluate(this, None) == refused
 
 
 def test_the_cached_session_gets_its_refusal_and_tag_as_before(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=1)
     record(run, twice_as_slow, status=only("a"))
-    judge.judge_run(run, None)
-    assert run.verdicts["t"]["b"]["reason"] == "no samples for the treatment"
-    assert run.refusals == ["t [b]: not comparable: no samples for the treatment"]
-    assert run.verdicts_by_host == {"h": run.verdicts}
-    assert run.tag == "UNRELIABLE"  # as before: a refusal for want of the treatment's samples
-    assert run.tag_reasons == ["gate 2 refused `t` [b]: no samples for the treatment"]
+    done = judged(run)
+    assert done.verdicts["t"]["b"].reason == "no samples for the treatment"
+    assert done.refusals == ("t [b]: not comparable: no samples for the treatment",)
+    assert done.verdicts_by_host == {"h": done.verdicts}
+    assert done.tag == "UNRELIABLE"  # as before: a refusal for want of the treatment's samples
+    assert done.tag_reasons == ("gate 2 refused `t` [b]: no samples for the treatment",)
 
 
 @pytest.mark.parametrize(
@@ -245,10 +277,11 @@ def test_a_run_with_a_comparison_is_analysed(
 ) -> None:
     run = make_run(tmp_path, replicates=replicates, metrics=metrics)
     record(run, twice_as_slow)
-    assert judge._nothing_to_compare(run) is None
+    assert judge._nothing_to_compare(run.record()) is None
     assert (
-        judge.evaluate(run, None).verdicts[next(iter(run.plan.config.metrics))]["b"]["verdict"]
-        == "regressed"
+        judge.evaluate(run.record(), None)
+        .verdicts[next(iter(run.plan.config.metrics))]["b"]
+        .regressed
     )
 
 
@@ -258,9 +291,10 @@ sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from test_judge import make_run, only, record, twice_as_slow
 from pytest_benchmark_agent.judge import gate2 as judge
+from pytest_benchmark_agent.judge.sequential import sequential_outcome
 run = make_run(Path(sys.argv[2]), replicates=int(sys.argv[3]))
 record(run, twice_as_slow, status=only("a") if sys.argv[4] == "one" else lambda t, r: "passed")
-judge.judge_run(run, judge.sequential_outcome(run))
+run.judged(judge.judge_run(run.record(), sequential_outcome(run.record())))
 heavy = ("pytest_benchmark_agent.stats.analysis", "numpy", "scipy")
 print(json.dumps({"tag": run.tag, "loaded": [m for m in heavy if m in sys.modules]}))
 """
@@ -305,10 +339,10 @@ def test_blocks_done_counts_leading_complete_blocks_only(tmp_path: Path) -> None
     record(run, twice_as_slow)
     missing = next(t for t in run.trials if t["replicate"] == 1 and t["treatment"] == "b")
     run.trials.remove(missing)
-    assert judge.blocks_done(run.trials, judge.planned_blocks(run)) == 1
-    missing["status"] = "not_run"
-    run.trials.append(missing)
-    assert judge.blocks_done(run.trials, judge.planned_blocks(run)) == 1  # not_run is not run
+    ran = run.record()
+    assert blocks_done(ran.trials, planned_blocks(ran)) == 1
+    not_run = dataclasses.replace(ran.trials[0], id=missing["id"], status="not_run")
+    assert blocks_done((*ran.trials, not_run), planned_blocks(ran)) == 1  # not_run is not run
 
 
 def test_a_decided_look_stops_the_run_and_gives_its_verdicts(tmp_path: Path) -> None:
@@ -316,29 +350,30 @@ def test_a_decided_look_stops_the_run_and_gives_its_verdicts(tmp_path: Path) -> 
     run = make_run(tmp_path, replicates={"min": 8, "max": 12})
     record(run, twice_as_slow, blocks=range(7))
     looked: set[int] = set()
-    assert judge.sequential_stop(run, run.trials, looked) is None and looked == set()
+    assert sequential_stop(run.record(), looked) is None and looked == set()
     record(run, twice_as_slow, blocks=range(7, 8))
-    reason = judge.sequential_stop(run, run.trials, looked)
+    reason = sequential_stop(run.record(), looked)
     assert reason == (
         "sequential replication stopped after 8 of 12 blocks: every primary "
         "verdict decided after 8 blocks"
     )
     assert looked == {8}
-    assert judge.sequential_stop(run, run.trials, looked) is None  # a look is taken once
-    outcome = judge.sequential_outcome(run)
+    assert sequential_stop(run.record(), looked) is None  # a look is taken once
+    outcome = sequential_outcome(run.record())
     assert outcome is not None and outcome.stopped and outcome.blocks == 8
     assert outcome.decided == reason
-    judge.judge_run(run, outcome)
-    assert run.verdicts["t"]["b"]["verdict"] == "regressed"
-    assert run.sequential["blocks_used"] == 8 and run.sequential["looks"][0]["stop"]
+    done = judged(run, outcome)
+    assert done.verdicts["t"]["b"].regressed
+    assert done.sequential is not None
+    assert done.sequential["blocks_used"] == 8 and done.sequential["looks"][0]["stop"]
 
 
 def test_an_undecided_run_goes_on_and_is_analysed_at_its_complete_blocks(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates={"min": 5, "max": 20})
     noise = [1.3, 0.9, 1.2, 0.85, 1.25, 0.75, 1.1, 0.8]
     record(run, lambda t, r: (10.0 + r) * (noise[r] if t == "b" else 1), blocks=range(8))
-    assert judge.sequential_stop(run, run.trials, set()) is None  # looks at 5 and 7: open
-    outcome = judge.sequential_outcome(run)
+    assert sequential_stop(run.record(), set()) is None  # looks at 5 and 7: open
+    outcome = sequential_outcome(run.record())
     assert outcome is not None and not outcome.stopped and outcome.decided is None
     assert outcome.blocks == 8 and [look["blocks"] for look in outcome.looks] == [5, 7]
     assert "between looks" in outcome.reason
@@ -360,8 +395,8 @@ def test_a_look_stops_once_the_gate_can_decide_when_fail_threshold_is_declared(
         fail_threshold=fail_threshold,
     )
     record(run, lambda t, r: (10.0 + r) * (wobble[r] if t == "b" else 1), blocks=range(13))
-    reason = judge.sequential_stop(run, run.trials, set())
-    outcome = judge.sequential_outcome(run)
+    reason = sequential_stop(run.record(), set())
+    outcome = sequential_outcome(run.record())
     assert outcome is not None and outcome.decision is not None
     (verdict,) = outcome.decision.analysis.verdicts["t"].values()
     assert verdict.verdict == "no_change" and verdict.ci[0] < 0.99 and verdict.ci[1] < 1.05
@@ -373,24 +408,23 @@ def test_a_look_stops_once_the_gate_can_decide_when_fail_threshold_is_declared(
         "primary metric regressed beyond its fail_threshold or could have seen it after 10 blocks"
     )
     assert outcome.stopped and outcome.decided == reason
-    judge.judge_run(run, outcome)
-    assert judge.ci_gate(run)["outcome"] == "passed"
+    assert ci_gate(judged(run, outcome))["outcome"] == "passed"
 
 
 def test_a_run_cut_before_min_is_a_fixed_design(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates={"min": 5, "max": 20})
     record(run, twice_as_slow, blocks=range(3))
-    outcome = judge.sequential_outcome(run)
+    outcome = sequential_outcome(run.record())
     assert outcome is not None and outcome.decision is None
-    judge.judge_run(run, outcome)
-    assert run.verdicts["t"]["b"]["reason"] == "too few replicates (n=3, needed 5)"
+    done = judged(run, outcome)
+    assert done.verdicts["t"]["b"].reason == "too few replicates (n=3, needed 5)"
 
 
 def test_a_fixed_design_has_no_sequential_outcome(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=5)
     record(run, twice_as_slow)
-    assert judge.sequential_outcome(run) is None
-    assert judge.sequential_stop(run, run.trials, set()) is None
+    assert sequential_outcome(run.record()) is None
+    assert sequential_stop(run.record(), set()) is None
 
 
 # -- gates, limits, caveats, regressions ----------------------------------------------------------
@@ -399,11 +433,11 @@ def test_a_fixed_design_has_no_sequential_outcome(tmp_path: Path) -> None:
 def test_too_few_replicates_limit_the_run_instead_of_failing_it(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=3)
     record(run, twice_as_slow)
-    judge.judge_run(run, None)
-    failures, limits = judge.gate_failures(run)
+    done = judged(run)
+    failures, limits = judge.gate_failures(done)
     assert failures == []
     assert limits == ["gate 2 refused `t` [b]: too few replicates (n=3, needed 5)"]
-    assert run.tag == "EXPLORATORY"
+    assert done.tag == "EXPLORATORY"
 
 
 @pytest.mark.parametrize(
@@ -417,9 +451,9 @@ def test_broken_gates_make_the_run_unreliable(tmp_path: Path, status: str, expec
     run = make_run(tmp_path)
     record(run, twice_as_slow, status=lambda t, r: status if (t, r) == ("b", 9) else "passed")
     run.state = "interrupted" if status == "interrupted" else "complete"
-    judge.judge_run(run, None)
-    assert run.tag == "UNRELIABLE"
-    assert any(reason.startswith(expected) for reason in run.tag_reasons)
+    done = judged(run)
+    assert done.tag == "UNRELIABLE"
+    assert any(reason.startswith(expected) for reason in done.tag_reasons)
 
 
 def test_overlapping_measurements_fail_host_isolation_only(tmp_path: Path) -> None:
@@ -427,9 +461,9 @@ def test_overlapping_measurements_fail_host_isolation_only(tmp_path: Path) -> No
     record(run, twice_as_slow)
     for trial in run.trials:
         trial["started"], trial["ended"] = "2026-12-02T10:00:00.000Z", "2026-12-02T10:00:01.000Z"
-    assert any("overlapped" in f for f in judge.gate_failures(run)[0])
+    assert any("overlapped" in f for f in judge.gate_failures(run.record())[0])
     run.caveats.append(CAVEAT_NONE)
-    assert judge.gate_failures(run)[0] == []
+    assert judge.gate_failures(run.record())[0] == []
 
 
 def test_failed_trials_qualify_and_a_guard_finding_does_not(tmp_path: Path) -> None:
@@ -447,12 +481,12 @@ def test_failed_trials_qualify_and_a_guard_finding_does_not(tmp_path: Path) -> N
         recall_breaks_for_b,
         status=lambda t, r: "failed" if (t, r) == ("a", 9) else "passed",
     )
-    judge.judge_run(run, None)
+    done = judged(run)
     finding = "b: guard recall median 0.9 is below its floor 0.95"
-    assert finding in run.caveats  # reported
-    gate2 = judge.evaluate(run, None)
+    assert finding in done.caveats  # reported
+    gate2 = judge.evaluate(done, None)
     assert gate2.findings == [finding]
-    qualifying = judge.qualifying_caveats(run, gate2)
+    qualifying = judge.qualifying_caveats(done, gate2)
     assert "1 of 20 trials did not pass (failed: 1)" in qualifying
     assert finding not in qualifying  # a finding about b, not a caveat of the run
 
@@ -460,24 +494,24 @@ def test_failed_trials_qualify_and_a_guard_finding_does_not(tmp_path: Path) -> N
 def test_the_tag_reads_the_kind_of_a_refusal_never_its_words(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=1)
     record(run, twice_as_slow)
-    judge.judge_run(run, None)
-    verdict = run.verdicts["t"]["b"]
-    assert verdict["refused"] == "too_small"
-    limits = judge.gate_failures(run)[1]
-    verdict["reason"] = "reworded: the words of a refusal may change"
-    assert judge.gate_failures(run)[1] != [] and len(judge.gate_failures(run)[1]) == len(limits)
-    assert judge.gate_failures(run)[0] == []
+    done = judged(run)
+    verdict = done.verdicts["t"]["b"]
+    assert verdict.refused == Refusal.TOO_SMALL
+    limits = judge.gate_failures(done)[1]
+    reworded = dataclasses.replace(verdict, reason="reworded: the words of a refusal may change")
+    done = done.replace(verdicts={"t": {"b": reworded}})
+    assert judge.gate_failures(done)[1] != [] and len(judge.gate_failures(done)[1]) == len(limits)
+    assert judge.gate_failures(done)[0] == []
 
 
 def test_regressions_name_the_metric_and_the_treatment(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     record(run, twice_as_slow)
-    judge.judge_run(run, None)
-    assert judge.regressions(run) == ["`t` regressed for b (x2 of the control a)"]
+    assert regressions(judged(run)) == ["`t` regressed for b (x2 of the control a)"]
     faster = make_run(tmp_path / "faster")
     record(faster, lambda t, r: twice_as_slow("a" if t == "b" else "b", r))
-    judge.judge_run(faster, None)
-    assert faster.verdicts["t"]["b"]["verdict"] == "improved" and judge.regressions(faster) == []
+    done = judged(faster)
+    assert done.verdicts["t"]["b"].improved and regressions(done) == []
 
 
 # -- reproduction across runs ---------------------------------------------------------------------
@@ -488,19 +522,19 @@ def view(
     verdicts: dict | None = None,
     trials: list | None = None,
     treatments: tuple[str, ...] = ("a", "b"),
-) -> RecordView:
+) -> RunRecord:
     """A recorded run as a comparison reads it: verdicts of ``t`` for b, or trials."""
-    return RecordView(
-        run_id=run_id,
-        name="judged",
-        tag="EXPLORATORY",
-        state="complete",
-        control="a",
-        treatments=list(treatments),
-        config={},
-        fingerprint={},
-        trials=trials or [],
-        verdicts={"t": verdicts or {}},
+    return RunRecord.from_dict(
+        {
+            "run_id": run_id,
+            "name": "judged",
+            "tag": "EXPLORATORY",
+            "state": "complete",
+            "control": "a",
+            "treatments": list(treatments),
+            "trials": trials or [],
+            "verdicts": {"t": verdicts or {}},
+        }
     )
 
 
@@ -584,6 +618,8 @@ def alone(values: list[float]) -> list[dict]:
     """Passed trials of one configuration (``a``) with these values of ``t``."""
     return [
         {
+            "id": f"m[a-rep{i}]",
+            "stage": "m",
             "treatment": "a",
             "replicate": i,
             "seed": None,
@@ -616,15 +652,17 @@ def test_one_configuration_reproduces_by_no_change_against_the_prior_run(
 # -- the CI gate ----------------------------------------------------------------------------------
 
 
-def against(verdicts: dict, **extra: object) -> dict:
-    """``run.baseline`` of a comparison with baseline r1, code a1 -> b2."""
-    return {
-        "run_id": "r1",
-        "code": {"baseline": "a1", "this": "b2", "changed": True},
-        "refused": None,
-        "verdicts": verdicts,
-        **extra,
-    }
+def against(verdicts: dict, **extra: object) -> BaselineComparison:
+    """The comparison with baseline r1, code a1 -> b2."""
+    return BaselineComparison.from_dict(
+        {
+            "run_id": "r1",
+            "code": {"baseline": "a1", "this": "b2", "changed": True},
+            "refused": None,
+            "verdicts": verdicts,
+            **extra,
+        }
+    )
 
 
 def regressed(ratio: float | None, reason: str | None = None, **evidence: object) -> dict:
@@ -722,14 +760,14 @@ ACROSS = "; judged across runs, one session each"
 def test_the_gate_passes_only_on_evidence_and_fails_on_a_changed_guard(
     verdicts: dict, outcome: str, first: str
 ) -> None:
-    gate = judge.baseline_gate(against(verdicts), GATED)
+    gate = baseline_gate(against(verdicts), GATED)
     assert gate["outcome"] == outcome and gate["reasons"][0] == first
     if outcome == "passed" and verdicts["t"]["a"]["verdict"] == "regressed":
         assert gate["reasons"][1].endswith("within fail_threshold 5%")
 
 
 def test_a_refused_baseline_leaves_the_gate_unjudged() -> None:
-    gate = judge.baseline_gate(
+    gate = baseline_gate(
         against({}, refused="fingerprints differ in fields that matter: env.cpu_model"), GATED
     )
     assert gate == {
@@ -755,20 +793,20 @@ def test_without_a_baseline_the_gate_keeps_the_in_run_meaning(
 ) -> None:
     run = make_run(tmp_path, replicates=replicates)
     record(run, value)
-    judge.judge_run(run, None)
-    assert judge.ci_gate(run)["outcome"] == outcome
+    assert ci_gate(judged(run))["outcome"] == outcome
 
 
 def test_a_run_that_could_never_decide_is_exploratory_and_unjudged(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=5)  # 2/2^5 = 0.0625: no exact paired test can pass
     record(run, twice_as_slow)
-    judge.judge_run(run, None)
-    verdict = run.verdicts["t"]["b"]
-    assert verdict["verdict"] == "no_change" and verdict["mde"] == float("inf")
-    assert verdict["reason"].startswith("could never decide: with 5 blocks")
-    assert judge.could_never_decide(verdict)
-    assert run.tag == "EXPLORATORY"
-    assert any("could never decide" in r for r in run.tag_reasons)
-    gate = judge.ci_gate(run)
+    done = judged(run)
+    verdict = done.verdicts["t"]["b"]
+    assert verdict.no_change and verdict.mde == float("inf")
+    assert verdict.reason is not None
+    assert verdict.reason.startswith("could never decide: with 5 blocks")
+    assert could_never_decide(verdict)
+    assert done.tag == "EXPLORATORY"
+    assert any("could never decide" in r for r in done.tag_reasons)
+    gate = ci_gate(done)
     assert gate["outcome"] == "unjudged"
     assert any("could never decide" in r for r in gate["reasons"])

@@ -3,25 +3,27 @@ same samples."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pytest_benchmark_agent.judge.observations import observations, sample_table
+from pytest_benchmark_agent.records.schema import TrialRecord
 
 
-def trial(treatment: str, replicate: int, stage: str, **metrics: Any) -> dict[str, Any]:
-    return {
-        "id": f"{stage}[{treatment}-rep{replicate}]",
-        "treatment": treatment,
-        "replicate": replicate,
-        "seed": None,
-        "status": "passed",
-        "stage": stage,
-        "position": 0 if treatment == "a" else 1,
-        "metrics": metrics,
-    }
+def trial(treatment: str, replicate: int, stage: str, **metrics: Any) -> TrialRecord:
+    return TrialRecord(
+        id=f"{stage}[{treatment}-rep{replicate}]",
+        treatment=treatment,
+        replicate=replicate,
+        seed=None,
+        status="passed",
+        stage=stage,
+        position=0 if treatment == "a" else 1,
+        metrics=metrics,
+    )
 
 
-def two_stage_trials() -> list[dict[str, Any]]:
+def two_stage_trials() -> list[TrialRecord]:
     """Two measure stages: ``query`` reports ``latency`` and both report the built-in wall_s."""
     out = []
     for rep in range(3):
@@ -43,7 +45,7 @@ def test_a_metric_of_one_stage_is_read_from_that_stage_and_no_duplicate_is_claim
 
 def test_only_passed_trials_of_the_named_treatments_count() -> None:
     trials = two_stage_trials()
-    trials[0]["status"] = "failed"
+    trials[0] = dataclasses.replace(trials[0], status="failed")
     trials.append(trial("c", 0, "query", latency=9.0))
     table, _ = sample_table(trials, ["latency"], ["a", "b"])
     assert ("a", 0, None) not in table["latency"]

@@ -1,7 +1,7 @@
 """``compare A B`` as a gate, and what it says besides the table.
 
 ``--fail-on regression[,unjudged]`` turns B against A into the session's CI gate
-(:func:`.judge.gate2.baseline_gate`, A as the baseline) with the session's exit codes: 1 when
+(:func:`.judge.ci_gate.baseline_gate`, A as the baseline) with the session's exit codes: 1 when
 the gate fails as named, else 0 (pytest-benchmark's compare-fail, outside pytest). The verb also
 says which run each REF resolved to and why, lists the code's differences on one line, and
 gives the geometric mean of B's ratios over the metrics of one direction.
@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_benchmark_agent.judge.baseline import RecordView, Resolution
-from pytest_benchmark_agent.judge.gate2 import baseline_gate, unjudged
+from pytest_benchmark_agent.judge.baseline import Resolution
+from pytest_benchmark_agent.judge.ci_gate import baseline_gate, unjudged
+from pytest_benchmark_agent.records.frozen import freeze
+from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord
 from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.report.summary_lines import geomean_text
+from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.geomean import geometric_mean
 
 #: Code fields shown by name before the rest are counted.
@@ -41,7 +44,9 @@ def code_difference_line(differences: Sequence[str]) -> list[str]:
     return [one_line(f"  code differences: {'; '.join(shown)}{more}")]
 
 
-def geomean_lines(verdicts: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any]) -> list[str]:
+def geomean_lines(
+    verdicts: Mapping[str, Mapping[str, Verdict]], specs: Mapping[str, Any]
+) -> list[str]:
     """Per direction and treatment of B, the geometric mean of its ratios against A over the
     metrics of that direction (two or more, primaries first)."""
     lines = []
@@ -52,9 +57,9 @@ def geomean_lines(verdicts: Mapping[str, Mapping[str, Any]], specs: Mapping[str,
         for label in labels:
             parts = []
             for metric in metrics:
-                verdict = (verdicts.get(metric) or {}).get(label) or {}
-                if verdict.get("verdict") != "not_comparable":
-                    parts.append((metric, verdict.get("ratio"), verdict.get("ci")))
+                verdict = (verdicts.get(metric) or {}).get(label)
+                if verdict is not None and not verdict.not_comparable:
+                    parts.append((metric, verdict.ratio, verdict.ci))
             mean = geometric_mean(parts)
             if mean is not None:
                 lines.append(one_line(f"  {geomean_text(f'[{label}] B/A', direction, mean)}"))
@@ -62,20 +67,20 @@ def geomean_lines(verdicts: Mapping[str, Mapping[str, Any]], specs: Mapping[str,
 
 
 def compare_gate(
-    a: RecordView,
-    b: RecordView,
-    verdicts: Mapping[str, Any],
+    a: RunRecord,
+    b: RunRecord,
+    verdicts: Mapping[str, Mapping[str, Verdict]],
     specs: Mapping[str, Any],
     refusal: str | None,
 ) -> dict[str, Any]:
     """The session's CI gate for B with A as its baseline."""
-    record = {
-        "run_id": a.run_id,
-        "refused": refusal,
-        "code": {"baseline": a.code, "this": b.code},
-        "verdicts": verdicts,
-    }
-    return baseline_gate(record, specs)
+    comparison = BaselineComparison(
+        run_id=a.run_id,
+        refused=refusal,
+        code=freeze({"baseline": a.code, "this": b.code}),
+        verdicts=freeze(verdicts),
+    )
+    return baseline_gate(comparison, specs)
 
 
 def missing_gate(problem: str) -> dict[str, Any]:

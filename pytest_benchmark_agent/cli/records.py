@@ -14,21 +14,23 @@ from pytest_benchmark_agent.cli import compare_gate
 from pytest_benchmark_agent.cli.common import find_run, home_of
 from pytest_benchmark_agent.cli.publish import cmd_changes, history_options
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.judge.baseline import (
-    FINISHED,
-    RecordView,
+from pytest_benchmark_agent.judge.across import (
     blocking_reason,
     code_changed,
-    config_differences,
     cross_verdicts,
     fingerprint_diff,
+)
+from pytest_benchmark_agent.judge.baseline import (
+    FINISHED,
+    config_differences,
     primary_metrics,
-    reproduction,
     resolve_ref,
 )
+from pytest_benchmark_agent.judge.reproduce import reproduction
 from pytest_benchmark_agent.judge.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, skip_unreadable
+from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.records.safetext import one_line, printable
 from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.writer import index_entry
@@ -113,7 +115,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         print(f"{run_dir.name} has no report yet (state: {record.get('state')})")
         return 0
     print(printable(report.read_text(errors="replace")))
-    print(printable("\n".join(skeptical_outline(record, RecordView.load(run_dir)))))
+    print(printable("\n".join(skeptical_outline(record, load_run(run_dir)))))
     return 0
 
 
@@ -141,10 +143,10 @@ def order_outline(trials: list[dict[str, Any]], control: str) -> str:
     )
 
 
-def skeptical_outline(record: dict[str, Any], view: RecordView) -> list[str]:
+def skeptical_outline(record: dict[str, Any], view: RunRecord) -> list[str]:
     """The four parts of the skeptical reading, filled with what the record says."""
     try:
-        specs = view.specs()
+        specs = view.model.metrics
     except ValueError:
         specs = {}
     primaries = primary_metrics(specs)
@@ -309,7 +311,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 print("\n".join(compare_gate.gate_lines(gate)))
                 return compare_gate.gate_exit(gate, args.fail_on)
             return 2
-        views.append(RecordView.load(found.run_dir))
+        views.append(load_run(found.run_dir))
         sides.append((side, found))
     lines, comparable, gate = compare_lines(*views)
     lines[1:1] = compare_gate.resolution_lines(sides)
@@ -339,13 +341,13 @@ def _measure_against(args: argparse.Namespace) -> int:
     )
 
 
-def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool, dict[str, Any]]:
+def compare_lines(a: RunRecord, b: RunRecord) -> tuple[list[str], bool, dict[str, Any]]:
     """B against A as lines, whether they could be compared, and the CI gate of B with A as
     its baseline (:mod:`.compare_gate`)."""
     lines = [f"compare {a.run_id} ({a.tag}, {a.state}) -> {b.run_id} ({b.tag}, {b.state})"]
     refusals: list[str] = []
     try:
-        model_a, model_b = a.model(), b.model()
+        model_a, model_b = a.model, b.model
     except ValueError as exc:
         problem = f"a frozen config no longer validates ({exc})"
         return lines + [f"not_comparable: {problem}"], False, compare_gate.missing_gate(problem)
@@ -406,13 +408,13 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool, dict[s
         ]
         for label, v in sorted(verdicts.get(metric, {}).items(), key=_control_first(b)):
             target = label if label in a.treatments else a.control
-            ci = v.get("ci")
+            ci = v.ci
             lines.append(
                 f"  {label[:16]:<16} {_median(a, metric, target):>11}"
-                f" {_median(b, metric, label):>11}  {v['verdict']:<15}"
-                f"{_num(v.get('ratio')):>8}  "
+                f" {_median(b, metric, label):>11}  {v.verdict:<15}"
+                f"{_num(v.ratio):>8}  "
                 f"{(f'[{_num(ci[0])}, {_num(ci[1])}]' if ci else '-'):<18}"
-                f"{_num(v.get('p_holm')):>9}  {v.get('reason') or ''}"
+                f"{_num(v.p_holm):>9}  {v.reason or ''}"
             )
     geomeans = compare_gate.geomean_lines(verdicts, specs)
     lines += ["", *geomeans] if geomeans else []
@@ -435,7 +437,7 @@ def compare_lines(a: RecordView, b: RecordView) -> tuple[list[str], bool, dict[s
     return lines, not refusals, gate
 
 
-def _control_first(view: RecordView) -> Callable[[tuple[str, Any]], tuple[int, int]]:
+def _control_first(view: RunRecord) -> Callable[[tuple[str, Any]], tuple[int, int]]:
     """Sort key of (treatment, item) pairs: the view's control, then its treatments as
     declared, then any other."""
     order = [str(t) for t in view.treatments]
@@ -447,7 +449,7 @@ def _control_first(view: RecordView) -> Callable[[tuple[str, Any]], tuple[int, i
     return key
 
 
-def _median(view: RecordView, metric: str, label: str) -> str:
+def _median(view: RunRecord, metric: str, label: str) -> str:
     """The median of ``label``'s ``metric``; a ``direction: equal`` one's values verbatim."""
     row = (view.summary.get(metric) or {}).get(label) or {}
     return values_text(row) if "values" in row else _num(row.get("median"))

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.judge.baseline import FINISHED, RecordView, primary_metrics
+from pytest_benchmark_agent.judge.baseline import FINISHED, primary_metrics
 from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.record import load_run
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def evidence(run_dir: Path) -> list[Evidence]:
     if not (run_dir / "results.yaml").is_file():
         return []
     results = load_results(run_dir)
-    specs = RecordView.load(run_dir).specs()
+    specs = load_run(run_dir).model.metrics
     found = []
     for metric in primary_metrics(specs):
         spec = specs[metric]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_benchmark_agent.engine.execute import BUDGET_STOP
 from pytest_benchmark_agent.judge import gate2 as judge
+from pytest_benchmark_agent.judge.sequential import sequential_outcome
 from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.views import RunView
@@ -40,7 +41,7 @@ def finish(
     ``interrupted`` when ``interrupted`` or a trial was cut short (not by a budget), ``halted``
     when a budget stopped it, else ``complete``. Returns the read-only view the hooks saw.
     """
-    sequential = judge.sequential_outcome(run)
+    sequential = sequential_outcome(run.record())
     run.decided = run.decided or (sequential.decided if sequential else None)
     why = why or run.stop_reason or run.decided or "the session ended before it ran"
     done = {t["id"] for t in run.trials}
@@ -60,7 +61,7 @@ def finish(
     run.ended = ended or utc_now()
     run.summarize()
     take_caveats(run, hook)
-    judge.judge_run(run, sequential, baseline)
+    run.judged(judge.judge_run(run.record(), sequential, baseline))
     run.what_went_wrong = what_went_wrong(run)
     view = RunView(run)
     hook.pytest_bench_run_finished(run=view)

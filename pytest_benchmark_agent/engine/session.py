@@ -10,7 +10,7 @@ Gate 2 runs here too: a ``--bench-baseline REF`` is resolved at collection (gate
 frozen configs: a baseline with another param value is a collection error; a REF naming no run
 leaves the run's CI gate unjudged), sequential replication skips the rest of a run once a look
 has decided it (its state stays ``complete``), every finished run is judged (:mod:`.judge`)
-before it is published, and ``--bench-fail-on`` turns the CI gate (:func:`.judge.ci_gate`) into
+before it is published, and ``--bench-fail-on`` turns the CI gate (:func:`.ci_gate.ci_gate`) into
 exit code 1: ``regression`` when it regressed, ``unjudged`` when nothing could be judged.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from pytest_benchmark_agent.config import gate1
-from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
 from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.engine import recovery
@@ -45,14 +45,16 @@ from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
 from pytest_benchmark_agent.home import data_home
-from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
+from pytest_benchmark_agent.judge.ci_gate import ci_gate
+from pytest_benchmark_agent.judge.sequential import sequential_stop
 from pytest_benchmark_agent.records import hostcheck, recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
 from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.reader import read_journal
 from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun, new_run_id, new_session_token
 from pytest_benchmark_agent.records.safetext import one_line
+from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.records.views import FrozenMapping, RunView
 from pytest_benchmark_agent.report.markdown import terminal_lines
 from pytest_benchmark_agent.report.summary_lines import session_geomean_lines
@@ -415,11 +417,12 @@ class BenchSession:
         if self.stage_context.disk_full and not self._write_errors:
             self._stop(run, f"the disk is full ({self.stage_context.disk_full})")
         run.stop_reason = run.stop_reason or self._budget_spent(run)
-        if not (run.stop_reason or run.decided):
-            trials = run.trials if self.worker_id is None else _seen_by_worker(run)
-            run.decided = judge.sequential_stop(
-                run, trials, self._looked.setdefault(run.run_id, set())
-            )
+        sequential = isinstance(run.plan.config.replicates, ReplicateRange)
+        if sequential and not (run.stop_reason or run.decided):
+            seen = run.record()
+            if self.worker_id is not None:
+                seen = seen.replace(trials=_seen_by_worker(run))
+            run.decided = sequential_stop(seen, self._looked.setdefault(run.run_id, set()))
 
     def _budget_spent(self, run: BenchRun) -> str | None:
         budget = run.plan.config.budget
@@ -490,7 +493,7 @@ class BenchSession:
         result = yield
         fail_on = self.config.getoption("bench_fail_on") or ()
         if self.worker_id is None and fail_on and session.exitstatus == pytest.ExitCode.OK:
-            outcomes = {judge.ci_gate(run)["outcome"] for run in self.runs if run.ended}
+            outcomes = {ci_gate(run.record())["outcome"] for run in self.runs if run.ended}
             if ("regression" in fail_on and "regressed" in outcomes) or (
                 "unjudged" in fail_on and "unjudged" in outcomes
             ):
@@ -524,7 +527,7 @@ class BenchSession:
             or self.config.getoption("bench_against")
         )
         for run in finished:
-            gate = judge.ci_gate(run) if gated else None
+            gate = ci_gate(run.record()) if gated else None
             for line in terminal_lines(run, gate):
                 loud = line.startswith("  CI gate: ") and not line.startswith("  CI gate: passed")
                 terminalreporter.write_line(line, red=loud, bold=loud)
@@ -532,12 +535,13 @@ class BenchSession:
             terminalreporter.write_line(one_line(line))
 
 
-def _seen_by_worker(run: BenchRun) -> list[dict[str, Any]]:
+def _seen_by_worker(run: BenchRun) -> tuple[TrialRecord, ...]:
     """The trials an xdist worker can see: its own, and with a shared data directory every
     trial the controller journalled (machines that share nothing see only their own)."""
     journal = read_journal(run.dir)
     known = {(t["id"], t.get("started")) for t in journal}
-    return journal + [t for t in run.trials if (t["id"], t.get("started")) not in known]
+    seen = journal + [t for t in run.trials if (t["id"], t.get("started")) not in known]
+    return tuple(TrialRecord.from_dict(t) for t in seen)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

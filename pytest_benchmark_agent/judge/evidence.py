@@ -24,6 +24,7 @@ and STATISTICS.md, "Across revisions".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -33,9 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.judge.baseline import FINISHED, RecordView
+from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
+from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.records.writer import index_entries
+from pytest_benchmark_agent.stats.comparability import Refusal, Verdict
 from pytest_benchmark_agent.stats.distributions import ndtri, stdtrit
 
 #: The between-run allowance when neither the file (``run_to_run``) nor history gives one:
@@ -73,43 +76,42 @@ def share(value: float | None) -> str:
     return "inf" if math.isinf(value) else f"{100 * value:.3g}%"
 
 
-def evidence_text(verdict: Mapping[str, Any]) -> str:
-    """Interval, MDE, n and CV of a verdict record (its ratio is said before it), one clause."""
-    ci = verdict.get("ci")
-    n = verdict.get("n") or []
-    cv = verdict.get("cv") or []
+def evidence_text(verdict: Verdict) -> str:
+    """Interval, MDE, n and CV of a verdict (its ratio is said before it; the CV of each side
+    is its ``cv``, when the gate gave it one), one clause."""
+    ci = verdict.ci
+    n = list(verdict.n) if any(verdict.n) else []  # (0, 0): a verdict refused before counting
+    cv = verdict.extra.get("cv") or []
     parts = [
         f"interval [{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else "interval -",
-        f"MDE {share(verdict.get('mde'))}",
+        f"MDE {share(verdict.mde)}",
         "n " + ("/".join(str(k) for k in n) if n else "-"),
         "CV " + ("/".join(share(c) for c in cv) if cv else "-"),
     ]
     return ", ".join(parts)
 
 
-def judge_metric(said: str, verdict: Mapping[str, Any], spec: Any) -> MetricGate:
+def judge_metric(said: str, verdict: Verdict, spec: Any) -> MetricGate:
     """One primary comparison under the evidence rule; ``said`` names it (metric, label,
     verdict, ratio, what it was compared with) at the start of its text."""
     threshold = fail_threshold(spec)
     shown = evidence_text(verdict)
-    if verdict.get("verdict") == "not_comparable":
-        return MetricGate("unjudged", f"{said} ({shown}): {verdict.get('reason')}")
-    ratio = verdict.get("ratio")
-    if verdict.get("verdict") == "regressed" and (
-        ratio is None or abs(ratio - 1) > threshold + _EPS
-    ):
-        why = f": {verdict['reason']}" if verdict.get("reason") else ""
+    if verdict.not_comparable:
+        return MetricGate("unjudged", f"{said} ({shown}): {verdict.reason}")
+    ratio = verdict.ratio
+    if verdict.regressed and (ratio is None or abs(ratio - 1) > threshold + _EPS):
+        why = f": {verdict.reason}" if verdict.reason else ""
         return MetricGate(
             "regressed", f"{said}, beyond fail_threshold {share(threshold)} ({shown}){why}"
         )
     if could_never_decide(verdict):  # its interval is no evidence: no count of it could decide
-        return MetricGate("unjudged", f"{said} ({shown}): {verdict.get('reason')}")
+        return MetricGate("unjudged", f"{said} ({shown}): {verdict.reason}")
     if spec.direction == "equal" or could_see(verdict, threshold, spec.direction):
-        how = "within" if verdict.get("verdict") == "regressed" else "could have seen"
+        how = "within" if verdict.regressed else "could have seen"
         return MetricGate("passed", f"{said} ({shown}): {how} fail_threshold {share(threshold)}")
-    mde = verdict.get("mde")
+    mde = verdict.mde
     reach = (
-        verdict.get("reason") or "no MDE: too few units to reach the level"
+        verdict.reason or "no MDE: too few units to reach the level"
         if mde is None or math.isinf(mde)
         else f"MDE {share(mde)}"
     )
@@ -120,20 +122,19 @@ def judge_metric(said: str, verdict: Mapping[str, Any], spec: Any) -> MetricGate
     )
 
 
-def could_never_decide(verdict: Mapping[str, Any]) -> bool:
+def could_never_decide(verdict: Verdict) -> bool:
     """A ``no_change`` that no effect could have turned into a decision (too few blocks for the
     exact test to reach its level: the analysis gives it an infinite MDE): not a judgement."""
-    mde = verdict.get("mde")
-    return verdict.get("verdict") == "no_change" and mde is not None and math.isinf(mde)
+    return verdict.no_change and verdict.mde is not None and math.isinf(verdict.mde)
 
 
-def could_see(verdict: Mapping[str, Any], threshold: float, direction: str) -> bool:
+def could_see(verdict: Verdict, threshold: float, direction: str) -> bool:
     """Whether a comparison could have seen a regression of ``threshold``: its MDE is at most
     it, or its interval's regression-side edge lies within it (such a regression is excluded)."""
-    mde = verdict.get("mde")
+    mde = verdict.mde
     if mde is not None and mde <= threshold + _EPS:
         return True
-    ci = verdict.get("ci")
+    ci = verdict.ci
     if not ci or None in ci:
         return False
     if direction == "higher":
@@ -217,22 +218,23 @@ def spread_of(groups: Sequence[Sequence[float]], declared: float | None, source:
     return Spread(runs, None, allowance, source, df)
 
 
-def across_runs(verdict: Mapping[str, Any], spread: Spread, spec: Any) -> dict[str, Any]:
+def across_runs(verdict: Verdict, spread: Spread, spec: Any) -> Verdict:
     """A within-run verdict against a recorded baseline, judged with the session as the unit
-    (its record gains ``across``: the spread's record)."""
-    out = {**verdict, "across": spread.as_record()}
-    ratio, ci = verdict.get("ratio"), verdict.get("ci")
-    if verdict.get("verdict") == "not_comparable" or not ratio or not ci or None in ci:
+    (it gains ``across``: the spread's record)."""
+    out = dataclasses.replace(verdict, extra={**verdict.extra, "across": spread.as_record()})
+    ratio, ci = verdict.ratio, verdict.ci
+    if verdict.not_comparable or not ratio or not ci or None in ci:
         return out
     if ratio <= 0 or ci[0] <= 0:
         return out
-    decided = verdict.get("verdict") in ("improved", "regressed")
+    decided = verdict.improved or verdict.regressed
     if spread.sd is None:
         band = (1 + spec.noise_threshold) * (1 + spread.allowance) - 1
         if decided and not (ci[0] > 1 + band or ci[1] < 1 - band):
-            out.update(
+            return dataclasses.replace(
+                out,
                 verdict="not_comparable",
-                refused="too_small",
+                refused=Refusal.TOO_SMALL,
                 reason=(
                     f"cannot separate machine from code: x{ratio:.4g} [{ci[0]:.4g}, {ci[1]:.4g}] "
                     f"does not clear the between-run allowance {share(spread.allowance)} "
@@ -248,9 +250,10 @@ def across_runs(verdict: Mapping[str, Any], spread: Spread, spec: Any) -> dict[s
     wide = (math.exp(centre - half), math.exp(centre + half))
     band = spec.noise_threshold
     reach = math.log1p(band) + half * (1 + ndtri(_POWER) / ndtri(_CI))
-    out.update(ci=[wide[0], wide[1]], mde=max(verdict.get("mde") or 0.0, math.expm1(reach)))
+    out = dataclasses.replace(out, ci=wide, mde=max(verdict.mde or 0.0, math.expm1(reach)))
     if decided and not (wide[0] > 1 + band or wide[1] < 1 - band):
-        out.update(
+        return dataclasses.replace(
+            out,
             verdict="no_change",
             reason=(
                 f"not shown beyond the between-run spread: the interval [{wide[0]:.4g}, "
@@ -324,17 +327,42 @@ def _first_parents(repo: Path, commit: str) -> list[str]:
 
 
 def judge_across(
-    this: RecordView,
-    base: RecordView,
+    this: RunRecord,
+    base: RunRecord,
     history: Sequence[Sequence[Path]],
     source: str,
-    verdicts: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    verdicts: Mapping[str, Mapping[str, Verdict]],
     specs: Mapping[str, Any],
-) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, dict[str, dict[str, Any]]]]:
+) -> tuple[dict[str, dict[str, Verdict]], dict[str, dict[str, dict[str, Any]]]]:
     """``verdicts`` (this run against ``base``, within runs) judged with the session as the
-    unit, each with both sides' CV; and the spread each used (metric -> label -> record).
-    ``history`` are :func:`recorded_history`'s groups (``base`` joins the first one)."""
-    groups: list[list[RecordView]] = [[base]]
+    unit, each with both sides' CV (``cv``); and the spread each used (metric -> label ->
+    record). ``history`` are :func:`recorded_history`'s groups (``base`` joins the first one)."""
+    groups = _history_runs(base, history)
+    if sum(len(g) for g in groups) == 1:
+        source = f"1 recorded run ({base.run_id})"
+    judged: dict[str, dict[str, Verdict]] = {}
+    spreads: dict[str, dict[str, dict[str, Any]]] = {}
+    for metric, per in verdicts.items():
+        judged[metric], spreads[metric] = {}, {}
+        for label, verdict in per.items():
+            target = label if label in base.treatments else base.control
+            medians = [
+                [m for run in group if (m := _stat(run, metric, target, "median")) is not None]
+                for group in groups
+            ]
+            spec = specs.get(metric)
+            spread = spread_of(medians, getattr(spec, "run_to_run", None), source)
+            cv = [_stat(base, metric, target, "cv"), _stat(this, metric, label, "cv")]
+            across = across_runs(verdict, spread, spec) if spec is not None else verdict
+            judged[metric][label] = dataclasses.replace(across, extra={**across.extra, "cv": cv})
+            spreads[metric][label] = spread.as_record()
+    return judged, spreads
+
+
+def _history_runs(base: RunRecord, history: Sequence[Sequence[Path]]) -> list[list[RunRecord]]:
+    """The records of :func:`recorded_history`'s groups, ``base`` first in the first one (an
+    unreadable record is skipped with a warning: an earlier record never breaks a later run)."""
+    groups: list[list[RunRecord]] = [[base]]
     for index, group in enumerate(history):
         if index:
             groups.append([])
@@ -342,36 +370,13 @@ def judge_across(
             if run_dir.name == base.run_id:
                 continue
             try:
-                groups[-1].append(RecordView.load(run_dir))
-            except UnreadableRecord as error:  # an earlier record never breaks a later run
+                groups[-1].append(load_run(run_dir))
+            except UnreadableRecord as error:
                 skip_unreadable(error)
-    if sum(len(g) for g in groups) == 1:
-        source = f"1 recorded run ({base.run_id})"
-    judged: dict[str, dict[str, dict[str, Any]]] = {}
-    spreads: dict[str, dict[str, dict[str, Any]]] = {}
-    for metric, per in verdicts.items():
-        judged[metric], spreads[metric] = {}, {}
-        for label, verdict in per.items():
-            target = label if label in base.treatments else base.control
-            medians = [
-                [m for view in group if (m := _median(view, metric, target)) is not None]
-                for group in groups
-            ]
-            spec = specs.get(metric)
-            spread = spread_of(medians, getattr(spec, "run_to_run", None), source)
-            cv = [_cv(base, metric, target), _cv(this, metric, label)]
-            judged[metric][label] = (
-                across_runs(verdict, spread, spec) if spec is not None else dict(verdict)
-            ) | {"cv": cv}
-            spreads[metric][label] = spread.as_record()
-    return judged, spreads
+    return groups
 
 
-def _median(view: RecordView, metric: str, label: str) -> float | None:
-    value = ((view.summary.get(metric) or {}).get(label) or {}).get("median")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _cv(view: RecordView, metric: str, label: str) -> float | None:
-    value = ((view.summary.get(metric) or {}).get(label) or {}).get("cv")
+def _stat(run: RunRecord, metric: str, label: str, name: str) -> float | None:
+    """One descriptive statistic of ``label``'s ``metric`` in ``run`` (a number, else None)."""
+    value = run.stats(metric).get(label, {}).get(name)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

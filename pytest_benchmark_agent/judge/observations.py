@@ -16,6 +16,8 @@ all read trial records the same way, so the same record always yields the same s
 
 :func:`sample_table` is the same extraction without :mod:`.analysis` (and so without scipy):
 gate 2's refusal of a run with nothing to compare needs the values, not the statistics.
+:func:`counter_floors` says which metrics a counting backend counted, and so which rule the
+analysis applies to them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.stats.counter_noise import noise_floor
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.config.models import BenchmarkConfig
@@ -60,8 +65,21 @@ def measure_stages(config: BenchmarkConfig, metrics: Iterable[str]) -> dict[str,
     return out
 
 
+def counter_floors(config: BenchmarkConfig, trials: Sequence[TrialRecord]) -> dict[str, float]:
+    """The metrics a counting backend counted (engine/counters.py), each with that backend's
+    noise floor: the analysis judges them by the counters' t rule."""
+    counted = {stage.name: stage.counters for stage in config.stages if stage.counters}
+    floors: dict[str, float] = {}
+    for trial in trials:
+        floor = noise_floor(trial.get("counted_by"))
+        for metric in counted.get(trial.stage, ()):
+            if floor is not None and metric in config.metrics:
+                floors[metric] = max(floor, floors.get(metric, 0.0))
+    return floors
+
+
 def sample_table(
-    trials: Sequence[Mapping[str, Any]],
+    trials: Sequence[TrialRecord],
     metrics: Sequence[str],
     labels: Iterable[str],
     *,
@@ -75,26 +93,26 @@ def sample_table(
     passed = [
         t
         for t in trials
-        if t.get("status") == "passed"
-        and str(t.get("treatment")) in names
-        and (upto is None or int(t.get("replicate") or 0) < upto)
+        if t.status == "passed"
+        and str(t.treatment) in names
+        and (upto is None or int(t.replicate or 0) < upto)
     ]
-    rank = {host: i for i, host in enumerate(sorted({t.get("host") or "" for t in passed}))}
-    stride = 1 + max((int(t.get("replicate") or 0) for t in passed), default=0)
+    rank = {host: i for i, host in enumerate(sorted({t.host or "" for t in passed}))}
+    stride = 1 + max((int(t.replicate or 0) for t in passed), default=0)
     stages = stage_of or {}
     table: dict[str, dict[SampleKey, Drawn]] = {metric: {} for metric in metrics}
     seen: set[tuple[Any, SampleKey]] = set()
     duplicates = 0
     for trial in passed:
-        block = int(trial.get("replicate") or 0) + rank[trial.get("host") or ""] * stride
-        key = (names[str(trial["treatment"])], block + offset, trial.get("seed"))
-        duplicates += (trial.get("stage"), key) in seen
-        seen.add((trial.get("stage"), key))
+        block = int(trial.replicate or 0) + rank[trial.host or ""] * stride
+        key = (names[str(trial.treatment)], block + offset, trial.seed)
+        duplicates += (trial.stage, key) in seen
+        seen.add((trial.stage, key))
         for metric in metrics:
             stage = stages.get(metric)
-            value = (trial.get("metrics") or {}).get(metric)
-            if value is not None and (stage is None or trial.get("stage") == stage):
-                table[metric][key] = Drawn(value, trial.get("position"))
+            value = trial.metrics.get(metric)
+            if value is not None and (stage is None or trial.stage == stage):
+                table[metric][key] = Drawn(value, trial.position)
     caveats = (
         [f"{duplicates} trial(s) were recorded twice; the last record of each was analysed"]
         if duplicates
@@ -104,7 +122,7 @@ def sample_table(
 
 
 def observations(
-    trials: Sequence[Mapping[str, Any]],
+    trials: Sequence[TrialRecord],
     metrics: Sequence[str],
     labels: Iterable[str],
     *,

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.judge.baseline import Reproduction
+from pytest_benchmark_agent.judge.reproduce import Reproduction
 from pytest_benchmark_agent.records.fsutil import atomic_write, file_lock, utc_now
 from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.records.writer import (

@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze, thaw
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, load_yaml
 from pytest_benchmark_agent.records.schema import PrepEvent, TrialRecord
@@ -83,10 +84,18 @@ class BaselineComparison:
     code: Mapping[str, Any] = field(default_factory=FrozenDict)
     gate: Mapping[str, Any] = field(default_factory=FrozenDict)
     extra: Mapping[str, Any] = field(default_factory=FrozenDict)
+    # -- the judge's (issue 36): the verdicts judged with the session as the unit
+    # (``judge.evidence.judge_across``), which the CI gate reads before ``verdicts``.
+    judged: Mapping[str, Mapping[str, Verdict]] = field(default_factory=FrozenDict)
+
+    @property
+    def gated_verdicts(self) -> Mapping[str, Mapping[str, Verdict]]:
+        """The verdicts the CI gate judges: ``judged``, else ``verdicts`` (an older record)."""
+        return self.judged or self.verdicts
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BaselineComparison:
-        known = {"run_id", "ref", "resolved", "refused", "verdicts", "code", "gate"}
+        known = {"run_id", "ref", "resolved", "refused", "verdicts", "code", "gate", "judged"}
         return cls(
             run_id=data.get("run_id"),
             ref=data.get("ref"),
@@ -96,6 +105,7 @@ class BaselineComparison:
             code=freeze(data.get("code") or {}),
             gate=freeze(data.get("gate") or {}),
             extra=freeze({k: v for k, v in data.items() if k not in known}),
+            judged=verdict_table(data.get("judged")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,6 +118,8 @@ class BaselineComparison:
         out.update(
             verdicts=_verdicts_as_dict(self.verdicts), code=thaw(self.code), gate=thaw(self.gate)
         )
+        if self.judged:
+            out["judged"] = _verdicts_as_dict(self.judged)
         out.update(thaw(self.extra))
         return out
 
@@ -119,7 +131,10 @@ class Judgement:
     baseline, the reproduction, the tag and the CI gate."""
 
     verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=FrozenDict)
-    verdicts_by_host: Mapping[str, Any] = field(default_factory=FrozenDict)
+    #: host -> metric -> label -> :class:`.Verdict`.
+    verdicts_by_host: Mapping[str, Mapping[str, Mapping[str, Verdict]]] = field(
+        default_factory=FrozenDict
+    )
     refusals: tuple[str, ...] = ()
     caveats: tuple[str, ...] = ()
     sequential: Mapping[str, Any] | None = None
@@ -196,7 +211,10 @@ class RunRecord:
     config_hash: str | None = None
     decided: str | None = None
     refusals: tuple[str, ...] = ()
-    verdicts_by_host: Mapping[str, Any] = field(default_factory=FrozenDict)
+    #: host -> metric -> label -> :class:`.Verdict`.
+    verdicts_by_host: Mapping[str, Mapping[str, Mapping[str, Verdict]]] = field(
+        default_factory=FrozenDict
+    )
     baseline: BaselineComparison | None = None
     revisions: Mapping[str, Any] | None = None
     ci_gate: Mapping[str, Any] | None = None
@@ -215,6 +233,9 @@ class RunRecord:
     config: Mapping[str, Any] = field(default_factory=FrozenDict)
     fingerprint: Mapping[str, Any] = field(default_factory=FrozenDict)
     planned: tuple[PlannedTrial, ...] = ()
+    # -- the judge's (issue 36): ``--bench-against``'s (control, treatment) label pairs
+    # (:attr:`.BenchPlan.revision_pairs`), each judged alone; empty on a record read from disk.
+    revision_pairs: tuple[tuple[str, str], ...] = ()
 
     @property
     def home(self) -> Path | None:
@@ -235,6 +256,7 @@ class RunRecord:
         config: Mapping[str, Any] | None = None,
         fingerprint: Mapping[str, Any] | None = None,
         planned: tuple[PlannedTrial, ...] = (),
+        revision_pairs: tuple[tuple[str, str], ...] = (),
     ) -> RunRecord:
         """The record a ``results.yaml`` document holds (checked by :func:`.reader.load_results`
         when it came from disk). A record without ``schema_version`` predates the field and
@@ -266,7 +288,12 @@ class RunRecord:
             config_hash=data.get("config_hash"),
             decided=data.get("decided"),
             refusals=tuple(data.get("refusals") or ()),
-            verdicts_by_host=freeze(data.get("verdicts_by_host") or {}),
+            verdicts_by_host=FrozenDict(
+                {
+                    host: verdict_table(table)
+                    for host, table in (data.get("verdicts_by_host") or {}).items()
+                }
+            ),
             baseline=(
                 baseline
                 if isinstance(baseline, BaselineComparison) or baseline is None
@@ -284,6 +311,7 @@ class RunRecord:
             config=freeze(config or {}),
             fingerprint=freeze(fingerprint or {}),
             planned=planned,
+            revision_pairs=revision_pairs,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -293,6 +321,8 @@ class RunRecord:
             value = getattr(self, name)
             if name == "verdicts":
                 value = _verdicts_as_dict(value)
+            elif name == "verdicts_by_host":
+                value = {host: _verdicts_as_dict(table) for host, table in value.items()}
             out[name] = thaw(value)
         out.update(thaw(self.extra))
         return out
@@ -337,6 +367,42 @@ class RunRecord:
                 f"judged are {sorted(per)} (the control {self.control!r} is judged against)"
             )
         return per[label]
+
+    # -- what the judge reads of a run (issue 36: RecordView's members) ----------------------
+
+    @property
+    def code(self) -> str:
+        """The code this run measured, as a label (``a1b2c3d``, ``content:1f2e3d4``)."""
+        return code_label(self.fingerprint.get("code_identity"))
+
+    @property
+    def uses_gpu(self) -> bool:
+        """Whether the run's config asks for a GPU (its fingerprint's accelerator then counts)."""
+        config = self.model
+        return bool(config.resources.gpus or any(stage.gpus for stage in config.stages))
+
+    @property
+    def flagged(self) -> tuple[str, ...]:
+        """The flags a reclassification of a run this one cited left on its record, as
+        caveats (a run relying on this one carries them on with its caveats)."""
+        return tuple(
+            f"flagged: it cited {flag.get('run')}, since reclassified {flag.get('to')} "
+            f"({flag.get('why')})"
+            for flag in self.extra.get("flags") or ()
+        )
+
+    def overlapping_measurements(self) -> list[tuple[str, str]]:
+        """Pairs of trial ids whose measurement windows overlapped on the same host."""
+        pairs = []
+        for host in sorted({t.host for t in self.trials if t.host}):
+            timed = sorted(
+                (t for t in self.trials if t.host == host and t.started and t.ended),
+                key=lambda t: t.started or "",
+            )
+            for earlier, later in zip(timed, timed[1:], strict=False):
+                if (later.started or "") < (earlier.ended or ""):
+                    pairs.append((earlier.id, later.id))
+        return pairs
 
     def replace(self, **changes: Any) -> RunRecord:
         """A copy with ``changes`` (frozen in turn)."""

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records import redact
+from pytest_benchmark_agent.records.frozen import thaw
 from pytest_benchmark_agent.records.hashseeds import hash_seed_base
 from pytest_benchmark_agent.records.record import (
     SCHEMA_VERSION,
-    BaselineComparison,
     Judgement,
     PlannedTrial,
     RunRecord,
@@ -84,15 +84,16 @@ class BenchRun:
     selected: dict[str, Any] | None = None
     #: Sequential replication stopped adding blocks (the state stays ``complete``).
     decided: str | None = None
-    #: Gate 2's refusals, and the verdicts per host (filled by ``judge.judge_run``).
+    #: Gate 2's refusals, and the verdicts per host (from ``judge.gate2.judge_run``'s Judgement).
     refusals: list[str] = field(default_factory=list)
     verdicts_by_host: dict[str, Any] = field(default_factory=dict)
-    #: The comparison with ``--bench-baseline``, the reproduction check, the sequential looks.
-    baseline: BaselineComparison | None = None
+    #: The comparison with ``--bench-baseline`` (``BaselineComparison.to_dict``), the
+    #: reproduction check, the sequential looks.
+    baseline: dict[str, Any] | None = None
     reproduces: dict[str, Any] | None = None
     sequential: dict[str, Any] | None = None
     tag_reasons: list[str] = field(default_factory=list)
-    #: What ``--bench-fail-on`` acts on (``judge.ci_gate``): its outcome and reasons.
+    #: What ``--bench-fail-on`` acts on (``judge.ci_gate.ci_gate``): its outcome and reasons.
     ci_gate: dict[str, Any] | None = None
     what_went_wrong: list[str] = field(default_factory=list)
     #: ``--bench-hash-seeds BASE``: replay a recorded run's hash seeds (None: the run's own).
@@ -284,17 +285,21 @@ class BenchRun:
         return dict(counts)
 
     def judged(self, judgement: Judgement) -> None:
-        """Put gate 2's judgement on the run (the judge returns it and never writes here)."""
-        self.verdicts = {m: dict(per) for m, per in judgement.verdicts.items()}
-        self.verdicts_by_host = dict(judgement.verdicts_by_host)
+        """Put gate 2's judgement on the run (the judge returns it and never writes here).
+
+        The verdicts and the baseline comparison are kept in their ``results.yaml`` form:
+        the reports still read them off the live run (through ``RunView``) until they render a
+        :class:`.RunRecord`, whose :meth:`record` types them again (issue 36)."""
+        self.verdicts = thaw(judgement.verdicts)
+        self.verdicts_by_host = thaw(judgement.verdicts_by_host)
         self.refusals = list(judgement.refusals)
         self.caveats += [c for c in judgement.caveats if c not in self.caveats]
-        self.sequential = judgement.sequential
-        self.baseline = judgement.baseline
-        self.reproduces = judgement.reproduces
+        self.sequential = thaw(judgement.sequential)
+        self.baseline = thaw(judgement.baseline)
+        self.reproduces = thaw(judgement.reproduces)
         self.tag = judgement.tag
         self.tag_reasons = list(judgement.tag_reasons)
-        self.ci_gate = judgement.ci_gate
+        self.ci_gate = thaw(judgement.ci_gate)
 
     def record(self) -> RunRecord:
         """The run as it stands, frozen: what every hook, report and reader is given.
@@ -310,6 +315,7 @@ class BenchRun:
             config=self._config_record,
             fingerprint=self.fingerprint,
             planned=self._planned_record,
+            revision_pairs=tuple(self.plan.revision_pairs),
         )
 
     @property

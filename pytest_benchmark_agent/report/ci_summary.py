@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.judge.baseline import RecordView
+from pytest_benchmark_agent.judge.ci_gate import ci_gate
 from pytest_benchmark_agent.judge.evidence import share
-from pytest_benchmark_agent.judge.gate2 import ci_gate
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import code_label
+from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code
 from pytest_benchmark_agent.records.views import RunView
@@ -61,7 +61,7 @@ def step_summary_writer() -> StepSummaryWriter | None:
 
 def render(run: BenchRun) -> list[str]:
     """The run's section of the job summary, as lines."""
-    gate = ci_gate(run)
+    gate = ci_gate(run.record())
     base = run.baseline
     this_code = code_label(run.fingerprint.get("code_identity"))
     if base is None and run.plan.revisions is not None:
@@ -165,12 +165,12 @@ def _own_table(run: BenchRun) -> list[str]:
     return HEADER + (rows or ["| - | - | - | - | - | - | - | - | no verdicts |"])
 
 
-def _reference(run: BenchRun, run_id: str | None) -> RecordView | None:
+def _reference(run: BenchRun, run_id: str | None) -> RunRecord | None:
     """The baseline's record (for its medians), None where it cannot be read."""
     if not run_id or not (run.home / "runs" / run_id / "results.yaml").is_file():
         return None
     try:
-        return RecordView.load(run.home / "runs" / run_id)
+        return load_run(run.home / "runs" / run_id)
     except (OSError, ValueError):
         return None
 

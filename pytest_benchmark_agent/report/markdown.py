@@ -29,7 +29,7 @@ import pytest
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, exact_metrics, metric_role
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.judge.baseline import primary_metrics
-from pytest_benchmark_agent.judge.gate2 import regressions
+from pytest_benchmark_agent.judge.ci_gate import regressions
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.run import BenchRun
@@ -697,7 +697,7 @@ def terminal_lines(run: BenchRun, gate: dict[str, Any] | None = None) -> list[st
 def _tail(run: BenchRun, gate: dict[str, Any] | None) -> list[str]:
     """The end of :func:`terminal_lines`: regressions, the baseline's verdicts, the CI gate
     (loud when it did not pass) and where the report is."""
-    lines = [f"  regression: {regression}" for regression in regressions(run)]
+    lines = [f"  regression: {regression}" for regression in regressions(run.record())]
     if run.plan.revisions is not None:
         lines.append(f"  code: {run.plan.revisions.both}, both measured in this session")
     lines += _baseline_lines(run)

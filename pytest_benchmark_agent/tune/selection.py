@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
 from pytest_benchmark_agent.judge.observations import measure_stages, observations
+from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats import analysis, sequential
 from pytest_benchmark_agent.stats.comparability import Verdict, is_guarded
 from pytest_benchmark_agent.stats.describe import describe
@@ -83,9 +84,11 @@ def comparer(record: dict[str, Any], config: BenchmarkConfig, objective: str) ->
         blocks = int(used) if used is not None else _complete_blocks(trials)
         look = blocks if blocks >= replicates.min else None
 
+    typed = tuple(TrialRecord.from_dict(t) for t in trials)
+
     def compare(labels: Sequence[str], specs: dict[str, Any]) -> dict[str, Verdict]:
         stages = measure_stages(config, list(specs))
-        drawn, _ = observations(trials, list(specs), labels, upto=look, stage_of=stages)
+        drawn, _ = observations(typed, list(specs), labels, upto=look, stage_of=stages)
         if look is None or not isinstance(replicates, ReplicateRange):
             result = analysis.analyze_run(drawn, specs, list(labels), labels[0])
         else:

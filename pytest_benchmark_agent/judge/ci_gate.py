@@ -1,0 +1,157 @@
+"""The CI gate: what ``--bench-fail-on`` (and ``compare --fail-on``) act on.
+
+Against a baseline (:func:`baseline_gate`), ``regressed`` when a primary metric regressed beyond
+its ``fail_threshold`` or a guard metric regressed, ``unjudged`` when the baseline was not
+found, not comparable, or no primary could be compared, else ``passed``; without one,
+:func:`ci_gate` judges within the run, each treatment against the control. Every primary
+comparison is judged by :func:`.evidence.judge_metric`: a pass needs evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_benchmark_agent.judge import evidence
+from pytest_benchmark_agent.judge.baseline import primary_metrics
+from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord
+
+_WITHIN = (
+    "judged within one session: the treatments ran interleaved in blocks, compared block by block"
+)
+
+
+def ratio_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def unjudged(reasons: list[str]) -> dict[str, Any]:
+    return {"outcome": "unjudged", "reasons": reasons}
+
+
+def baseline_gate(baseline: BaselineComparison, specs: Mapping[str, Any]) -> dict[str, Any]:
+    """The CI gate against a baseline, each primary metric by :func:`.evidence.judge_metric` on
+    its verdict judged with the session as the unit (``judged``; ``verdicts`` for a record
+    without one): ``regressed`` when one regressed beyond its ``fail_threshold`` or a guard
+    metric regressed (for an ``equal`` guard: changed); ``unjudged`` when one could not have
+    seen its threshold or could not be compared; ``passed`` when each could and did not.
+    Each outcome gives its reasons; the first says how it was judged."""
+    where = f"baseline {baseline.run_id}"
+    both = f"{baseline.code.get('baseline')} -> {baseline.code.get('this')}"
+    if baseline.refused:
+        return unjudged([f"not comparable with {where} ({both}): {baseline.refused}"])
+    verdicts = baseline.gated_verdicts
+    primaries = primary_metrics(specs)
+    judged: list[evidence.MetricGate] = []
+    for metric in primaries:
+        for label, v in verdicts.get(metric, {}).items():
+            said = (
+                f"`{metric}` [{label}] {v.verdict} x{ratio_text(v.ratio)} "
+                f"against {v.extra.get('against')} ({both})"
+            )
+            judged.append(evidence.judge_metric(said, v, specs[metric]))
+    guards = [
+        f"guard `{metric}` [{label}] changed against {v.extra.get('against')} "
+        f"({both}): " + (v.reason or f"x{ratio_text(v.ratio)}")
+        for metric, spec in specs.items()
+        if spec.guard and metric not in primaries
+        for label, v in verdicts.get(metric, {}).items()
+        if v.regressed
+    ]
+    mode = _across_mode(baseline, primaries)
+    if guards:
+        failed = [g.text for g in judged if g.outcome == "regressed"]
+        return {"outcome": "regressed", "reasons": _first(failed + guards, mode)}
+    return _gate(judged, f"against {where} ({both})", mode)
+
+
+def _across_mode(baseline: BaselineComparison, primaries: Sequence[str]) -> str:
+    """How a comparison with a recorded baseline was judged (the first primary's spread)."""
+    run_to_run = baseline.extra.get("run_to_run") or {}
+    for metric in primaries:
+        for spread in (run_to_run.get(metric) or {}).values():
+            view = evidence.Spread(
+                spread["runs"],
+                spread.get("sd"),
+                spread.get("allowance") or 0.0,
+                spread["source"],
+                spread.get("df") or 0,
+            )
+            return f"judged across runs, one session each: {view.words()}"
+    return "judged across runs, one session each"
+
+
+def _gate(judged: Sequence[evidence.MetricGate], where: str, mode: str) -> dict[str, Any]:
+    """The gate's record from its primary comparisons: the failures, else the comparisons that
+    could not see their threshold, else the pass; then every other comparison's line."""
+    outcome = evidence.gate_outcome(judged)
+    lines = [g.text for g in judged if g.outcome == outcome]
+    rest = [g.text for g in judged if g.outcome != outcome]
+    if not judged:
+        return unjudged([f"no primary metric could be compared {where}"])
+    if outcome == "passed":
+        lines = [
+            f"no primary metric regressed beyond its fail_threshold {where}, and each could "
+            "have seen it",
+            *lines,
+        ]
+    return {"outcome": outcome, "reasons": _first(lines + rest, mode)}
+
+
+def _first(reasons: list[str], mode: str) -> list[str]:
+    """The reasons with the mode that judged them appended to the first (the gate line)."""
+    return [f"{reasons[0]}; {mode}", *reasons[1:]] if reasons else [mode]
+
+
+def ci_gate(record: RunRecord) -> Mapping[str, Any]:
+    """The outcome ``--bench-fail-on`` acts on: against the baseline when one was given, else
+    within the run, each primary metric of each treatment against the control by
+    :func:`.evidence.judge_metric` (unjudged when the run had no primary comparison)."""
+    if record.baseline is not None and record.baseline.gate:
+        return record.baseline.gate
+    specs = record.model.metrics
+    primaries = primary_metrics(specs)
+    judged = []
+    for metric in primaries:
+        per = record.stats(metric)
+        for label, v in record.verdicts.get(metric, {}).items():
+            cv = [per.get(side, {}).get("cv") for side in (record.control, label)]
+            said = (
+                f"`{metric}` [{label}] {v.verdict} x{ratio_text(v.ratio)} "
+                f"against the control {record.control}"
+            )
+            with_cv = dataclasses.replace(v, extra={**v.extra, "cv": cv})
+            judged.append(evidence.judge_metric(said, with_cv, specs[metric]))
+    if judged:
+        return _gate(judged, f"against the control {record.control}", _WITHIN)
+    refused = [r for r in record.refusals if r.split(" [", 1)[0] in primaries]
+    return unjudged(
+        [
+            "no baseline (--bench-baseline) and no comparison within the run that could be made",
+            *refused,
+        ]
+    )
+
+
+def regressions(record: RunRecord) -> list[str]:
+    """Every primary metric that regressed, in the run and against its baseline."""
+    out = []
+    for metric in primary_metrics(record.model.metrics):
+        for treatment, verdict in record.verdicts.get(metric, {}).items():
+            if verdict.regressed:
+                out.append(
+                    f"`{metric}` regressed for {treatment} (x{ratio_text(verdict.ratio)} "
+                    f"of the control {record.control})"
+                )
+        if record.baseline is None:
+            continue
+        code = record.baseline.code
+        for treatment, verdict in record.baseline.gated_verdicts.get(metric, {}).items():
+            if verdict.regressed:
+                out.append(
+                    f"`{metric}` regressed for {treatment} against baseline "
+                    f"{verdict.extra.get('against')} (x{ratio_text(verdict.ratio)}, "
+                    f"{code.get('baseline')} -> {code.get('this')})"
+                )
+    return out
