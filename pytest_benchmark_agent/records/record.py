@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.config.models import BenchmarkConfig, MetricSpec
 from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze, thaw
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, load_yaml
 from pytest_benchmark_agent.records.schema import PrepEvent, TrialRecord
@@ -68,6 +69,15 @@ class PlannedTrial:
     stage: str
     seed: int | None = None
     position: int = 0
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    """How the pytest session that recorded a run ended, for a run the ``bench`` fixture
+    started (:mod:`.engine.fixture`): not in ``results.yaml``, which the session wrote."""
+
+    exit_code: int
+    output: str
 
 
 @dataclass(frozen=True)
@@ -215,6 +225,9 @@ class RunRecord:
     config: Mapping[str, Any] = field(default_factory=FrozenDict)
     fingerprint: Mapping[str, Any] = field(default_factory=FrozenDict)
     planned: tuple[PlannedTrial, ...] = ()
+    #: Not in ``results.yaml`` either: the session's exit code and output, set by the ``bench``
+    #: fixture on the record it returns (None for a record read or made otherwise).
+    session: SessionOutcome | None = None
 
     @property
     def home(self) -> Path | None:
@@ -337,6 +350,22 @@ class RunRecord:
                 f"judged are {sorted(per)} (the control {self.control!r} is judged against)"
             )
         return per[label]
+
+    # -- what a comparison across runs reads (the verbs, bisect, the judge) ------------------------
+
+    @property
+    def code(self) -> str:
+        """The code this run measured, as a label (``a1b2c3d``, ``content:1f2e3d4``)."""
+        return code_label(self.fingerprint.get("code_identity"))
+
+    def specs(self) -> Mapping[str, MetricSpec]:
+        """The metrics of the frozen config (ValueError when it no longer validates)."""
+        return self.model.metrics
+
+    def uses_gpu(self) -> bool:
+        """Whether the frozen config asks for a GPU (then the accelerator must match)."""
+        config = self.model
+        return bool(config.resources.gpus or any(stage.gpus for stage in config.stages))
 
     def replace(self, **changes: Any) -> RunRecord:
         """A copy with ``changes`` (frozen in turn)."""
