@@ -7,7 +7,7 @@ from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
 
 from pytest_benchmark_agent.cli.main import main
-from pytest_benchmark_agent.judge.baseline import RecordView
+from pytest_benchmark_agent.records.record import load_run
 
 
 def cli(project: BenchProject, capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, str]:
@@ -78,7 +78,7 @@ def test_compare_across_code_names_both_sides_and_checks_no_reproduction(
     run_as(project, "r2")
     code, out = cli(project, capsys, "compare", "r1", "latest")
     assert code == 0  # a difference of code is what is compared, not a refusal
-    labels = [RecordView.load(project.home / "runs" / run).code for run in ("r1", "r2")]
+    labels = [load_run(project.home / "runs" / run).code for run in ("r1", "r2")]
     assert labels[0] != labels[1] and all(label.startswith("content:") for label in labels)
     assert (
         f"code: {labels[0]} -> {labels[1]} (B measured other code: this is a comparison of "

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_benchmark_agent.judge.baseline import RecordView, Resolution
+from pytest_benchmark_agent.judge.baseline import Resolution
 from pytest_benchmark_agent.judge.gate2 import baseline_gate, unjudged
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.report.summary_lines import geomean_text
+from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.geomean import geometric_mean
 
 #: Code fields shown by name before the rest are counted.
@@ -41,7 +43,9 @@ def code_difference_line(differences: Sequence[str]) -> list[str]:
     return [one_line(f"  code differences: {'; '.join(shown)}{more}")]
 
 
-def geomean_lines(verdicts: Mapping[str, Mapping[str, Any]], specs: Mapping[str, Any]) -> list[str]:
+def geomean_lines(
+    verdicts: Mapping[str, Mapping[str, Verdict]], specs: Mapping[str, Any]
+) -> list[str]:
     """Per direction and treatment of B, the geometric mean of its ratios against A over the
     metrics of that direction (two or more, primaries first)."""
     lines = []
@@ -52,9 +56,9 @@ def geomean_lines(verdicts: Mapping[str, Mapping[str, Any]], specs: Mapping[str,
         for label in labels:
             parts = []
             for metric in metrics:
-                verdict = (verdicts.get(metric) or {}).get(label) or {}
-                if verdict.get("verdict") != "not_comparable":
-                    parts.append((metric, verdict.get("ratio"), verdict.get("ci")))
+                verdict = (verdicts.get(metric) or {}).get(label)
+                if verdict is not None and not verdict.not_comparable:
+                    parts.append((metric, verdict.ratio, verdict.ci))
             mean = geometric_mean(parts)
             if mean is not None:
                 lines.append(one_line(f"  {geomean_text(f'[{label}] B/A', direction, mean)}"))
@@ -62,8 +66,8 @@ def geomean_lines(verdicts: Mapping[str, Mapping[str, Any]], specs: Mapping[str,
 
 
 def compare_gate(
-    a: RecordView,
-    b: RecordView,
+    a: RunRecord,
+    b: RunRecord,
     verdicts: Mapping[str, Any],
     specs: Mapping[str, Any],
     refusal: str | None,

@@ -501,11 +501,12 @@ def _matches(pattern: tuple[str, ...], path: tuple[Any, ...]) -> bool:
 
 
 def _flatten(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """Leaves of nested dicts and lists by path; an empty container has no leaves."""
-    if isinstance(value, dict):
+    """Leaves of nested mappings and sequences by path (a fingerprint as written, or frozen on a
+    :class:`.record.RunRecord`); an empty container has no leaves."""
+    if isinstance(value, Mapping):
         for key, item in value.items():
             yield from _flatten(item, (*path, key))
-    elif isinstance(value, list):
+    elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
             yield from _flatten(item, (*path, index))
     else:
