@@ -225,6 +225,9 @@ class RunRecord:
     config: Mapping[str, Any] = field(default_factory=FrozenDict)
     fingerprint: Mapping[str, Any] = field(default_factory=FrozenDict)
     planned: tuple[PlannedTrial, ...] = ()
+    #: The benchmark file, resolved (``config.yaml``'s ``source``): what ``publish`` links a
+    #: run's series to. (The same field as the writers' block adds: keep one when merging.)
+    source: str | None = None
     #: Not in ``results.yaml`` either: the session's exit code and output, set by the ``bench``
     #: fixture on the record it returns (None for a record read or made otherwise).
     session: SessionOutcome | None = None
@@ -248,6 +251,7 @@ class RunRecord:
         config: Mapping[str, Any] | None = None,
         fingerprint: Mapping[str, Any] | None = None,
         planned: tuple[PlannedTrial, ...] = (),
+        source: str | None = None,
     ) -> RunRecord:
         """The record a ``results.yaml`` document holds (checked by :func:`.reader.load_results`
         when it came from disk). A record without ``schema_version`` predates the field and
@@ -297,6 +301,7 @@ class RunRecord:
             config=freeze(config or {}),
             fingerprint=freeze(fingerprint or {}),
             planned=planned,
+            source=source,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -402,6 +407,7 @@ def load_run(run_dir: Path) -> RunRecord:
         run_dir=run_dir,
         config=frozen.get("config") or {},
         fingerprint=frozen.get("fingerprint") or {},
+        source=frozen.get("source"),
         planned=tuple(
             PlannedTrial(id=str(i), treatment="", replicate=0, stage="")
             for i in planned
