@@ -501,8 +501,8 @@ def _matches(pattern: tuple[str, ...], path: tuple[Any, ...]) -> bool:
 
 
 def _flatten(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """Leaves of nested mappings and sequences by path (a fingerprint as written, or frozen on a
-    :class:`.record.RunRecord`); an empty container has no leaves."""
+    """Leaves of nested mappings and sequences by path (a record's, frozen: FrozenDict and
+    tuples, or as written); an empty container has no leaves."""
     if isinstance(value, Mapping):
         for key, item in value.items():
             yield from _flatten(item, (*path, key))
@@ -526,7 +526,7 @@ def _show(value: Any) -> str:
 
 
 def compare_fingerprints(
-    a: dict[str, Any], b: dict[str, Any], *, uses_gpu: bool = True
+    a: Mapping[str, Any], b: Mapping[str, Any], *, uses_gpu: bool = True
 ) -> FingerprintDiff:
     """Every field where ``a`` and ``b`` differ, split into blocking, benign and code (module
     doc).
