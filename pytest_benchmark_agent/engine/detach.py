@@ -243,12 +243,12 @@ def run_status(run_dir: Path) -> RunStatus:
     finished = (run_dir / COMPLETE).is_file() or (state in FINAL_STATES and not supervisor_alive)
     if finished:
         counts = record.counts if record is not None else {}
+        tag = record.tag if record is not None else None
         tally = "".join(f", {k} {v}" for k, v in sorted(counts.items()))
         return RunStatus(
             run_dir.name,
             state or "complete",
-            f" ({recorded} trials recorded){tally}, tag {record.tag if record else None}, "
-            f"report {run_dir / 'report.md'}",
+            f" ({recorded} trials recorded){tally}, tag {tag}, report {run_dir / 'report.md'}",
         )
     if supervisor_alive or pytest_alive:
         if not beat:
