@@ -288,7 +288,7 @@ def test_a_held_back_heartbeat_is_written_while_the_next_stage_runs(project: Ben
     )
     project.bench(document)
     assert project.run().ret == 0
-    trials = {trial["treatment"]: trial for trial in project.results()["trials"]}
-    assert trials["b"]["metrics"]["seen"] == 1
+    trials = {trial.treatment: trial for trial in load_run(project.runs()[-1]).trials}
+    assert trials["b"].metrics["seen"] == 1
     beat = json.loads((project.runs()[0] / HEARTBEAT).read_text())
     assert (beat["state"], beat["trials_done"]) == ("complete", 2)
