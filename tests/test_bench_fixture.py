@@ -15,7 +15,7 @@ from pytest_benchmark_agent.engine.fixture import (
     default_timeout,
 )
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.stats.comparability import Refusal, Verdict
 
 
@@ -60,13 +60,15 @@ def test_run_a_file_with_params_and_fields(bench, tmp_path: Path) -> None:
     path = shell_bench(tmp_path)
     before = path.read_text()
     result = bench.run(path, params={"size": 5}, replicates=1)
-    assert result.exit_code == 0 and result.state == "complete"
+    assert isinstance(result, RunRecord) and result.dir is not None
+    assert result.session is not None and result.session.exit_code == 0
+    assert result.state == "complete"
     assert result.counts == {"passed": 2}
     assert result.samples("score") == {"a": [10.0], "b": [10.0]}
     assert result.stats("score")["b"]["median"] == 10.0
     assert path.read_text() == before
     assert not list(tmp_path.glob("*.tmp.yaml"))  # the temporary copy is gone
-    with pytest.raises(KeyError, match="no verdict on 'nope' for treatment 'b'"):
+    with pytest.raises(KeyError, match="no verdict on 'nope' in run"):
         result.verdict("nope", "b")
 
 
@@ -76,14 +78,14 @@ def test_relative_paths_resolve_against_the_test_file(bench) -> None:
         params={"corpus.n_docs": 200, "n_queries": 20},
         replicates=1,
     )
-    assert result.counts == {"passed": 2}, result.output
+    assert result.counts == {"passed": 2}, result.session.output
 
 
 def test_run_domain_with_a_class(bench) -> None:
     result = bench.run_domain(
         Doubling, params={"factor": 2}, treatment_variable="factor", treatments=[2, 3], replicates=1
     )
-    assert result.samples("value") == {"2": [42.0], "3": [63.0]}, result.output
+    assert result.samples("value") == {"2": [42.0], "3": [63.0]}, result.session.output
 
 
 def test_a_session_that_records_no_run_raises_with_its_output(bench) -> None:
@@ -108,14 +110,14 @@ def doubled_bench(folder: Path, **fields: object) -> Path:
 
 def test_a_verdict_is_a_typed_record(bench, tmp_path: Path) -> None:
     result = bench.run(doubled_bench(tmp_path), replicates=6)
-    assert result.counts == {"passed": 12}, result.output
+    assert result.counts == {"passed": 12}, result.session.output
     verdict = result.verdict("score", "b")
     assert isinstance(verdict, Verdict)
     assert verdict.improved and not (verdict.regressed or verdict.no_change), verdict
     assert verdict.ratio == 2.0
     assert verdict.interval is not None and verdict.interval == verdict.ci
     assert verdict.n == (6, 6)
-    assert verdict == Verdict.from_dict(result.record["verdicts"]["score"]["b"])
+    assert verdict == load_run(result.dir).verdicts["score"]["b"]  # as results.yaml holds it
     with pytest.raises(AttributeError):
         verdict.verdict = "regressed"  # type: ignore[misc]  # frozen: no test changes it
 
@@ -153,9 +155,9 @@ def test_a_session_past_its_timeout_is_stopped_with_its_records_kept(bench, tmp_
     error = excinfo.value
     assert "was still running at its timeout of 20s and was stopped" in str(error)
     assert (tmp_path / "started").exists(), error.output
-    results = load_results(error.run_dir)
-    assert results["state"] == "interrupted", error.output
-    assert {t["status"] for t in results["trials"]} == {"interrupted", "not_run"}
+    record = load_run(error.run_dir)
+    assert record.state == "interrupted", error.output
+    assert {t.status for t in record.trials} == {"interrupted", "not_run"}
 
 
 @pytest.mark.parametrize("timeout", [0, -1, float("nan"), "600", True])

@@ -17,6 +17,7 @@ from gate2helpers import run_as
 
 from pytest_benchmark_agent.cli.clean import size_arg
 from pytest_benchmark_agent.cli.main import main
+from pytest_benchmark_agent.records.record import load_run
 
 DAY = 86400.0
 
@@ -94,7 +95,7 @@ def test_max_size_removes_the_least_recently_used_and_a_reuse_is_a_use(
     age(cache["b"], 5)  # b is the more recent, until a is reused
     project.bench(per_mode_prep(treatments=["a", "c"]))
     run_as(project, "r2")  # a's entry is reused, c's built
-    assert [p["action"] for p in project.results()["preps"]] == ["reused", "built"]
+    assert [p.action for p in load_run(project.runs()[-1]).preps] == ["reused", "built"]
 
     kept = entries(project)  # a and c, the most recently used: exactly what may stay
     two = sum(

@@ -20,7 +20,7 @@ from benchhelpers import BenchProject, simple_bench
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.engine.detach import COMPLETE, FAILED, PID_FILE, process_alive
-from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.record import load_run
 from pytest_benchmark_agent.report.progress import HEARTBEAT, PROGRESS_LOG
 
 QUIET = {
@@ -163,8 +163,8 @@ def test_killed_stage_ends_failed_with_the_samples_kept(project: BenchProject, r
     )
     code, line = status(project)
     assert code == 1 and line.startswith(f"{run_dir.name}: failed: 1 of 4 trial(s) did not pass")
-    trials = load_results(run_dir)["trials"]
-    assert [(t["id"], t["status"], t["metrics"].get("score")) for t in trials] == [
+    trials = load_run(run_dir).trials
+    assert [(t.id, t.status, t.metrics.get("score")) for t in trials] == [
         ("measure[mode=a-rep0]", "passed", 1.0),
         ("measure[mode=b-rep0]", "failed", None),
         ("measure[mode=b-rep1]", "passed", 3.0),  # the second block runs B A
@@ -288,7 +288,7 @@ def test_a_held_back_heartbeat_is_written_while_the_next_stage_runs(project: Ben
     )
     project.bench(document)
     assert project.run().ret == 0
-    trials = {trial["treatment"]: trial for trial in project.results()["trials"]}
-    assert trials["b"]["metrics"]["seen"] == 1
+    trials = {trial.treatment: trial for trial in load_run(project.runs()[-1]).trials}
+    assert trials["b"].metrics["seen"] == 1
     beat = json.loads((project.runs()[0] / HEARTBEAT).read_text())
     assert (beat["state"], beat["trials_done"]) == ("complete", 2)

@@ -14,7 +14,8 @@ import pytest
 from support.recorded_opensearch import RecordedCluster, Refusal, recorded
 
 from pytest_benchmark_agent.domains.api import domain_class
-from pytest_benchmark_agent.engine.fixture import BenchResult, BenchRunner
+from pytest_benchmark_agent.engine.fixture import BenchRunner
+from pytest_benchmark_agent.records.record import RunRecord
 
 URL = os.environ.get("OPENSEARCH_URL")
 #: A single-node cluster without the security plugin (so no admin password: 2.12 and later ask
@@ -51,7 +52,7 @@ def runner(tmp_path: Path) -> BenchRunner:
     return BenchRunner(home=tmp_path / "home", base=Path(__file__).parent, scratch=tmp_path)
 
 
-def _ab(runner: BenchRunner, cluster: RecordedCluster, **fields: object) -> BenchResult:
+def _ab(runner: BenchRunner, cluster: RecordedCluster, **fields: object) -> RunRecord:
     return runner.run_domain(
         "opensearch",
         params=_params(cluster.url),
@@ -61,8 +62,8 @@ def _ab(runner: BenchRunner, cluster: RecordedCluster, **fields: object) -> Benc
     )
 
 
-def _reasons(result: BenchResult) -> list[str]:
-    return [trial["reason"] for trial in result.trials]
+def _reasons(result: RunRecord) -> list[str]:
+    return [trial.reason for trial in result.trials]
 
 
 def test_manifest_holds_the_merge_policy_and_scheduler_settings() -> None:
@@ -90,13 +91,13 @@ def test_force_merge_ab_through_the_recorded_cluster(
     runner: BenchRunner, cluster: RecordedCluster
 ) -> None:
     result = _ab(runner, cluster, replicates=2)
-    assert result.counts == {"passed": 4}, result.output
+    assert result.counts == {"passed": 4}, result.session
     segments = result.samples("segments")
     assert set(segments["1"]) == {1.0}
     assert set(segments["none"]) == {20.0}  # one segment per refreshed batch of 100
     hashes = result.samples("results_hash")
     assert len(set(hashes["none"] + hashes["1"])) == 1
-    effective = result.trials[0]["effective"]
+    effective = result.trials[0].get("effective")
     assert effective["index.merge.policy.segments_per_tier"] == "10"
     assert effective["index.refresh_interval"] == "-1"
 
@@ -129,7 +130,7 @@ def test_ties_come_back_in_another_order_per_treatment_and_hash_equal(
     from opensearchpy import OpenSearch
 
     result = _ab(runner, cluster)
-    assert result.counts == {"passed": 2}, result.output
+    assert result.counts == {"passed": 2}, result.session
     assert result.samples("results_hash")["none"] == result.samples("results_hash")["1"]
     client = OpenSearch(cluster.url)
     (merge,) = cluster.calls("_forcemerge")
@@ -157,7 +158,7 @@ def test_replica_segments_are_not_counted(runner: BenchRunner, cluster: Recorded
         params=_params(cluster.url, **{"index.replicas": 1, "merge.max_num_segments": 1}),
         replicates=1,
     )
-    assert result.counts == {"passed": 1}, result.output
+    assert result.counts == {"passed": 1}, result.session
     assert result.samples("segments")["default"] == [1.0]
     (merge,) = cluster.calls("_forcemerge")
     rows = OpenSearch(cluster.url).cat.segments(
@@ -172,7 +173,7 @@ def test_a_search_answering_500_fails_the_trials_naming_the_call(
     failure = Refusal(500, "search_phase_execution_exception", "all shards failed").body
     cluster.fault("_search", 500, failure)
     result = _ab(runner, cluster)
-    assert result.counts == {"failed": 2}, result.output
+    assert result.counts == {"failed": 2}, result.session
     for reason in _reasons(result):
         assert f"OpenSearch at {cluster.url} answered POST /bench-" in reason
         assert "/_search with TransportError(500, 'search_phase_execution_exception'" in reason
@@ -200,7 +201,7 @@ def test_a_search_answer_lacking_what_is_read_fails_the_trials_naming_the_field(
 ) -> None:
     cluster.fault("_search", 200, answer())
     result = _ab(runner, cluster)
-    assert result.counts == {"failed": 2}, result.output
+    assert result.counts == {"failed": 2}, result.session
     for reason in _reasons(result):
         assert f"/_search {says}" in reason
         assert "Traceback" not in reason
@@ -215,7 +216,7 @@ def test_an_index_gone_from_the_cluster_asks_to_remove_its_cache_entry(
     cluster.forget(merge.path.split("/")[1])
     bulks = len(cluster.calls("_bulk"))
     result = runner.run_domain("opensearch", params=params, replicates=1)
-    assert result.counts == {"failed": 1}, result.output
+    assert result.counts == {"failed": 1}, result.session
     (reason,) = _reasons(result)
     assert "holds None documents, not the 2000 its cache entry recorded" in reason
     assert "remove that cache entry" in reason and "Traceback" not in reason
@@ -234,8 +235,8 @@ def test_an_unreachable_cluster_fails_the_trials_with_the_fix(bench) -> None:
         replicates=1,
     )
     assert result.counts == {"failed": 2}
-    assert f"cannot reach OpenSearch at {url}" in result.trials[0]["reason"]
-    assert "Traceback" not in result.trials[0]["reason"]
+    assert f"cannot reach OpenSearch at {url}" in result.trials[0].reason
+    assert "Traceback" not in result.trials[0].reason
 
 
 @pytest.mark.happy
@@ -253,8 +254,11 @@ def test_force_merge_to_one_segment_at_identical_results(bench) -> None:
         treatments=["none", 1],
         replicates=2,
     )
-    assert result.counts == {"passed": 4}, result.output
+    assert result.counts == {"passed": 4}, result.session
     assert set(result.samples("segments")["1"]) == {1.0}
     hashes = result.samples("results_hash")
     assert set(hashes["none"]) == set(hashes["1"])
-    assert result.trials[0]["effective"]["index.merge.policy.segments_per_tier"] in ("10", "10.0")
+    assert result.trials[0].get("effective")["index.merge.policy.segments_per_tier"] in (
+        "10",
+        "10.0",
+    )

@@ -28,11 +28,11 @@ def test_fts5_domain_merges_to_one_segment_at_identical_results(bench) -> None:
         treatments=["none", "optimize"],
         replicates=2,
     )
-    assert result.counts == {"passed": 4}, result.output
+    assert result.counts == {"passed": 4}, result.session
     assert result.samples("segments") == {"none": [20.0, 20.0], "optimize": [1.0, 1.0]}
     hashes = result.samples("results_hash")
     assert set(hashes["none"]) == set(hashes["optimize"]) and len(set(hashes["none"])) == 1
-    assert result.trials[0]["effective"]["fts.automerge"] == "0"
+    assert result.trials[0].get("effective")["fts.automerge"] == "0"
 
 
 @pytest.mark.happy
@@ -52,7 +52,7 @@ def test_seismic_domain_measures_recall_against_exact_truth(bench) -> None:
         treatments=[0.6, 0.9],
         replicates=1,
     )
-    assert result.counts == {"passed": 2}, result.output
+    assert result.counts == {"passed": 2}, result.session
     recall = result.samples("recall@10")
     assert all(0.5 < values[0] <= 1.0 for values in recall.values())
-    assert result.trials[1]["effective"] == {"heap_factor": "0.9", "query_cut": "20"}
+    assert result.trials[1].get("effective") == {"heap_factor": "0.9", "query_cut": "20"}

@@ -238,11 +238,11 @@ def test_the_bench_fixture_finds_int_treatments_and_lists_them(bench, tmp_path) 
         )
     )
     result = bench.run(path)
-    assert result.treatments == ["1", "9"]
+    assert result.treatments == ("1", "9")
     assert result.verdict("score", 9) is result.verdict("score", "9")
     with pytest.raises(KeyError) as error:
         result.verdict("score", 5)
-    assert "the run's treatments are ['1', '9']" in str(error.value)
+    assert "judged are ['9'] (the control '1' is judged against)" in str(error.value)
 
 
 def test_the_skills_allowed_tools_cover_every_command_it_tells_the_agent_to_run() -> None:

@@ -222,9 +222,9 @@ class Counting(Domain):
 
 def test_the_bench_fixture_runs_a_domain_of_one_configuration(bench) -> None:
     result = bench.run_domain(Counting, params={"count": 4}, replicates=2)
-    assert result.exit_code == 0, result.output
+    assert result.session is not None and result.session.exit_code == 0, result.session
     assert result.counts == {"passed": 2}
     assert result.samples("items") == {"default": [4.0, 4.0]}
     assert result.stats("items")["default"]["n"] == 2
     assert result.verdicts == {}
-    assert result.record["tag"] == "EXPLORATORY"
+    assert result.tag == "EXPLORATORY"

@@ -17,7 +17,8 @@ from benchhelpers import git
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.records.portable import FORMAT, MAX_RUN_ID
-from pytest_benchmark_agent.records.reader import load_results, load_yaml
+from pytest_benchmark_agent.records.reader import load_yaml
+from pytest_benchmark_agent.records.record import load_run
 from pytest_benchmark_agent.records.store import runs_in
 
 SECRET = "hunter2-do-not-leak"
@@ -129,7 +130,7 @@ def test_import_round_trips_and_serves_as_the_baseline_of_its_commit(
     assert import_(project["file"], home) == 0
     assert f"imported {project['run_dir'].name}" in capsys.readouterr().out
     original, imported = project["run_dir"], home / "runs" / project["run_dir"].name
-    assert load_results(imported) == load_results(original)
+    assert load_run(imported).replace(dir=None) == load_run(original).replace(dir=None)
     assert load_yaml(imported / "config.yaml") == load_yaml(original / "config.yaml")
     assert (imported / "trials.jsonl").read_text().count("\n") == 5
     entry = json.loads((imported / "index.json").read_text())
@@ -159,10 +160,10 @@ def test_import_round_trips_and_serves_as_the_baseline_of_its_commit(
         "--bench-fail-on=regression,unjudged",
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    newest = load_results(runs_in(home)[-1])
-    assert newest["baseline"]["run_id"] == imported.name
-    assert newest["baseline"]["gate"]["outcome"] == "passed"
-    assert newest["baseline"]["code"]["baseline"] == project["sha"][:7]
+    baseline = load_run(runs_in(home)[-1]).baseline
+    assert baseline is not None and baseline.run_id == imported.name
+    assert baseline.gate["outcome"] == "passed"
+    assert baseline.code["baseline"] == project["sha"][:7]
 
 
 def test_the_code_block_is_built_from_the_fingerprint_when_the_export_lacks_it(
@@ -290,10 +291,10 @@ def test_an_existing_run_is_replaced_only_with_force(project, tmp_path, capsys) 
     assert import_(changed, home) == 2
     assert "already in" in capsys.readouterr().err
     run_dir = home / "runs" / doc["run_id"]
-    assert load_results(run_dir)["tag"] == "EXPLORATORY"
+    assert load_run(run_dir).tag == "EXPLORATORY"
     assert import_(changed, home, "--force") == 0
     assert f"replaced {doc['run_id']}" in capsys.readouterr().out
-    assert load_results(run_dir)["tag"] == "QUALIFIED"
+    assert load_run(run_dir).tag == "QUALIFIED"
     assert json.loads((run_dir / "index.json").read_text())["tag"] == "QUALIFIED"
     assert "## QUALIFIED (1)" in (home / "results_index.md").read_text()
     assert [p.name for p in runs_in(home)] == [doc["run_id"]]

@@ -7,6 +7,7 @@ and the analysis itself on many generated samples where a property must hold for
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -18,10 +19,11 @@ from gate2helpers import lazy_imports_done_outside_runs  # noqa: F401
 from test_plan_verb import agent
 from test_verdicts_round2 import synthetic, verdict_of
 
-from pytest_benchmark_agent.cli.records import order_outline
+from pytest_benchmark_agent.cli.outline import order_outline
 from pytest_benchmark_agent.config import gate1
 from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats.analysis import (
     Observation,
     PlainMetricRule,
@@ -231,16 +233,18 @@ def test_regressed_then_no_change_then_improved_ends_unreliable_naming_the_first
 
 def test_the_outline_reads_the_recorded_positions() -> None:
     alternating = [
-        {"treatment": t, "replicate": k, "position": (k + i) % 2, "status": "passed"}
+        TrialRecord(f"{t}{k}", t, k, "passed", "m", position=(k + i) % 2)
         for k in range(4)
         for i, t in enumerate(["a", "b"])
     ]
     said = order_outline(alternating, "a")
     assert "`a` in 2, `b` in 2 of 4" in said and "the order varied" in said
-    control_first = [{**t, "position": 0 if t["treatment"] == "a" else 1} for t in alternating]
+    control_first = [
+        dataclasses.replace(t, position=0 if t.treatment == "a" else 1) for t in alternating
+    ]
     said = order_outline(control_first, "a")
     assert "ran first in every block" in said and "would look like a treatment effect" in said
-    unknown = [{k: v for k, v in t.items() if k != "position"} for t in alternating]
+    unknown = [dataclasses.replace(t, position=None) for t in alternating]
     assert "cannot be ruled out" in order_outline(unknown, "a")
 
 

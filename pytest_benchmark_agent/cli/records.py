@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.cli import compare_gate
-from pytest_benchmark_agent.cli.common import find_run, home_of
+from pytest_benchmark_agent.cli.common import find_run, home_of, num
+from pytest_benchmark_agent.cli.outline import skeptical_outline
 from pytest_benchmark_agent.cli.publish import cmd_changes, history_options
+from pytest_benchmark_agent.config.metric import MetricSpec
+from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.across import (
     blocking_reason,
@@ -20,32 +22,21 @@ from pytest_benchmark_agent.judge.across import (
     cross_verdicts,
     fingerprint_diff,
 )
-from pytest_benchmark_agent.judge.baseline import (
-    FINISHED,
-    config_differences,
-    primary_metrics,
-    resolve_ref,
-)
+from pytest_benchmark_agent.judge.baseline import FINISHED, config_differences, resolve_ref
 from pytest_benchmark_agent.judge.reproduce import reproduction
 from pytest_benchmark_agent.judge.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records import recover
-from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, skip_unreadable
-from pytest_benchmark_agent.records.record import RunRecord, load_run
+from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
+from pytest_benchmark_agent.records.record import (
+    RunRecord,
+    load_run,
+    verdict_table,
+)
 from pytest_benchmark_agent.records.safetext import one_line, printable
 from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.writer import index_entry
-from pytest_benchmark_agent.stats.comparability import is_guarded
+from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
-
-_MEANS = {
-    "RELIABLE": "reproduced with no caveat: it may be stated as a result, within the controls "
-    "it held fixed and on this kind of machine.",
-    "QUALIFIED": "a result only together with its caveats: state each one beside the claim.",
-    "EXPLORATORY": "a lead, not a conclusion: say 'suggests', not 'shows', and reproduce it "
-    "(run the same config again) before relying on it.",
-    "UNRELIABLE": "not a result: a gate failed (see What Went Wrong); fix that and run again.",
-}
-
 
 # -- history --------------------------------------------------------------------------------------
 
@@ -95,11 +86,11 @@ def _entry(run_dir: Path) -> dict[str, Any]:
     entry = index_entry(run_dir)
     if entry is not None:
         return entry
-    record = load_results(run_dir)
-    fields = {key: record.get(key) for key in ("name", "state", "tag", "counts")}
-    if fields["state"] == "running" and recover.orphaned(run_dir):
-        fields["state"] = "interrupted"  # its session is gone, and finalizing it failed
-    return fields
+    record = load_run(run_dir)
+    state = record.state
+    if state == "running" and recover.orphaned(run_dir):
+        state = "interrupted"  # its session is gone, and finalizing it failed
+    return {"name": record.name, "state": state, "tag": record.tag, "counts": record.counts}
 
 
 # -- analyze --------------------------------------------------------------------------------------
@@ -110,175 +101,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     skeptical reading of it."""
     run_dir = find_run(home_of(args), args.run)
     report = run_dir / "report.md"
-    record = load_results(run_dir)
+    record = load_run(run_dir)
     if not report.is_file():
-        print(f"{run_dir.name} has no report yet (state: {record.get('state')})")
+        print(f"{run_dir.name} has no report yet (state: {record.state})")
         return 0
     print(printable(report.read_text(errors="replace")))
-    print(printable("\n".join(skeptical_outline(record, load_run(run_dir)))))
+    print(printable("\n".join(skeptical_outline(record))))
     return 0
-
-
-def order_outline(trials: list[dict[str, Any]], control: str) -> str:
-    """What the recorded positions say about the order inside blocks: how often each
-    treatment ran first, and whether a warm-up or position effect could pose as an effect."""
-    ran = [t for t in trials if t.get("status") != "not_run"]
-    blocks = {(t.get("host"), t.get("stage"), t.get("replicate"), t.get("seed")) for t in ran}
-    firsts = Counter(str(t.get("treatment")) for t in ran if t.get("position") == 0)
-    if not any(t.get("position") is not None for t in ran):
-        return (
-            "no trial records its position in its block, so the order inside blocks is "
-            "unknown: a warm-up or position effect cannot be ruled out."
-        )
-    shares = ", ".join(f"`{label}` in {count}" for label, count in sorted(firsts.items()))
-    said = f"by the recorded positions, the first trial of a block was {shares} of {len(blocks)}"
-    if firsts.get(control, 0) == len(blocks):
-        return (
-            f"{said}: the control `{control}` ran first in every block, so a warm-up or "
-            "position effect would look like a treatment effect."
-        )
-    return (
-        f"{said}: the order varied, so a warm-up or position effect falls on both sides and "
-        "the paired test does not read it as a treatment effect."
-    )
-
-
-def skeptical_outline(record: dict[str, Any], view: RunRecord) -> list[str]:
-    """The four parts of the skeptical reading, filled with what the record says."""
-    try:
-        specs = view.model.metrics
-    except ValueError:
-        specs = {}
-    primaries = primary_metrics(specs)
-    verdicts = record.get("verdicts") or {}
-    summary = record.get("summary") or {}
-    control = str(record.get("control"))
-    alone = not [t for t in record.get("treatments") or [] if str(t) != control]
-    lines = [
-        "## Skeptical reading (outline)",
-        "",
-        "### 1. What was claimed",
-        "",
-        f"- Hypothesis: {view.config.get('hypothesis') or '(none stated)'}",
-    ]
-    if alone:
-        lines.append(
-            f"- One configuration (`{control}`): nothing was compared within the run, "
-            "so it claims nothing by itself; only a comparison with another run can."
-        )
-    for metric in primaries:
-        for label, v in (verdicts.get(metric) or {}).items():
-            ci = v.get("ci")
-            lines.append(
-                f"- `{metric}` [{label} against {control}]: {v.get('verdict')}, ratio "
-                f"{_num(v.get('ratio'))}"
-                + (f", 95% CI [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
-                + f", p (Holm) {_num(v.get('p_holm'))}, MDE {_pct(v.get('mde'))}"
-                + (f": {v['reason']}" if v.get("reason") else "")
-            )
-    lines += ["", "### 2. Why it might be wrong (check each)", ""]
-    for metric in primaries:
-        threshold = specs[metric].noise_threshold
-        needed = specs[metric].min_replicates
-        cv = ((summary.get(metric) or {}).get(control) or {}).get("cv")
-        for label, v in (verdicts.get(metric) or {}).items():
-            n = v.get("n") or []
-            effect = None if v.get("ratio") is None else v["ratio"] - 1
-            lines.append(
-                f"- Noise against the effect, `{metric}` [{label}]: effect "
-                f"{_pct(effect, '+')} against the noise threshold {_pct(threshold)}, MDE "
-                f"{_pct(v.get('mde'))}, control CV {_pct(cv)}; n per side "
-                + (" / ".join(map(str, n)) if n else "-")
-                + f" (needed {needed})."
-            )
-    counts = record.get("counts") or {}
-    bad = {s: n for s, n in counts.items() if s not in ("passed", "not_run")}
-    lines.append(
-        "- Trials that did not pass: "
-        + (", ".join(f"{s} {n}" for s, n in sorted(bad.items())) or "none")
-        + "."
-    )
-    guards = [m for m, s in specs.items() if is_guarded(s)]
-    for metric in guards:
-        said = ", ".join(f"{t} {v.get('verdict')}" for t, v in (verdicts.get(metric) or {}).items())
-        none = (
-            "no in-run verdict (one configuration: checked against other runs only)"
-            if alone
-            else "no verdict"
-        )
-        lines.append(f"- Guard `{metric}`: {said or none}.")
-    lines.append(f"- Caveats: {len(record.get('caveats') or [])} (each under What Went Wrong).")
-    lines += _fingerprint_checks(record)
-    preps = record.get("preps") or []
-    rebuilt = [p for p in preps if p.get("rebuild_reason") not in (None, "no cache entry")]
-    lines.append(
-        f"- Cache: {sum(p.get('action') == 'built' for p in preps)} prep(s) built, "
-        f"{sum(p.get('action') == 'reused' for p in preps)} reused, {len(rebuilt)} "
-        "rebuilt because an entry was damaged."
-    )
-    lines.append(
-        "- Warm against cold: "
-        + (
-            "one configuration, its replicates ran one after another; a warm-up would show as a "
-            "drift across them."
-            if alone
-            else order_outline(record.get("trials") or [], control)
-        )
-    )
-    lines += ["", "### 3. What Went Wrong", ""]
-    problems = record.get("what_went_wrong") or [
-        "This record holds no What Went Wrong list: read the report's section above; at the "
-        "least, this run cannot rule out machine load, a single dataset and a single seed."
-    ]
-    lines += [f"- {item}" for item in problems]
-    tag = record.get("tag") or "EXPLORATORY"
-    lines += ["", "### 4. What it means", "", f"- {tag}: {_MEANS.get(tag, '')}"]
-    lines += [f"  - {reason}" for reason in record.get("tag_reasons") or []]
-    return lines
-
-
-def _fingerprint_checks(record: dict[str, Any]) -> list[str]:
-    lines = []
-    reproduces = record.get("reproduces") or {}
-    baseline = record.get("baseline") or {}
-    if reproduces.get("run_id"):
-        benign = reproduces.get("benign_differences") or []
-        lines.append(
-            f"- Fingerprint against {reproduces['run_id']}: equal where it matters"
-            + (f"; benign differences: {'; '.join(benign)}" if benign else "")
-            + "."
-        )
-    if baseline:
-        fingerprint = baseline.get("fingerprint") or {}
-        code = baseline.get("code") or {}
-        lines.append(
-            f"- Fingerprint against baseline {baseline.get('run_id') or 'none found'} "
-            f"(`{baseline.get('ref')}`): "
-            + ("; ".join(fingerprint.get("blocking") or []) or "equal where it matters")
-            + f"; code {code.get('baseline')} -> {code.get('this')}."
-        )
-        control = next(
-            (
-                v
-                for per in (baseline.get("verdicts") or {}).values()
-                for t, v in per.items()
-                if t == record.get("control")
-            ),
-            None,
-        )
-        if control:
-            lines.append(
-                f"- Control drift: this session's control against {control['against']}"
-                f": {control.get('verdict')}, ratio {_num(control.get('ratio'))}."
-            )
-    else:
-        lines.append("- Control drift across sessions: not checked (no baseline).")
-    if not reproduces.get("run_id") and not baseline:
-        lines.append(
-            "- Fingerprints: compared with no other run; environment differences "
-            "between sessions are not checked."
-        )
-    return lines
 
 
 # -- compare --------------------------------------------------------------------------------------
@@ -301,7 +130,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             if named.run_dir is not None and named.how.startswith("run id"):
                 name = _entry(named.run_dir).get("name")
                 break
-    views, sides = [], []
+    records, sides = [], []
     for side, ref in (("A", args.a), ("B", args.b)):
         found = resolve_ref(home, ref, name, Path.cwd(), strict=False)
         if found.run_dir is None:
@@ -311,9 +140,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 print("\n".join(compare_gate.gate_lines(gate)))
                 return compare_gate.gate_exit(gate, args.fail_on)
             return 2
-        views.append(load_run(found.run_dir))
+        records.append(load_run(found.run_dir))
         sides.append((side, found))
-    lines, comparable, gate = compare_lines(*views)
+    lines, comparable, gate = compare_lines(*records)
     lines[1:1] = compare_gate.resolution_lines(sides)
     if args.fail_on:
         print("\n".join([*lines, "", *compare_gate.gate_lines(gate)]))
@@ -345,60 +174,90 @@ def compare_lines(a: RunRecord, b: RunRecord) -> tuple[list[str], bool, dict[str
     """B against A as lines, whether they could be compared, and the CI gate of B with A as
     its baseline (:mod:`.compare_gate`)."""
     lines = [f"compare {a.run_id} ({a.tag}, {a.state}) -> {b.run_id} ({b.tag}, {b.state})"]
-    refusals: list[str] = []
     try:
         model_a, model_b = a.model, b.model
     except ValueError as exc:
         problem = f"a frozen config no longer validates ({exc})"
         return lines + [f"not_comparable: {problem}"], False, compare_gate.missing_gate(problem)
-    if a.name != b.name:
-        refusals.append(f"name: {a.name!r} (A) vs {b.name!r} (B)")
+    refusals = _refusals(a, b, model_a, model_b)
+    diff = fingerprint_diff(a, b)
+    if diff.blocking:
+        refusals.append(blocking_reason(diff))
+    changed = code_changed(a, b, diff)
+    lines += _gate_lines(a, b, refusals, changed)
+    lines += compare_gate.code_difference_line(diff.code)
+    lines += [f"  benign fingerprint difference: {d}" for d in diff.benign]
+    lines += [f"  fingerprint difference that matters: {d}" for d in diff.blocking]
+    specs = model_b.metrics
+    refusal = "; ".join(refusals) or None
+    verdicts, notes = cross_verdicts(b, a, specs, refusal)
+    lines.append(
+        f"B against A ({a.code} -> {b.code}): each treatment of B against the same treatment "
+        "of A (else A's control); the sessions were not interleaved, so this is unpaired "
+        "and drift between them does not cancel."
+    )
+    lines += [f"  note: {n}" for n in notes]
+    table = verdict_table(verdicts)
+    lines += _metric_tables(a, b, table, specs)
+    geomeans = compare_gate.geomean_lines(table, specs)
+    lines += ["", *geomeans] if geomeans else []
+    if not refusals and a.config_hash is not None and a.config_hash == b.config_hash:
+        lines += _rerun_lines(a, b, specs, changed, diff.benign)
+    gate = compare_gate.compare_gate(a, b, verdicts, specs, refusal)
+    return lines, not refusals, gate
+
+
+def _refusals(
+    a: RunRecord, b: RunRecord, model_a: BenchmarkConfig, model_b: BenchmarkConfig
+) -> list[str]:
+    """Why B cannot be compared with A beyond the fingerprints: another benchmark, a run
+    not finished, a config that differs in more than the treatment variable's values."""
+    refusals = [f"name: {a.name!r} (A) vs {b.name!r} (B)"] if a.name != b.name else []
     refusals += [
-        f"state: {view.run_id} ({side}) is {view.state or 'unfinished'}, not finished; "
+        f"state: {run.run_id} ({side}) is {run.state or 'unfinished'}, not finished; "
         "compare complete or halted runs (run it again to finish it)"
-        for side, view in (("A", a), ("B", b))
-        if view.state not in FINISHED
+        for side, run in (("A", a), ("B", b))
+        if run.state not in FINISHED
     ]
     refusals += [
         f"{field}: {mine} (A) vs {theirs} (B)"
         for field, mine, theirs in config_differences(model_a, model_b)
     ]
-    diff = fingerprint_diff(a, b)
-    if diff.blocking:
-        refusals.append(blocking_reason(diff))
-    changed = code_changed(a, b, diff)
-    both = f"{a.code} -> {b.code}"
-    lines.append(
-        f"code: {both}"
+    return refusals
+
+
+def _gate_lines(a: RunRecord, b: RunRecord, refusals: list[str], changed: bool) -> list[str]:
+    """The code each side measured, and what gates 1 and 2 said of the pair."""
+    lines = [
+        f"code: {a.code} -> {b.code}"
         + (
             " (B measured other code: this is a comparison of code)"
             if changed
             else " (the same code)"
         )
-    )
+    ]
     if refusals:
         lines.append(
             "not_comparable: the runs differ in more than the treatment variable's "
             "values and the code, or where fingerprints must agree:"
         )
-        lines += [f"  - {r}" for r in refusals]
-    else:
-        lines.append(
-            "gate 1: they differ in the treatment variable's values only; gate 2: "
-            "fingerprints equal where it matters"
-            + (", the code being what is compared" if changed else "")
-        )
-    lines += compare_gate.code_difference_line(diff.code)
-    lines += [f"  benign fingerprint difference: {d}" for d in diff.benign]
-    lines += [f"  fingerprint difference that matters: {d}" for d in diff.blocking]
-    specs = model_b.metrics
-    verdicts, notes = cross_verdicts(b, a, specs, "; ".join(refusals) or None)
+        return lines + [f"  - {r}" for r in refusals]
     lines.append(
-        f"B against A ({both}): each treatment of B against the same treatment of A "
-        "(else A's control); the sessions were not interleaved, so this is unpaired "
-        "and drift between them does not cancel."
+        "gate 1: they differ in the treatment variable's values only; gate 2: "
+        "fingerprints equal where it matters"
+        + (", the code being what is compared" if changed else "")
     )
-    lines += [f"  note: {n}" for n in notes]
+    return lines
+
+
+def _metric_tables(
+    a: RunRecord,
+    b: RunRecord,
+    verdicts: Mapping[str, Mapping[str, Verdict]],
+    specs: Mapping[str, MetricSpec],
+) -> list[str]:
+    """Per metric, each treatment of B: the medians of both sides and B's verdict against A."""
+    lines = []
     for metric, spec in specs.items():
         lines += [
             "",
@@ -406,53 +265,52 @@ def compare_lines(a: RunRecord, b: RunRecord) -> tuple[list[str], bool, dict[str
             f"  {'treatment':<16}{'A median':>12}{'B median':>12}  {'verdict of B':<15}"
             f"{'ratio':>8}  {'95% CI':<18}{'p (Holm)':>9}  why",
         ]
-        for label, v in sorted(verdicts.get(metric, {}).items(), key=_control_first(b)):
+        for label, v in sorted((verdicts.get(metric) or {}).items(), key=_control_first(b)):
             target = label if label in a.treatments else a.control
-            ci = v.ci
+            interval = f"[{num(v.ci[0])}, {num(v.ci[1])}]" if v.ci else "-"
             lines.append(
                 f"  {label[:16]:<16} {_median(a, metric, target):>11}"
                 f" {_median(b, metric, label):>11}  {v.verdict:<15}"
-                f"{_num(v.ratio):>8}  "
-                f"{(f'[{_num(ci[0])}, {_num(ci[1])}]' if ci else '-'):<18}"
-                f"{_num(v.p_holm):>9}  {v.reason or ''}"
+                f"{num(v.ratio):>8}  {interval:<18}{num(v.p_holm):>9}  {v.reason or ''}"
             )
-    geomeans = compare_gate.geomean_lines(verdicts, specs)
-    lines += ["", *geomeans] if geomeans else []
-    if not refusals and a.config_hash is not None and a.config_hash == b.config_hash:
-        if changed:
-            lines += [
-                "",
-                "Same frozen config, other code: B is compared with A across code, "
-                "not a rerun of it (no reproduction check).",
-            ]
-        else:
-            check = reproduction(b, a, specs, diff.benign)
-            lines += [
-                "",
-                "Same frozen config and code: does B reproduce A's verdicts? "
-                + ("yes" if check.ok else "NO"),
-            ]
-            lines += [f"  {line}" for line in check.lines]
-    gate = compare_gate.compare_gate(a, b, verdicts, specs, "; ".join(refusals) or None)
-    return lines, not refusals, gate
+    return lines
 
 
-def _control_first(view: RunRecord) -> Callable[[tuple[str, Any]], tuple[int, int]]:
-    """Sort key of (treatment, item) pairs: the view's control, then its treatments as
+def _rerun_lines(
+    a: RunRecord, b: RunRecord, specs: Mapping[str, MetricSpec], changed: bool, benign: list[str]
+) -> list[str]:
+    """The same frozen config: across code, or a rerun that must reproduce A's verdicts."""
+    if changed:
+        return [
+            "",
+            "Same frozen config, other code: B is compared with A across code, "
+            "not a rerun of it (no reproduction check).",
+        ]
+    check = reproduction(b, a, specs, benign)
+    return [
+        "",
+        "Same frozen config and code: does B reproduce A's verdicts? "
+        + ("yes" if check.ok else "NO"),
+        *(f"  {line}" for line in check.lines),
+    ]
+
+
+def _control_first(record: RunRecord) -> Callable[[tuple[str, Any]], tuple[int, int]]:
+    """Sort key of (treatment, item) pairs: the run's control, then its treatments as
     declared, then any other."""
-    order = [str(t) for t in view.treatments]
+    order = list(record.treatments)
 
     def key(item: tuple[str, Any]) -> tuple[int, int]:
         label = item[0]
-        return (label != str(view.control), order.index(label) if label in order else len(order))
+        return (label != record.control, order.index(label) if label in order else len(order))
 
     return key
 
 
-def _median(view: RunRecord, metric: str, label: str) -> str:
+def _median(record: RunRecord, metric: str, label: str) -> str:
     """The median of ``label``'s ``metric``; a ``direction: equal`` one's values verbatim."""
-    row = (view.summary.get(metric) or {}).get(label) or {}
-    return values_text(row) if "values" in row else _num(row.get("median"))
+    row = record.stats(metric).get(label) or {}
+    return values_text(row) if "values" in row else num(row.get("median"))
 
 
 # -- reclassify -----------------------------------------------------------------------------------
@@ -478,14 +336,6 @@ def _fail_on(text: str) -> tuple[str, ...]:
         return fail_on_words(text, "--fail-on")
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _num(value: Any) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
-def _pct(value: Any, sign: str = "") -> str:
-    return "-" if value is None else f"{100 * value:{sign}.1f}%"
 
 
 def register(verbs: argparse._SubParsersAction) -> None:

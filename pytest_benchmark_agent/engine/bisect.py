@@ -39,7 +39,7 @@ from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, release_lock
-from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.record import load_run
 from pytest_benchmark_agent.records.run import new_run_id
 
 EXIT_FOUND, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_UNDECIDED = 0, 1, 2, 3
@@ -371,7 +371,7 @@ def _store(
 
 
 def _finished(run_dir: Path) -> bool:
-    return (run_dir / "results.yaml").is_file() and load_results(run_dir).get("state") in FINISHED
+    return (run_dir / "results.yaml").is_file() and load_run(run_dir).state in FINISHED
 
 
 def progress_line(sha: str, record: dict[str, Any], how: str) -> str:
@@ -413,61 +413,54 @@ def bisect(state: Bisection, say: Callable[[str], None]) -> Result:
     repo, driver = Path(state.repo), state.folder / DRIVER
     try:
         state.error = None
-        bad = decide(state, state.bad, say)
-        if bad["outcome"] == "good":
-            return Result(
-                state,
-                "not_found",
-                why=f"BAD {_short(state.bad)} did not regress against GOOD "
-                f"{_short(state.good)}: {bad.get('reason')}",
-            )
-        if bad["outcome"] == "skip":
-            return Result(
-                state,
-                "undecided",
-                why=f"BAD {_short(state.bad)} could not be judged against GOOD "
-                f"{_short(state.good)}: {bad.get('reason')} (log: {bad.get('log') or '-'})",
-            )
-        remove_worktree(repo, driver)
-        git(
-            repo,
-            "worktree",
-            "add",
-            "--force",
-            "--detach",
-            "--no-checkout",
-            "--quiet",
-            str(driver),
-            state.bad,
-        )
-        git(driver, "bisect", "start", "--no-checkout", state.bad, state.good)
-        result = _conclusion(state, driver)
-        if result.status == "undecided" and not result.candidates:
-            with (state.folder / "bisect.log").open("w") as log:
-                subprocess.run(
-                    [
-                        "git",
-                        "-C",
-                        str(driver),
-                        "bisect",
-                        "run",
-                        sys.executable,
-                        "-m",
-                        __name__,
-                        "step",
-                        str(state.state_path),
-                    ],
-                    stdout=log,
-                    env=clean_env(),
-                    check=False,
-                )
-            result = _conclusion(state, driver)
-        return result
+        return _bad_not_regressed(state, say) or _bisect_between(state, repo, driver)
     finally:
         remove_worktree(repo, driver)
         with contextlib.suppress(OSError):  # the commits' worktrees went as each was measured
             (state.folder / "worktrees").rmdir()
         release_lock(lock)
+
+
+def _bad_not_regressed(state: Bisection, say: Callable[[str], None]) -> Result | None:
+    """BAD measured against GOOD first: the result when it did not regress (nothing to find)
+    or could not be judged (nothing to bisect on); None when it regressed."""
+    bad = decide(state, state.bad, say)
+    if bad["outcome"] == "good":
+        return Result(
+            state,
+            "not_found",
+            why=f"BAD {_short(state.bad)} did not regress against GOOD "
+            f"{_short(state.good)}: {bad.get('reason')}",
+        )
+    if bad["outcome"] == "skip":
+        return Result(
+            state,
+            "undecided",
+            why=f"BAD {_short(state.bad)} could not be judged against GOOD "
+            f"{_short(state.good)}: {bad.get('reason')} (log: {bad.get('log') or '-'})",
+        )
+    return None
+
+
+def _bisect_between(state: Bisection, repo: Path, driver: Path) -> Result:
+    """``git bisect run`` over the commits between GOOD and BAD in the driver worktree, each
+    step this module's ``step``; what the refs already say when earlier steps decided."""
+    remove_worktree(repo, driver)
+    add = ["worktree", "add", "--force", "--detach", "--no-checkout", "--quiet"]
+    git(repo, *add, str(driver), state.bad)
+    git(driver, "bisect", "start", "--no-checkout", state.bad, state.good)
+    result = _conclusion(state, driver)
+    if result.status != "undecided" or result.candidates:
+        return result
+    with (state.folder / "bisect.log").open("w") as log:
+        step = [sys.executable, "-m", __name__, "step", str(state.state_path)]
+        subprocess.run(
+            ["git", "-C", str(driver), "bisect", "run", *step],
+            stdout=log,
+            env=clean_env(),
+            check=False,
+        )
+    return _conclusion(state, driver)
 
 
 def _conclusion(state: Bisection, driver: Path) -> Result:
@@ -509,11 +502,12 @@ def _reloaded(state: Bisection) -> Bisection:
 def verdict_lines(state: Bisection, sha: str) -> list[str]:
     """The primary metrics' verdicts of commit ``sha`` against GOOD, from its step's run."""
     run_id = (state.commits.get(sha) or {}).get("run_id")
-    if not run_id:
+    run_dir = Path(state.home) / "runs" / str(run_id)
+    if not run_id or not (run_dir / "results.yaml").is_file():
         return []
     return [
         f"{e.line()} ({_short(state.good)} -> {_short(sha)}, interleaved in one session)"
-        for e in evidence(Path(state.home) / "runs" / str(run_id))
+        for e in evidence(load_run(run_dir))
     ]
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.judge.baseline import FINISHED, primary_metrics
-from pytest_benchmark_agent.records.reader import load_results
-from pytest_benchmark_agent.records.record import load_run
+from pytest_benchmark_agent.records.record import RunRecord, load_run
+from pytest_benchmark_agent.stats.comparability import Verdict
 
 
 @dataclass(frozen=True)
@@ -26,25 +26,21 @@ class Evidence:
 
     metric: str
     label: str
-    verdict: dict[str, Any]
+    verdict: Verdict
     threshold: float
     direction: str
 
     @property
     def regressed(self) -> bool:
         """Regressed beyond the threshold: the step is bad."""
-        ratio = self.verdict.get("ratio")
-        return (
-            self.verdict.get("verdict") == "regressed"
-            and ratio is not None
-            and abs(ratio - 1) > self.threshold
-        )
+        ratio = self.verdict.ratio
+        return self.verdict.regressed and ratio is not None and abs(ratio - 1) > self.threshold
 
     @property
     def cleared(self) -> bool:
         """The interval excludes a regression beyond the threshold: the step may be good."""
-        ci = self.verdict.get("ci")
-        if self.verdict.get("verdict") == "regressed" or not ci:
+        ci = self.verdict.ci
+        if self.verdict.regressed or not ci:
             return False
         if self.direction == "higher":
             return ci[0] >= 1 - self.threshold
@@ -53,26 +49,22 @@ class Evidence:
     def line(self) -> str:
         """``loop_ms x1.10 [1.07, 1.13] MDE 5.4% (fail_threshold 5%): regressed``."""
         v = self.verdict
-        ci, mde = v.get("ci"), v.get("mde")
-        interval = f"[{_num(ci[0])}, {_num(ci[1])}]" if ci else "[-]"
-        detected = "-" if mde is None else f"{100 * mde:.3g}%"
+        interval = f"[{_num(v.ci[0])}, {_num(v.ci[1])}]" if v.ci else "[-]"
+        detected = "-" if v.mde is None else f"{100 * v.mde:.3g}%"
         return (
-            f"{self.metric} x{_num(v.get('ratio'))} {interval} MDE {detected} "
-            f"(fail_threshold {100 * self.threshold:.3g}%): {v.get('verdict')}"
+            f"{self.metric} x{_num(v.ratio)} {interval} MDE {detected} "
+            f"(fail_threshold {100 * self.threshold:.3g}%): {v.verdict}"
         )
 
 
-def evidence(run_dir: Path) -> list[Evidence]:
+def evidence(record: RunRecord) -> list[Evidence]:
     """The primary metrics' verdicts of a step's run (the candidate against GOOD)."""
-    if not (run_dir / "results.yaml").is_file():
-        return []
-    results = load_results(run_dir)
-    specs = load_run(run_dir).model.metrics
+    specs = record.specs()
     found = []
     for metric in primary_metrics(specs):
         spec = specs[metric]
         threshold = spec.noise_threshold if spec.fail_threshold is None else spec.fail_threshold
-        for label, verdict in ((results.get("verdicts") or {}).get(metric) or {}).items():
+        for label, verdict in (record.verdicts.get(metric) or {}).items():
             found.append(Evidence(metric, label, verdict, threshold, spec.direction))
     return found
 
@@ -81,11 +73,11 @@ def judged(run_dir: Path, code: int | None) -> tuple[str, str]:
     """The step's outcome (good, bad, skip) and its evidence, from its run and pytest's exit
     code (None: a run recovered from its record alone)."""
     how = "recovered from its record" if code is None else f"pytest exit {code}"
-    results = load_results(run_dir) if (run_dir / "results.yaml").is_file() else {}
-    if results.get("state") not in FINISHED:
-        state = results.get("state") or "none: no record"
+    record = load_run(run_dir) if (run_dir / "results.yaml").is_file() else None
+    if record is None or record.state not in FINISHED:
+        state = record.state if record is not None and record.state else "none: no record"
         return "skip", f"{how}; the run did not finish (state {state})"
-    found = evidence(run_dir)
+    found = evidence(record)
     said = "; ".join(e.line() for e in found)
     if not found:
         return "skip", f"{how}; no primary metric was compared with GOOD"

@@ -34,7 +34,7 @@ import psutil
 
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.records.fsutil import atomic_write
-from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.report.progress import duration, read_heartbeat
 
 PID_FILE = "session.pid"
@@ -134,10 +134,10 @@ def supervise(run_dir: Path, command: list[str]) -> None:
 
 def conclude(run_dir: Path, returncode: int) -> None:
     """Write the marker for a session that exited with ``returncode``."""
-    record = load_results(run_dir) if (run_dir / "results.yaml").is_file() else {}
-    trials = record.get("trials") or []
-    recorded = sum(1 for t in trials if t.get("status") != "not_run")
-    state = record.get("state")
+    record = _record(run_dir)
+    trials = record.trials if record is not None else ()
+    recorded = sum(1 for t in trials if t.status != "not_run")
+    state = record.state if record is not None else None
     if returncode == 0:
         atomic_write(
             run_dir / COMPLETE,
@@ -156,16 +156,16 @@ def conclude(run_dir: Path, returncode: int) -> None:
             f"the run was interrupted (SIGTERM or Ctrl-C); {recorded} trial(s) recorded, "
             "the rest not_run"
         )
-    elif not record:
+    elif record is None:
         reason = (
             f"pytest exited with code {returncode} before the run started "
             f"({_EXIT_MEANING.get(returncode, 'see the log')})"
         )
     else:
-        bad = [t for t in trials if t.get("status") not in ("passed", "not_run")]
-        listed = "; ".join(
-            f"{t['id']} {t['status']}: {_first_line(t.get('reason'))}" for t in bad[:3]
-        ) + ("; ..." if len(bad) > 3 else "")
+        bad = [t for t in trials if t.status not in ("passed", "not_run")]
+        listed = "; ".join(f"{t.id} {t.status}: {_first_line(t.reason)}" for t in bad[:3]) + (
+            "; ..." if len(bad) > 3 else ""
+        )
         reason = (
             f"{len(bad)} of {recorded} trial(s) did not pass: {listed}"
             if bad
@@ -173,6 +173,11 @@ def conclude(run_dir: Path, returncode: int) -> None:
             f"({_EXIT_MEANING.get(returncode, 'see the log')}) after the run ended {state}"
         )
     atomic_write(run_dir / FAILED, f"{reason}\n\nsession.log (last lines):\n{_log_tail(run_dir)}\n")
+
+
+def _record(run_dir: Path) -> RunRecord | None:
+    """The run's record, None before its session wrote one."""
+    return load_run(run_dir) if (run_dir / "results.yaml").is_file() else None
 
 
 def _first_line(text: Any) -> str:
@@ -224,10 +229,10 @@ class RunStatus:
 def run_status(run_dir: Path) -> RunStatus:
     """Where a run stands, from its markers, processes, heartbeat and record."""
     beat = read_heartbeat(run_dir)
-    record = load_results(run_dir) if (run_dir / "results.yaml").is_file() else {}
-    trials = record.get("trials") or []
-    recorded = sum(1 for t in trials if t.get("status") != "not_run")
-    state = record.get("state")
+    record = _record(run_dir)
+    trials = record.trials if record is not None else ()
+    recorded = sum(1 for t in trials if t.status != "not_run")
+    state = record.state if record is not None else None
     pid = read_pid(run_dir)
     supervisor_alive = process_alive(pid, _mtime(run_dir / PID_FILE))
     pytest_alive = bool(beat) and process_alive(beat.get("pid"), beat.get("started_unix"))
@@ -237,13 +242,13 @@ def run_status(run_dir: Path) -> RunStatus:
         return RunStatus(run_dir.name, "failed", f": {reason}; log {run_dir / LOG_FILE}")
     finished = (run_dir / COMPLETE).is_file() or (state in FINAL_STATES and not supervisor_alive)
     if finished:
-        counts = record.get("counts") or {}
+        counts = record.counts if record is not None else {}
+        tag = record.tag if record is not None else None
         tally = "".join(f", {k} {v}" for k, v in sorted(counts.items()))
         return RunStatus(
             run_dir.name,
             state or "complete",
-            f" ({recorded} trials recorded){tally}, tag {record.get('tag')}, "
-            f"report {run_dir / 'report.md'}",
+            f" ({recorded} trials recorded){tally}, tag {tag}, report {run_dir / 'report.md'}",
         )
     if supervisor_alive or pytest_alive:
         if not beat:

@@ -2,15 +2,19 @@
 
 Each call runs a real ``pytest --bench`` session in a subprocess (so every gate, cache, guard and
 record applies exactly as on the command line, and the test's own session is untouched) and
-returns a :class:`BenchResult` with the run's samples, statistics and verdicts::
+returns the run's record, the :class:`~.records.record.RunRecord` every other reader of a run
+gets (``load_run``), with how the session ended on ``record.session`` (a
+:class:`~.records.record.SessionOutcome`: exit code and output)::
 
     def test_merge_is_faster(bench):
         result = bench.run("bench.yaml", params={"corpus.n_docs": 600}, replicates=3)
-        assert result.counts == {"passed": 6}
+        assert result.counts == {"passed": 6}, result.session.output
         assert not result.verdict("p50_ms", "optimize").regressed
 
 A verdict is a frozen :class:`~.stats.comparability.Verdict` (``improved``, ``regressed``,
-``no_change``, ``not_comparable``, ``ratio``, ``interval``, ``p_holm``, ``reason``, ...).
+``no_change``, ``not_comparable``, ``ratio``, ``interval``, ``p_holm``, ``reason``, ...);
+``result.samples(metric)`` and ``result.stats(metric)`` give the values and their statistics
+per treatment, ``result.trials`` the typed trials, ``result.dir`` the run folder.
 
 The data directory is shared by every test of the session (``<basetemp>/bench_home``), so a
 prep built by one test is reused by the next. A session that records no run (a gate-1 error,
@@ -21,26 +25,22 @@ stopped as Ctrl-C stops it, its records kept, and raises :class:`BenchTimeoutErr
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.config.safe_yaml import read_yaml_input
 from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import BenchError, ConfigError
-from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.record import RunRecord, SessionOutcome, load_run
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line
-from pytest_benchmark_agent.stats.comparability import Verdict
 
 #: Beyond a file's wall-clock budget, time for the session to start (collection, gate 1) and to
 #: end its run (judging, the records and reports): a generous bound, not a measured figure.
@@ -68,83 +68,6 @@ class BenchTimeoutError(BenchSessionError):
         super().__init__(message, output, exit_code)
 
 
-@dataclass
-class BenchResult:
-    """One recorded run: the record of ``results.yaml`` plus how the session ended."""
-
-    exit_code: int
-    output: str
-    run_dir: Path
-    record: dict[str, Any]
-
-    @property
-    def tag(self) -> str:
-        return self.record.get("tag", "")
-
-    @property
-    def state(self) -> str:
-        return self.record.get("state", "")
-
-    @property
-    def trials(self) -> list[dict[str, Any]]:
-        return self.record.get("trials") or []
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """Trials per status, e.g. ``{"passed": 10}``."""
-        counts: dict[str, int] = {}
-        for trial in self.trials:
-            counts[trial["status"]] = counts.get(trial["status"], 0) + 1
-        return counts
-
-    def samples(self, metric: str) -> dict[str, list[float]]:
-        """Treatment -> the metric's values over the passed trials, in execution order."""
-        table: dict[str, list[float]] = {t: [] for t in self.record.get("treatments") or []}
-        for trial in self.trials:
-            if trial["status"] == "passed" and metric in trial["metrics"]:
-                table.setdefault(trial["treatment"], []).append(trial["metrics"][metric])
-        return table
-
-    def stats(self, metric: str) -> dict[str, dict[str, Any]]:
-        """Treatment -> descriptive statistics of the metric (n, median, mean, cv, ...)."""
-        return (self.record.get("summary") or {}).get(metric, {})
-
-    @property
-    def treatments(self) -> list[str]:
-        """The run's treatment labels as declared, each as its command line shows it (``9``,
-        ``true``)."""
-        return [str(t) for t in self.record.get("treatments") or []]
-
-    @functools.cached_property
-    def verdicts(self) -> dict[str, dict[str, Verdict]]:
-        """Metric -> non-control treatment -> gate 2's verdict, read once from the record."""
-        return {
-            metric: {label: Verdict.from_dict(record) for label, record in per.items()}
-            for metric, per in (self.record.get("verdicts") or {}).items()
-        }
-
-    def verdict(self, metric: str, treatment: Any) -> Verdict:
-        """Gate 2's verdict on ``metric`` for ``treatment`` against the control (a run of one
-        configuration has none: it is compared with other runs only). ``treatment`` is its
-        value as the file wrote it (``9``, ``"9"``, ``True``) or its label."""
-        label = as_text(treatment)
-        if metric not in self.verdicts:
-            raise KeyError(
-                f"no verdict on {metric!r} for treatment {treatment!r} in {self.run_dir}: "
-                f"verdicts cover the metrics {sorted(self.verdicts)}"
-            )
-        try:
-            return self.verdicts[metric][label]
-        except KeyError:
-            judged = list(self.verdicts[metric])
-            raise KeyError(
-                f"no verdict on {metric!r} for treatment {treatment!r} in {self.run_dir}: "
-                f"the run's treatments are {self.treatments} (control "
-                f"{self.record.get('control')!r}, which has no verdict of its own); "
-                f"judged: {judged}"
-            ) from None
-
-
 class BenchRunner:
     """What the ``bench`` fixture returns: runs sessions against one data directory."""
 
@@ -161,7 +84,7 @@ class BenchRunner:
         args: Sequence[str] = (),
         timeout: float | None = None,
         **fields: Any,
-    ) -> BenchResult:
+    ) -> RunRecord:
         """Run a benchmark file (a path, or a whole benchmark document as a mapping).
 
         ``params`` override declared params (``--bench-set``); other keyword arguments replace
@@ -192,7 +115,7 @@ class BenchRunner:
         args: Sequence[str] = (),
         timeout: float | None = None,
         **fields: Any,
-    ) -> BenchResult:
+    ) -> RunRecord:
         """Run a Python Domain (its registered name, or the class itself) with every param
         in ``params``; other keyword arguments are top-level fields (``replicates=2``).
         Without ``treatment_variable`` and ``treatments`` it measures one configuration (the
@@ -220,7 +143,7 @@ class BenchRunner:
         args: Sequence[str],
         fields: Mapping[str, Any],
         timeout: float | None,
-    ) -> BenchResult:
+    ) -> RunRecord:
         copy = None
         if fields:
             document = _mapping(path)
@@ -252,7 +175,7 @@ class BenchRunner:
             )
         if not (run_dir / "results.yaml").is_file():
             raise BenchSessionError(f"benchmark session of {path} recorded no run", output, code)
-        return BenchResult(code, output, run_dir, load_results(run_dir))
+        return load_run(run_dir).replace(session=SessionOutcome(code, output))
 
 
 def _run_session(command: list[str], cwd: Path, timeout: float | None) -> tuple[int, str, bool]:

@@ -128,6 +128,33 @@ def check_document(path: Path, document: Any) -> None:
     """Refuse a document that is not a run export this version reads, naming the field."""
     if not isinstance(document, dict):
         raise PortableError(path, "", f"expected a JSON object, found {_kind(document)}")
+    _check_format(path, document)
+    run_id = document.get("run_id")
+    check_run_id(path, "run_id", run_id)
+    record = _field(path, document, "record", dict)
+    config = _field(path, document, "config", dict)
+    trials = _field(path, document, "trials", list)
+    if document.get("index") is not None and not isinstance(document["index"], dict):
+        raise PortableError(
+            path, "index", f"expected an object or null, found {_kind(document['index'])}"
+        )
+    if document.get("report") is not None and not isinstance(document["report"], str):
+        raise PortableError(
+            path, "report", f"expected text or null, found {_kind(document['report'])}"
+        )
+    for where, value in (
+        ("record.run_id", record.get("run_id")),
+        ("config.run_id", config.get("run_id")),
+    ):
+        if value is not None and value != run_id:
+            raise PortableError(path, where, f"is {value!r}, but the file's run_id is {run_id!r}")
+    _check_record(path, record)
+    _check_config(path, config)
+    _check_trials(path, trials)
+
+
+def _check_format(path: Path, document: Mapping[str, Any]) -> None:
+    """The format's name, and a ``schema_version`` this version reads."""
     if document.get("format") != FORMAT:
         raise PortableError(
             path,
@@ -147,26 +174,10 @@ def check_document(path: Path, document: Any) -> None:
             f"{SCHEMA_VERSION}"
             + ("; upgrade pytest-benchmark-agent to import it" if newer else ""),
         )
-    run_id = document.get("run_id")
-    check_run_id(path, "run_id", run_id)
-    record = _field(path, document, "record", dict)
-    config = _field(path, document, "config", dict)
-    trials = _field(path, document, "trials", list)
-    for key in ("index",):
-        if document.get(key) is not None and not isinstance(document[key], dict):
-            raise PortableError(
-                path, key, f"expected an object or null, found {_kind(document[key])}"
-            )
-    if document.get("report") is not None and not isinstance(document["report"], str):
-        raise PortableError(
-            path, "report", f"expected text or null, found {_kind(document['report'])}"
-        )
-    for where, value in (
-        ("record.run_id", record.get("run_id")),
-        ("config.run_id", config.get("run_id")),
-    ):
-        if value is not None and value != run_id:
-            raise PortableError(path, where, f"is {value!r}, but the file's run_id is {run_id!r}")
+
+
+def _check_record(path: Path, record: Mapping[str, Any]) -> None:
+    """The record's name, state and tag, a finished state, and the shape of its tables."""
     for key in ("name", "state", "tag"):
         if not isinstance(record.get(key), str) or not record[key]:
             raise PortableError(
@@ -185,6 +196,10 @@ def check_document(path: Path, document: Any) -> None:
             raise PortableError(
                 path, f"record.{key}", f"expected {kind.__name__}, found {_kind(record[key])}"
             )
+
+
+def _check_config(path: Path, config: Mapping[str, Any]) -> None:
+    """The frozen config and fingerprint, the config validating with this version."""
     _field(path, config, "config", dict, "config.")
     _field(path, config, "fingerprint", dict, "config.")
     try:
@@ -197,6 +212,10 @@ def check_document(path: Path, document: Any) -> None:
             "the frozen config does not validate with "
             "this version: " + " ".join(line.strip() for line in first),
         ) from None
+
+
+def _check_trials(path: Path, trials: list[Any]) -> None:
+    """Each trial an object with its id, treatment and status as text and its metrics."""
     for number, trial in enumerate(trials):
         where = f"trials[{number}]"
         if not isinstance(trial, dict):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records.fingerprint import code_label
@@ -69,6 +70,15 @@ class PlannedTrial:
     stage: str
     seed: int | None = None
     position: int = 0
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    """How the pytest session that recorded a run ended, for a run the ``bench`` fixture
+    started (:mod:`.engine.fixture`): not in ``results.yaml``, which the session wrote."""
+
+    exit_code: int
+    output: str
 
 
 @dataclass(frozen=True)
@@ -236,6 +246,12 @@ class RunRecord:
     # -- the judge's (issue 36): ``--bench-against``'s (control, treatment) label pairs
     # (:attr:`.BenchPlan.revision_pairs`), each judged alone; empty on a record read from disk.
     revision_pairs: tuple[tuple[str, str], ...] = ()
+    #: The benchmark file, resolved (``config.yaml``'s ``source``): what ``publish`` links a
+    #: run's series to. (The same field as the writers' block adds: keep one when merging.)
+    source: str | None = None
+    #: Not in ``results.yaml`` either: the session's exit code and output, set by the ``bench``
+    #: fixture on the record it returns (None for a record read or made otherwise).
+    session: SessionOutcome | None = None
 
     @property
     def home(self) -> Path | None:
@@ -257,6 +273,7 @@ class RunRecord:
         fingerprint: Mapping[str, Any] | None = None,
         planned: tuple[PlannedTrial, ...] = (),
         revision_pairs: tuple[tuple[str, str], ...] = (),
+        source: str | None = None,
     ) -> RunRecord:
         """The record a ``results.yaml`` document holds (checked by :func:`.reader.load_results`
         when it came from disk). A record without ``schema_version`` predates the field and
@@ -312,6 +329,7 @@ class RunRecord:
             fingerprint=freeze(fingerprint or {}),
             planned=planned,
             revision_pairs=revision_pairs,
+            source=source,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -368,7 +386,7 @@ class RunRecord:
             )
         return per[label]
 
-    # -- what the judge reads of a run (issue 36: RecordView's members) ----------------------
+    # -- what a comparison across runs reads (the judge, the verbs, bisect) -----------------------
 
     @property
     def code(self) -> str:
@@ -403,6 +421,10 @@ class RunRecord:
                 if (later.started or "") < (earlier.ended or ""):
                     pairs.append((earlier.id, later.id))
         return pairs
+
+    def specs(self) -> Mapping[str, MetricSpec]:
+        """The metrics of the frozen config (ValueError when it no longer validates)."""
+        return self.model.metrics
 
     def replace(self, **changes: Any) -> RunRecord:
         """A copy with ``changes`` (frozen in turn)."""
@@ -439,6 +461,7 @@ def load_run(run_dir: Path) -> RunRecord:
         run_dir=run_dir,
         config=frozen.get("config") or {},
         fingerprint=frozen.get("fingerprint") or {},
+        source=frozen.get("source"),
         planned=tuple(
             PlannedTrial(id=str(i), treatment="", replicate=0, stage="")
             for i in planned

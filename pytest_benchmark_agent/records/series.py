@@ -18,15 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.records.fingerprint import code_label
-from pytest_benchmark_agent.records.reader import (
-    UnreadableRecord,
-    load_results,
-    load_yaml,
-    skip_unreadable,
-)
+from pytest_benchmark_agent.records.frozen import thaw
+from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
+from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.records.store import runs_in
-from pytest_benchmark_agent.records.writer import ci_gate_outcome
 
 #: Run states whose figures are whole (a killed run's are not).
 FINISHED_STATES = frozenset({"complete", "halted"})
@@ -91,38 +86,41 @@ def load_points(home: Path) -> list[RunPoint]:
 
 def _point(run_dir: Path) -> RunPoint | None:
     """The run in ``run_dir`` as a point, or None when it did not finish."""
-    results = load_results(run_dir)
-    if results.get("state") not in FINISHED_STATES:
+    record = load_run(run_dir)
+    if record.state not in FINISHED_STATES:
         return None
-    config_path = run_dir / "config.yaml"
-    document = load_yaml(config_path) if config_path.is_file() else {}
-    if not isinstance(document, dict):
-        raise UnreadableRecord(config_path, "not a mapping of fields")
-    specs = _mapping(_mapping(document.get("config")).get("metrics"))
-    identity = _mapping(_mapping(document.get("fingerprint")).get("code_identity"))
-    control = str(results.get("control"))
+    specs = _mapping(record.config.get("metrics"))
+    identity = _mapping(record.fingerprint.get("code_identity"))
     values: dict[str, list[Any]] = {}
-    for trial in results.get("trials") or []:
-        if trial.get("status") == "passed" and str(trial.get("treatment")) == control:
-            for metric, value in _mapping(trial.get("metrics")).items():
+    for trial in record.passed():
+        if trial.treatment == record.control:
+            for metric, value in trial.metrics.items():
                 values.setdefault(str(metric), []).append(value)
     numeric = {m: [float(v) for v in vs if _is_number(v)] for m, vs in values.items()}
     guarded = {m for m, spec in specs.items() if _is_guard(_mapping(spec))}
     return RunPoint(
         run_id=run_dir.name,
-        name=str(results.get("name")),
-        tag=str(results.get("tag")),
-        state=str(results.get("state")),
-        started=str(results.get("started") or ""),
-        ci_gate=ci_gate_outcome(results),
+        name=record.name,
+        tag=record.tag,
+        state=record.state,
+        started=record.started or "",
+        ci_gate=_gate_outcome(record),
         commit=identity.get("commit") if isinstance(identity.get("commit"), str) else None,
         dirty=bool(identity.get("dirty")),
-        code_label=code_label(identity),
-        source=document.get("source") if isinstance(document.get("source"), str) else None,
-        metrics={str(m): dict(_mapping(s)) for m, s in specs.items()},
+        code_label=record.code,
+        source=record.source if isinstance(record.source, str) else None,
+        metrics={str(m): thaw(s) for m, s in specs.items()},
         values={m: v for m, v in numeric.items() if v and m in specs and m not in guarded},
         guard_values={m: v for m, v in values.items() if m in guarded},
     )
+
+
+def _gate_outcome(record: RunRecord) -> str | None:
+    """The CI gate's outcome (``passed``, ``regressed``, ``unjudged``): the run's own gate,
+    else (a record from before it was kept) its baseline comparison's."""
+    gate = record.ci_gate or (record.baseline.gate if record.baseline is not None else {})
+    outcome = gate.get("outcome")
+    return outcome if isinstance(outcome, str) else None
 
 
 def _is_guard(spec: Mapping[str, Any]) -> bool:
