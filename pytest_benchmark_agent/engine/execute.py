@@ -51,7 +51,6 @@ from pytest_benchmark_agent.guards.gpu import (
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import release_lock, utc_now
 from pytest_benchmark_agent.records.run import BenchRun
-from pytest_benchmark_agent.records.views import RunView
 
 
 @dataclass
@@ -96,12 +95,11 @@ class StageContext:
         self, run: BenchRun, stage: str, trial_id: str | None
     ) -> Callable[[float, float], None]:
         """Publish a stage's start; returns the progress callback for its run."""
-        view = RunView(run)
-        self.hook.pytest_bench_stage_started(run=view, stage=stage, trial_id=trial_id)
+        self.hook.pytest_bench_stage_started(run=run.record(), stage=stage, trial_id=trial_id)
 
         def progress(elapsed_s: float, peak_rss_mb: float) -> None:
             self.hook.pytest_bench_stage_progress(
-                run=view,
+                run=run.record(),
                 stage=stage,
                 trial_id=trial_id,
                 elapsed_s=elapsed_s,

@@ -215,6 +215,12 @@ class RunRecord:
     config: Mapping[str, Any] = field(default_factory=FrozenDict)
     fingerprint: Mapping[str, Any] = field(default_factory=FrozenDict)
     planned: tuple[PlannedTrial, ...] = ()
+    #: The writers' block (hooks, records, reports): where the benchmark file is, resolved
+    #: (``config.yaml``'s ``source``), for a writer that has only the record; under
+    #: ``--bench-against``, each (control, treatment) pair of labels measured together (a live
+    #: run's only: the job summary names each treatment's own control).
+    source: str | None = None
+    revision_pairs: tuple[tuple[str, str], ...] = ()
 
     @property
     def home(self) -> Path | None:
@@ -235,6 +241,7 @@ class RunRecord:
         config: Mapping[str, Any] | None = None,
         fingerprint: Mapping[str, Any] | None = None,
         planned: tuple[PlannedTrial, ...] = (),
+        source: str | None = None,
     ) -> RunRecord:
         """The record a ``results.yaml`` document holds (checked by :func:`.reader.load_results`
         when it came from disk). A record without ``schema_version`` predates the field and
@@ -284,6 +291,7 @@ class RunRecord:
             config=freeze(config or {}),
             fingerprint=freeze(fingerprint or {}),
             planned=planned,
+            source=source,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -338,6 +346,25 @@ class RunRecord:
             )
         return per[label]
 
+    # -- the writers' block (hooks, records, reports): what the reports ask of the trials ------
+
+    def hosts(self) -> list[str]:
+        """The hosts that recorded a trial, sorted."""
+        return sorted({t.host for t in self.trials if t.host})
+
+    def overlapping_measurements(self) -> list[tuple[str, str]]:
+        """Pairs of trials (ids) whose measurement windows overlapped on the same host."""
+        pairs = []
+        for host in self.hosts():
+            timed = sorted(
+                (t for t in self.trials if t.host == host and t.started and t.ended),
+                key=lambda t: str(t.started),
+            )
+            for earlier, later in zip(timed, timed[1:], strict=False):
+                if str(later.started) < str(earlier.ended):
+                    pairs.append((earlier.id, later.id))
+        return pairs
+
     def replace(self, **changes: Any) -> RunRecord:
         """A copy with ``changes`` (frozen in turn)."""
         return dataclasses.replace(self, **{k: freeze(v) for k, v in changes.items()})
@@ -373,6 +400,7 @@ def load_run(run_dir: Path) -> RunRecord:
         run_dir=run_dir,
         config=frozen.get("config") or {},
         fingerprint=frozen.get("fingerprint") or {},
+        source=frozen.get("source"),
         planned=tuple(
             PlannedTrial(id=str(i), treatment="", replicate=0, stage="")
             for i in planned

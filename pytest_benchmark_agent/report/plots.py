@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.records.safetext import one_line
-from pytest_benchmark_agent.report.units import axis_label
+from pytest_benchmark_agent.report.units import axis_label, verdict_text
+from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import show_value
 
 NO_MATPLOTLIB = (
@@ -145,7 +146,7 @@ def _figure(
             and trial.get("treatment") in treatments
         ):
             key = (trial.get("host"), trial.get("replicate"), trial.get("seed"))
-            recorded.setdefault(key, {})[trial["treatment"]] = value
+            recorded.setdefault(key, {})[trial.get("treatment")] = value
     if not recorded:
         return None
     categories: dict[Any, int] = {}
@@ -232,12 +233,6 @@ def _value_axis(axes: Any, blocks: Any) -> None:
         axes.set_ylim(bottom=0, top=max(everything) * 1.08)
 
 
-def _said(verdict: Mapping[str, Any]) -> str:
+def _said(verdict: Verdict) -> str:
     """A verdict with gate 2's ratio and its interval, as in the report's tables."""
-    text = str(verdict.get("verdict"))
-    ratio, ci = verdict.get("ratio"), verdict.get("ci")
-    if ratio is not None:
-        text += f" x{ratio:.4g}"
-    if ci:
-        text += f" [{ci[0]:.4g}, {ci[1]:.4g}]"
-    return text
+    return verdict_text(verdict)
