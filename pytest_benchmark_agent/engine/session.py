@@ -32,8 +32,8 @@ from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
+from pytest_benchmark_agent.engine.context import StageContext
 from pytest_benchmark_agent.engine.counters import fingerprint_label
-from pytest_benchmark_agent.engine.execute import StageContext
 from pytest_benchmark_agent.engine.finish import finish, take_caveats
 from pytest_benchmark_agent.engine.isolation import HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan

@@ -23,7 +23,7 @@ from pytest_benchmark_agent.records.frozen import freeze
 from pytest_benchmark_agent.records.fsutil import utc_now
 
 if TYPE_CHECKING:
-    from pytest_benchmark_agent.engine.execute import StageContext
+    from pytest_benchmark_agent.engine.context import StageContext
     from pytest_benchmark_agent.records.run import BenchRun
 
 

@@ -113,23 +113,11 @@ def render_report(
         "- **Record:** [results.yaml](results.yaml), [config.yaml](config.yaml); "
         "[report.html](report.html) is this report as one page",
         "",
-        "## Controls",
+        *_controls(run),
         "",
-        "Every declared parameter and its value ("
-        + (
-            "one configuration: every one is held fixed"
-            if run.one_configuration
-            else "the treatment variable varies; everything else is held fixed"
-        )
-        + "):",
+        "## Results",
         "",
-        "| param | value | role |",
-        "|---|---|---|",
     ]
-    for name, value in config.params.items():
-        role = "TREATMENT" if name == run.treatment_variable else "CONTROL"
-        lines.append(f"| {md_code(name)} | {md_code(as_text(value))} | {role} |")
-    lines += ["", "## Results", ""]
     lines += _design(run)
     lines += _metric_tables(run, set(plots or []))
     if plot_note:
@@ -151,6 +139,28 @@ def render_report(
     lines += ["", "## Environment", ""]
     lines += _environment(run)
     return "\n".join(lines) + "\n"
+
+
+def _controls(run: RunRecord) -> list[str]:
+    """Every declared parameter, its value and whether it is the treatment variable."""
+    lines = [
+        "## Controls",
+        "",
+        "Every declared parameter and its value ("
+        + (
+            "one configuration: every one is held fixed"
+            if run.one_configuration
+            else "the treatment variable varies; everything else is held fixed"
+        )
+        + "):",
+        "",
+        "| param | value | role |",
+        "|---|---|---|",
+    ]
+    for name, value in run.model.params.items():
+        role = "TREATMENT" if name == run.treatment_variable else "CONTROL"
+        lines.append(f"| {md_code(name)} | {md_code(as_text(value))} | {role} |")
+    return lines
 
 
 def _treatment_line(run: RunRecord) -> str:
