@@ -25,7 +25,7 @@ from pytest_benchmark_agent.records.reader import UnreadableRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, load_run
 from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code
 from pytest_benchmark_agent.report.summary_lines import across_verdicts, both_revisions
-from pytest_benchmark_agent.report.units import interval, ratio
+from pytest_benchmark_agent.report.units import interval, number, ratio
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
 
@@ -212,7 +212,7 @@ def _value(row: Mapping[str, Any] | None) -> str:
         return "-"
     if "values" in row:
         return values_text(row, "`")
-    return f"{row['median']:.4g}" if row.get("median") is not None else "-"
+    return "-" if row.get("median") is None else number(float(row["median"]))
 
 
 def _cell(text: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, verdict_table
-from pytest_benchmark_agent.report.units import human, unit_of
+from pytest_benchmark_agent.report.units import human, ratio, unit_of
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import tukey_outliers, values_text
 from pytest_benchmark_agent.stats.geomean import GeoMean, geometric_mean
@@ -124,18 +124,18 @@ def comparison_text(label: str, control: str, metric: str, verdict: Verdict) -> 
     """``label is xF +- H <word> than control (metric, interval ...)`` from a verdict's ratio
     (label over control) and interval; "" without a ratio. F is at least 1: the ratio or its
     inverse, whichever says "faster"/"slower" (times) or "higher"/"lower" (other metrics)."""
-    ratio, ci = verdict.ratio, verdict.ci
-    if not isinstance(ratio, (int, float)) or ratio <= 0:
+    value, ci = verdict.ratio, verdict.ci
+    if not isinstance(value, (int, float)) or value <= 0:
         return ""
     timed = unit_of(metric) in _TIME_UNITS
-    if ratio < 1:
-        factor, word = 1 / ratio, "faster" if timed else "lower"
+    if value < 1:
+        factor, word = 1 / value, "faster" if timed else "lower"
         bounds = (1 / ci[1], 1 / ci[0]) if ci and min(ci) > 0 else None
     else:
-        factor, word = ratio, "slower" if timed else "higher"
+        factor, word = value, "slower" if timed else "higher"
         bounds = (ci[0], ci[1]) if ci else None
     spread = f" +- {(bounds[1] - bounds[0]) / 2:.2f}" if bounds else ""
-    interval = f", interval x{bounds[0]:.3g} to x{bounds[1]:.3g}" if bounds else ""
+    interval = f", interval {ratio(bounds[0], 3)} to {ratio(bounds[1], 3)}" if bounds else ""
     judged = f", {verdict.verdict}" if verdict.verdict else ""
     return f"{label} is x{factor:.2f}{spread} {word} than {control} ({metric}{interval}{judged})"
 
@@ -165,10 +165,10 @@ def run_geomeans(run: RunRecord) -> dict[str, dict[str, GeoMean]]:
 
 def geomean_text(what: str, direction: str, mean: GeoMean) -> str:
     """``geometric mean of 2 lower-is-better ratios b/a (wall_s, cpu_s): x0.91 [x0.88, x0.95]``."""
-    interval = f" [x{mean.ci[0]:.3g}, x{mean.ci[1]:.3g}]" if mean.ci else " (no interval)"
+    interval = f" [{ratio(mean.ci[0], 3)}, {ratio(mean.ci[1], 3)}]" if mean.ci else " (no interval)"
     return (
         f"geometric mean of {mean.n} {direction}-is-better ratios {what} "
-        f"({', '.join(mean.names)}): x{mean.ratio:.3g}{interval}"
+        f"({', '.join(mean.names)}): {ratio(mean.ratio, 3)}{interval}"
     )
 
 
