@@ -241,7 +241,7 @@ def pytest_configure(config):
 def pytest_bench_trial_finished(trial, run):
     # What the engine does for a stage running over a minute, here after every trial.
     CONFIG[0].hook.pytest_bench_stage_progress(
-        run=run, stage="measure", trial_id=trial["id"], elapsed_s=61.5, peak_rss_mb=12.5)
+        run=run, stage="measure", trial_id=trial.id, elapsed_s=61.5, peak_rss_mb=12.5)
 """
 
 

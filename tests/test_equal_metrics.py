@@ -447,6 +447,7 @@ def test_a_hash_changed_since_an_earlier_run_is_a_regression_across_runs(
 def test_the_plot_of_an_exact_metric_has_its_values_verbatim_as_its_rows(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from pytest_benchmark_agent.report.plots import _figure, write_plots
+    from pytest_benchmark_agent.stats.comparability import Verdict
 
     trials = [
         {
@@ -460,7 +461,7 @@ def test_the_plot_of_an_exact_metric_has_its_values_verbatim_as_its_rows(tmp_pat
         for k in range(3)
         for t in ("a", "b")
     ]
-    axes = _figure("h", trials, ["a", "b"], {"b": {"verdict": "regressed"}}, exact=True).axes[0]
+    axes = _figure("h", trials, ["a", "b"], {"b": Verdict("regressed")}, exact=True).axes[0]
     assert [tick.get_text() for tick in axes.get_yticklabels()] == [str(BIG), str(NEXT)]
     from matplotlib.collections import LineCollection
 

@@ -19,6 +19,7 @@ from pytest_benchmark_agent.report.plots import (  # noqa: E402
     _figure,
     write_plots,
 )
+from pytest_benchmark_agent.stats.comparability import Verdict  # noqa: E402
 
 
 def _trials(blocks: int, treatments: list[str]) -> list[dict]:
@@ -121,7 +122,7 @@ def test_the_png_is_written_atomically_under_its_name(tmp_path) -> None:
         _trials(4, ["a", "b"]),
         ["wall_s", "rows/s"],
         ["a", "b"],
-        {"wall_s": {"b": {"verdict": "improved"}}},
+        {"wall_s": {"b": Verdict("improved")}},
     )
     assert note is None
     assert files == ["plot-wall_s.png", "plot-rows_s.png"]
@@ -195,7 +196,7 @@ def test_a_small_difference_has_a_linear_axis_from_zero_without_offset() -> None
 
 def test_the_title_quotes_the_verdict_with_its_ratio_and_interval() -> None:
     trials = _valued({"a": [1.0, 1.1], "b": [2.0, 2.1]})
-    verdicts = {"b": {"verdict": "regressed", "ratio": 1.93, "ci": [1.8, 2.05]}}
+    verdicts = {"b": Verdict("regressed", ratio=1.93, ci=(1.8, 2.05))}
     axes = _figure("wall_s", trials, ["a", "b"], verdicts).axes[0]
     assert axes.get_title() == "wall_s (b: regressed x1.93 [1.8, 2.05])"
 

@@ -17,7 +17,7 @@ from pytest_benchmark_agent.records.portable import (
     read_document,
     to_json,
 )
-from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.record import load_run
 from pytest_benchmark_agent.report.exports import FORMATS, export_text
 
 
@@ -30,7 +30,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "portable":
         text = to_json(export_run(run_dir))
     else:
-        text = export_text(load_results(run_dir), args.format)
+        text = export_text(load_run(run_dir), args.format)
     if args.output == "-":
         sys.stdout.write(text)
     else:

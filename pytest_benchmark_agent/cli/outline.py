@@ -51,7 +51,7 @@ def order_outline(trials: Sequence[TrialRecord], control: str) -> str:
 def skeptical_outline(record: RunRecord) -> list[str]:
     """The four parts of the skeptical reading, filled with what the record says."""
     try:
-        specs: Mapping[str, MetricSpec] = record.specs()
+        specs: Mapping[str, MetricSpec] = record.model.metrics
     except ValueError:
         specs = {}
     return [

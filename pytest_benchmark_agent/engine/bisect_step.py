@@ -59,7 +59,7 @@ class Evidence:
 
 def evidence(record: RunRecord) -> list[Evidence]:
     """The primary metrics' verdicts of a step's run (the candidate against GOOD)."""
-    specs = record.specs()
+    specs = record.model.metrics
     found = []
     for metric in primary_metrics(specs):
         spec = specs[metric]

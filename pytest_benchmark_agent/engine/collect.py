@@ -16,14 +16,9 @@ import pytest
 
 from pytest_benchmark_agent.config import gate1
 from pytest_benchmark_agent.config.recipe import load_benchmark
-from pytest_benchmark_agent.engine.execute import (
-    PrepOutcome,
-    TrialNotPassed,
-    interrupted_record,
-    obtain_prep,
-    run_trial,
-)
+from pytest_benchmark_agent.engine.execute import TrialNotPassed, interrupted_record, run_trial
 from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, build_plan
+from pytest_benchmark_agent.engine.preps import PrepOutcome, obtain_prep
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records import recover, redact
 from pytest_benchmark_agent.records.safetext import printable

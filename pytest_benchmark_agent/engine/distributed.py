@@ -30,9 +30,11 @@ from pytest_benchmark_agent.engine.isolation import host_id
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.engine.session import BenchSession
 from pytest_benchmark_agent.records import recover, redact
+from pytest_benchmark_agent.records.frozen import freeze, thaw
 from pytest_benchmark_agent.records.fsutil import utc_now
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.run import BenchRun
-from pytest_benchmark_agent.records.views import FrozenMapping, RunView, thaw
+from pytest_benchmark_agent.records.schema import TrialRecord
 
 #: The name of the benchmark's entry in a report's ``user_properties`` and in ``workeroutput``.
 KEY = "benchmark_agent"
@@ -108,7 +110,7 @@ class WorkerChannel:
         self._sent: dict[str, tuple[int, int, int]] = {}
 
     @pytest.hookimpl
-    def pytest_bench_trial_finished(self, trial: FrozenMapping, run: RunView) -> None:
+    def pytest_bench_trial_finished(self, trial: TrialRecord, run: RunRecord) -> None:
         self._pending.setdefault(run.run_id, []).append(thaw(trial))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -295,7 +297,7 @@ class DistributedController:
         run.started = started or utc_now()
         run.fingerprint = fingerprint
         try:
-            self.bench.hook.pytest_bench_run_started(run=RunView(run))
+            self.bench.hook.pytest_bench_run_started(run=run.record())
         except OSError as exc:
             self.bench._write_failed(run, exc)
 
@@ -308,9 +310,8 @@ class DistributedController:
         self._ids.setdefault(run.run_id, set()).add(trial["id"])
         run.trials.append(trial)
         try:
-            self.bench.hook.pytest_bench_trial_finished(
-                trial=FrozenMapping(trial), run=RunView(run)
-            )
+            published = run.record()
+            self.bench.hook.pytest_bench_trial_finished(trial=published.trials[-1], run=published)
         except OSError as exc:
             self.bench._write_failed(run, exc)
 
@@ -318,9 +319,7 @@ class DistributedController:
         """A worker's warm-up round: recorded with the run's, journalled as it comes."""
         run.warmups.append(warmup)
         try:
-            self.bench.hook.pytest_bench_warmup_finished(
-                warmup=FrozenMapping(warmup), run=RunView(run)
-            )
+            self.bench.hook.pytest_bench_warmup_finished(warmup=freeze(warmup), run=run.record())
         except OSError as exc:
             self.bench._write_failed(run, exc)
 

@@ -16,9 +16,9 @@ from pytest_benchmark_agent.engine.execute import BUDGET_STOP
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.sequential import sequential_outcome
 from pytest_benchmark_agent.records.fsutil import utc_now
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.run import BenchRun
-from pytest_benchmark_agent.records.views import RunView
-from pytest_benchmark_agent.report.markdown import what_went_wrong
+from pytest_benchmark_agent.report.wrong import what_went_wrong
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.judge.baseline import Resolution
@@ -33,13 +33,13 @@ def finish(
     in_flight: str | None = None,
     ended: str | None = None,
     baseline: Resolution | None = None,
-) -> RunView:
+) -> RunRecord:
     """End ``run`` and publish it through ``hook`` (a pytest or pluggy hook relay).
 
     Each planned trial without a record is recorded ``not_run`` for ``why`` (default: the run's
     stop reason or sequential decision), the one named ``in_flight`` ``interrupted``. The state is
     ``interrupted`` when ``interrupted`` or a trial was cut short (not by a budget), ``halted``
-    when a budget stopped it, else ``complete``. Returns the read-only view the hooks saw.
+    when a budget stopped it, else ``complete``. Returns the record the hooks saw.
     """
     sequential = sequential_outcome(run.record())
     run.decided = run.decided or (sequential.decided if sequential else None)
@@ -62,16 +62,16 @@ def finish(
     run.summarize()
     take_caveats(run, hook)
     run.judged(judge.judge_run(run.record(), sequential, baseline))
-    run.what_went_wrong = what_went_wrong(run)
-    view = RunView(run)
-    hook.pytest_bench_run_finished(run=view)
-    return view
+    run.what_went_wrong = what_went_wrong(run.record())
+    record = run.record()
+    hook.pytest_bench_run_finished(run=record)
+    return record
 
 
 def take_caveats(run: BenchRun, hook: Any) -> None:
     """Add what plugins return from ``pytest_bench_run_caveats``: the one way a hook adds
-    to a run (its view is read-only), judged like the engine's own caveats."""
-    for caveats in hook.pytest_bench_run_caveats(run=RunView(run)):
+    to a run (its record is frozen), judged like the engine's own caveats."""
+    for caveats in hook.pytest_bench_run_caveats(run=run.record()):
         run.caveats += [c for c in caveats or () if c not in run.caveats]
 
 

@@ -32,8 +32,8 @@ from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
+from pytest_benchmark_agent.engine.context import StageContext
 from pytest_benchmark_agent.engine.counters import fingerprint_label
-from pytest_benchmark_agent.engine.execute import StageContext
 from pytest_benchmark_agent.engine.finish import finish, take_caveats
 from pytest_benchmark_agent.engine.isolation import HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan
@@ -46,7 +46,6 @@ from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
 from pytest_benchmark_agent.home import data_home
 from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
-from pytest_benchmark_agent.judge.ci_gate import ci_gate
 from pytest_benchmark_agent.judge.sequential import sequential_stop
 from pytest_benchmark_agent.records import hostcheck, recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
@@ -55,9 +54,8 @@ from pytest_benchmark_agent.records.reader import read_journal
 from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun, new_run_id, new_session_token
 from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.schema import TrialRecord
-from pytest_benchmark_agent.records.views import FrozenMapping, RunView
-from pytest_benchmark_agent.report.markdown import terminal_lines
 from pytest_benchmark_agent.report.summary_lines import session_geomean_lines
+from pytest_benchmark_agent.report.terminal import terminal_lines
 
 
 class BenchSession:
@@ -307,7 +305,7 @@ class BenchSession:
                 if wall_clock is not None:
                     self.stage_context.deadlines[run.run_id] = self._t0 + wall_clock
                 try:
-                    self.hook.pytest_bench_run_started(run=RunView(run))
+                    self.hook.pytest_bench_run_started(run=run.record())
                     take_caveats(run, self.hook)
                 except OSError as exc:
                     self._write_failed(run, exc)
@@ -411,7 +409,8 @@ class BenchSession:
         """Publish a finished trial, then check the run's budget and sequential looks."""
         run.trials.append(record)
         try:
-            self.hook.pytest_bench_trial_finished(trial=FrozenMapping(record), run=RunView(run))
+            published = run.record()
+            self.hook.pytest_bench_trial_finished(trial=published.trials[-1], run=published)
         except OSError as exc:
             self._write_failed(run, exc)
         if self.stage_context.disk_full and not self._write_errors:
@@ -493,7 +492,7 @@ class BenchSession:
         result = yield
         fail_on = self.config.getoption("bench_fail_on") or ()
         if self.worker_id is None and fail_on and session.exitstatus == pytest.ExitCode.OK:
-            outcomes = {ci_gate(run.record())["outcome"] for run in self.runs if run.ended}
+            outcomes = {run.ci_gate["outcome"] for run in self.runs if run.ended and run.ci_gate}
             if ("regression" in fail_on and "regressed" in outcomes) or (
                 "unjudged" in fail_on and "unjudged" in outcomes
             ):
@@ -517,7 +516,7 @@ class BenchSession:
             terminalreporter.write_line(
                 one_line(f"benchmark-agent: {problem}"), red=True, bold=True
             )
-        finished = [run for run in self.runs if run.ended is not None]
+        finished = [run.record() for run in self.runs if run.ended is not None]
         if not finished:
             return
         terminalreporter.section("benchmark summary")
@@ -527,7 +526,7 @@ class BenchSession:
             or self.config.getoption("bench_against")
         )
         for run in finished:
-            gate = ci_gate(run.record()) if gated else None
+            gate = run.ci_gate if gated else None
             for line in terminal_lines(run, gate):
                 loud = line.startswith("  CI gate: ") and not line.startswith("  CI gate: passed")
                 terminalreporter.write_line(line, red=loud, bold=loud)

@@ -19,11 +19,11 @@ from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.engine.plan import TrialSpec
 from pytest_benchmark_agent.engine.stages import StageRun, run_stage
 from pytest_benchmark_agent.errors import StageFailed
+from pytest_benchmark_agent.records.frozen import freeze
 from pytest_benchmark_agent.records.fsutil import utc_now
-from pytest_benchmark_agent.records.views import FrozenMapping, RunView
 
 if TYPE_CHECKING:
-    from pytest_benchmark_agent.engine.execute import StageContext
+    from pytest_benchmark_agent.engine.context import StageContext
     from pytest_benchmark_agent.records.run import BenchRun
 
 
@@ -150,4 +150,4 @@ def _timing(result: StageRun) -> dict[str, Any]:
 
 def _publish(run: BenchRun, ctx: StageContext, record: dict[str, Any]) -> None:
     run.warmups.append(record)
-    ctx.hook.pytest_bench_warmup_finished(warmup=FrozenMapping(record), run=RunView(run))
+    ctx.hook.pytest_bench_warmup_finished(warmup=freeze(record), run=run.record())

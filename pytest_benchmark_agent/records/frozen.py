@@ -63,8 +63,8 @@ def thaw(value: Any) -> Any:
     """A plain, writable deep copy of a frozen value (dicts and lists), records as their
     ``to_dict``: what the writers serialize."""
     to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
+    if callable(to_dict):  # a record's fields may hold frozen values (a trial's extra ones)
+        return thaw(to_dict())
     if isinstance(value, Mapping):
         return {key: thaw(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

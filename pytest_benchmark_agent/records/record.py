@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records.fingerprint import code_label
@@ -243,14 +242,15 @@ class RunRecord:
     config: Mapping[str, Any] = field(default_factory=FrozenDict)
     fingerprint: Mapping[str, Any] = field(default_factory=FrozenDict)
     planned: tuple[PlannedTrial, ...] = ()
-    # -- the judge's (issue 36): ``--bench-against``'s (control, treatment) label pairs
-    # (:attr:`.BenchPlan.revision_pairs`), each judged alone; empty on a record read from disk.
+    #: ``--bench-against``'s (control, treatment) label pairs measured together
+    #: (:attr:`.BenchPlan.revision_pairs`), each judged alone and each named with its own control
+    #: in the job summary; empty on a record read from disk.
     revision_pairs: tuple[tuple[str, str], ...] = ()
-    #: The benchmark file, resolved (``config.yaml``'s ``source``): what ``publish`` links a
-    #: run's series to. (The same field as the writers' block adds: keep one when merging.)
+    #: The benchmark file, resolved (``config.yaml``'s ``source``), for a writer that has only
+    #: the record and for ``publish``, which links a run's series to it.
     source: str | None = None
-    #: Not in ``results.yaml`` either: the session's exit code and output, set by the ``bench``
-    #: fixture on the record it returns (None for a record read or made otherwise).
+    #: The session's exit code and output, set by the ``bench`` fixture on the record it returns
+    #: (None for a record read or made otherwise).
     session: SessionOutcome | None = None
 
     @property
@@ -409,10 +409,14 @@ class RunRecord:
             for flag in self.extra.get("flags") or ()
         )
 
+    def hosts(self) -> list[str]:
+        """The hosts that recorded a trial, sorted."""
+        return sorted({t.host for t in self.trials if t.host})
+
     def overlapping_measurements(self) -> list[tuple[str, str]]:
         """Pairs of trial ids whose measurement windows overlapped on the same host."""
         pairs = []
-        for host in sorted({t.host for t in self.trials if t.host}):
+        for host in self.hosts():
             timed = sorted(
                 (t for t in self.trials if t.host == host and t.started and t.ended),
                 key=lambda t: t.started or "",
@@ -421,10 +425,6 @@ class RunRecord:
                 if (later.started or "") < (earlier.ended or ""):
                     pairs.append((earlier.id, later.id))
         return pairs
-
-    def specs(self) -> Mapping[str, MetricSpec]:
-        """The metrics of the frozen config (ValueError when it no longer validates)."""
-        return self.model.metrics
 
     def replace(self, **changes: Any) -> RunRecord:
         """A copy with ``changes`` (frozen in turn)."""

@@ -2,17 +2,20 @@
 
 A run is one benchmark file executed in one pytest session. It is created at collection (so
 ``--collect-only`` can plan it without touching the disk) and started before its first trial.
-``results()`` is the ``results.yaml`` document of docs/benchmark/FORMAT.md.
+:meth:`BenchRun.record` is the run as it stands, frozen (:class:`.RunRecord`): what every hook,
+writer and report is given.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 import re
 import secrets
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,16 +24,18 @@ from typing import TYPE_CHECKING, Any
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.frozen import thaw
+from pytest_benchmark_agent.records.frozen import FrozenDict, freeze
 from pytest_benchmark_agent.records.hashseeds import hash_seed_base
 from pytest_benchmark_agent.records.record import (
     SCHEMA_VERSION,
+    BaselineComparison,
     Judgement,
     PlannedTrial,
     RunRecord,
 )
 from pytest_benchmark_agent.records.safetext import NAME_MAX
 from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
 
 if TYPE_CHECKING:  # the plan is the engine's; a record only holds it
@@ -61,6 +66,21 @@ def new_run_id(name: str, token: tuple[str, str] | None = None) -> str:
 
 
 @dataclass
+class _Tally:
+    """The counts and the spending of the trials frozen so far, kept as they are frozen."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    gpu_hours: float = 0.0
+    cost_usd: float = 0.0
+
+    def add(self, trials: tuple[TrialRecord, ...]) -> None:
+        for trial in trials:
+            self.counts[trial.status] += 1
+            self.gpu_hours += trial.get("gpu_hours", 0.0)
+            self.cost_usd += trial.get("cost_usd", 0.0)
+
+
+@dataclass
 class BenchRun:
     """The live record of one run."""
 
@@ -80,26 +100,30 @@ class BenchRun:
     ended: str | None = None
     stop_reason: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)
-    verdicts: dict[str, Any] = field(default_factory=dict)
+    #: Gate 2's verdicts (metric -> label -> Verdict), from ``judge.gate2.judge_run``'s
+    #: Judgement, as every value the judgement puts here (:meth:`judged`).
+    verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=dict)
     selected: dict[str, Any] | None = None
     #: Sequential replication stopped adding blocks (the state stays ``complete``).
     decided: str | None = None
-    #: Gate 2's refusals, and the verdicts per host (from ``judge.gate2.judge_run``'s Judgement).
+    #: Gate 2's refusals, and the verdicts per host.
     refusals: list[str] = field(default_factory=list)
-    verdicts_by_host: dict[str, Any] = field(default_factory=dict)
-    #: The comparison with ``--bench-baseline`` (``BaselineComparison.to_dict``), the
-    #: reproduction check, the sequential looks.
-    baseline: dict[str, Any] | None = None
-    reproduces: dict[str, Any] | None = None
-    sequential: dict[str, Any] | None = None
+    verdicts_by_host: Mapping[str, Any] = field(default_factory=dict)
+    #: The comparison with ``--bench-baseline``, the reproduction check, the sequential looks.
+    baseline: BaselineComparison | None = None
+    reproduces: Mapping[str, Any] | None = None
+    sequential: Mapping[str, Any] | None = None
     tag_reasons: list[str] = field(default_factory=list)
     #: What ``--bench-fail-on`` acts on (``judge.ci_gate.ci_gate``): its outcome and reasons.
-    ci_gate: dict[str, Any] | None = None
+    ci_gate: Mapping[str, Any] | None = None
     what_went_wrong: list[str] = field(default_factory=list)
     #: ``--bench-hash-seeds BASE``: replay a recorded run's hash seeds (None: the run's own).
     replayed_hash_seeds: int | None = None
-    #: The trials frozen so far, in order (:meth:`record`).
-    _frozen_trials: list[TrialRecord] = field(default_factory=list, repr=False)
+    #: The trials frozen so far, in order, and the list they were frozen from (:meth:`record`).
+    _frozen_trials: tuple[TrialRecord, ...] = field(default=(), repr=False)
+    _frozen_of: list[Any] | None = field(default=None, repr=False)
+    _fingerprint_cache: tuple[Any, FrozenDict] = field(default=(None, FrozenDict()), repr=False)
+    _tally: _Tally = field(default_factory=lambda: _Tally(), repr=False)
     _planned_cache: tuple[Any, tuple[PlannedTrial, ...]] = field(default=(None, ()), repr=False)
 
     @property
@@ -127,7 +151,7 @@ class BenchRun:
     def _trials_dir(self) -> Path:
         return self.dir / "trials"
 
-    @property
+    @functools.cached_property
     def config_hash(self) -> str:
         """Identity of the frozen config (what a reproduction must share); the hypothesis and the
         budget are left out: they describe or limit the run, they do not change what it measures."""
@@ -233,26 +257,6 @@ class BenchRun:
     def hosts(self) -> list[str]:
         return sorted({t["host"] for t in self.trials if t.get("host")})
 
-    def summary_by_host(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """host -> metric -> treatment -> stats, for the per-host figures of a multi-host run."""
-        out: dict[str, dict[str, dict[str, Any]]] = {}
-        for host in self.hosts():
-            for metric in self.metric_names():
-                per = {}
-                for label in self.treatment_labels:
-                    values = [
-                        t["metrics"][metric]
-                        for t in self.trials
-                        if t.get("host") == host
-                        and t["treatment"] == label
-                        and t["status"] == "passed"
-                        and metric in t["metrics"]
-                    ]
-                    per[label] = self.describe(metric, values)
-                if any(row.get("n") for row in per.values()):
-                    out.setdefault(host, {})[metric] = per
-        return out
-
     def overlapping_measurements(self) -> list[tuple[str, str]]:
         """Pairs of trials whose measurement windows overlapped on the same host."""
         pairs = []
@@ -285,37 +289,58 @@ class BenchRun:
         return dict(counts)
 
     def judged(self, judgement: Judgement) -> None:
-        """Put gate 2's judgement on the run (the judge returns it and never writes here).
-
-        The verdicts and the baseline comparison are kept in their ``results.yaml`` form:
-        the reports still read them off the live run (through ``RunView``) until they render a
-        :class:`.RunRecord`, whose :meth:`record` types them again (issue 36)."""
-        self.verdicts = thaw(judgement.verdicts)
-        self.verdicts_by_host = thaw(judgement.verdicts_by_host)
+        """Put gate 2's judgement on the run (the judge returns it and never writes here); its
+        values stay typed and frozen, as :meth:`record` gives them to every reader."""
+        self.verdicts = judgement.verdicts
+        self.verdicts_by_host = judgement.verdicts_by_host
         self.refusals = list(judgement.refusals)
         self.caveats += [c for c in judgement.caveats if c not in self.caveats]
-        self.sequential = thaw(judgement.sequential)
-        self.baseline = thaw(judgement.baseline)
-        self.reproduces = thaw(judgement.reproduces)
+        self.sequential = judgement.sequential
+        self.baseline = judgement.baseline
+        self.reproduces = judgement.reproduces
         self.tag = judgement.tag
         self.tag_reasons = list(judgement.tag_reasons)
-        self.ci_gate = thaw(judgement.ci_gate)
+        self.ci_gate = judgement.ci_gate
 
     def record(self) -> RunRecord:
         """The run as it stands, frozen: what every hook, report and reader is given.
 
-        Trials are frozen once each (the live run only appends them), so a hook called per
-        trial costs the same on a run of ten trials as on one of ten thousand."""
-        frozen = self._frozen_trials
-        for trial in self.trials[len(frozen) :]:
-            frozen.append(trial if isinstance(trial, TrialRecord) else TrialRecord.from_dict(trial))
-        return RunRecord.from_dict(
-            {**self._results_fields(), "trials": tuple(frozen)},
+        Trials are frozen once each (the live run only appends them), and the config, its
+        hash and the fingerprint are frozen once per run, so a hook called per trial costs
+        about the same on a run of ten trials as on one of ten thousand."""
+        if self._frozen_of is not self.trials:  # a new list (recovery): freeze it again
+            self._frozen_of, self._frozen_trials = self.trials, ()
+            self._tally = _Tally()
+        new = self.trials[len(self._frozen_trials) :]
+        if new:
+            frozen = tuple(
+                t if isinstance(t, TrialRecord) else TrialRecord.from_dict(t) for t in new
+            )
+            self._frozen_trials += frozen
+            self._tally.add(frozen)
+        built = [p for p in self.preps if p.get("action") == "built"]
+        record = RunRecord.from_dict(
+            {
+                **self._results_fields(),
+                "counts": dict(self._tally.counts),
+                "spent": {
+                    "gpu_hours": self._tally.gpu_hours
+                    + sum(p.get("gpu_hours", 0.0) for p in built),
+                    "cost_usd": self._tally.cost_usd + sum(p.get("cost_usd", 0.0) for p in built),
+                },
+            },
             run_dir=self.dir,
             config=self._config_record,
-            fingerprint=self.fingerprint,
+            fingerprint=self._fingerprint_record,
             planned=self._planned_record,
-            revision_pairs=tuple(self.plan.revision_pairs),
+            source=self._source,
+        )
+        return dataclasses.replace(
+            record,
+            trials=self._frozen_trials,
+            revision_pairs=tuple(
+                (control, treatment) for control, treatment in self.plan.revision_pairs
+            ),
         )
 
     @property
@@ -341,13 +366,21 @@ class BenchRun:
         return self._planned_cache[1]
 
     @functools.cached_property
-    def _config_record(self) -> dict[str, Any]:
+    def _config_record(self) -> FrozenDict:
         """``config.yaml``'s config: the plan is built once and never changed."""
-        return self.plan.config.model_dump(mode="json", exclude_none=True)
+        return freeze(self.plan.config.model_dump(mode="json", exclude_none=True))
 
-    def results(self) -> dict[str, Any]:
-        """The ``results.yaml`` document (docs/benchmark/FORMAT.md)."""
-        return self.record().to_dict()
+    @property
+    def _fingerprint_record(self) -> FrozenDict:
+        """The fingerprint, frozen again only when the session assigns a new one."""
+        if self._fingerprint_cache[0] is not self.fingerprint:
+            self._fingerprint_cache = (self.fingerprint, freeze(self.fingerprint))
+        return self._fingerprint_cache[1]
+
+    @functools.cached_property
+    def _source(self) -> str:
+        """The benchmark file, resolved (``config.yaml``'s ``source``)."""
+        return str(self.plan.path.resolve())
 
     def _results_fields(self) -> dict[str, Any]:
         """``results.yaml``'s fields as the live run holds them (trials aside)."""
@@ -366,8 +399,6 @@ class BenchRun:
             "started": self.started,
             "ended": self.ended,
             "stop_reason": self.stop_reason,
-            "counts": self.counts(),
-            "spent": self.spent(),
             "preps": self.preps,
             "warmups": self.warmups,
             "caveats": self.caveats,

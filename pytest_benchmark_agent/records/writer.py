@@ -32,6 +32,7 @@ from pytest_benchmark_agent.records.bounded import (
     decode_json,
 )
 from pytest_benchmark_agent.records.fingerprint import code_label
+from pytest_benchmark_agent.records.frozen import thaw
 from pytest_benchmark_agent.records.fsutil import (
     NotRegularFile,
     atomic_write,
@@ -45,9 +46,9 @@ from pytest_benchmark_agent.records.reader import (
     UnreadableRecord,
     skip_unreadable,
 )
-from pytest_benchmark_agent.records.run import SCHEMA_VERSION
+from pytest_benchmark_agent.records.record import SCHEMA_VERSION, RunRecord
 from pytest_benchmark_agent.records.safetext import inert_markdown, md
-from pytest_benchmark_agent.records.views import RunView, thaw
+from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
 
 #: Mid-run snapshots of results.yaml are for a reader that opens the file without the journal;
@@ -94,60 +95,72 @@ class RecordWriter:
         self._journals: dict[str, int] = {}
 
     @pytest.hookimpl
-    def pytest_bench_run_started(self, run: RunView) -> None:
-        run.dir.mkdir(parents=True, exist_ok=True)
+    def pytest_bench_run_started(self, run: RunRecord) -> None:
+        _folder(run).mkdir(parents=True, exist_ok=True)
         self._write_config(run)
         self._snapshot(run)
 
     @pytest.hookimpl
-    def pytest_bench_trial_finished(self, trial: Mapping[str, Any], run: RunView) -> None:
-        fd = self._journals.get(run.run_id)
-        if fd is None:
-            fd = self._journals[run.run_id] = open_appending(run.dir / JOURNAL)
-        write_line(fd, _journal_line(redact.scrub(thaw(trial))))  # on disk before the next trial
+    def pytest_bench_trial_finished(self, trial: TrialRecord, run: RunRecord) -> None:
+        self._journal(thaw(trial), run)
         if time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
             self._snapshot(run)
 
     @pytest.hookimpl
-    def pytest_bench_warmup_finished(self, warmup: Mapping[str, Any], run: RunView) -> None:
+    def pytest_bench_warmup_finished(self, warmup: Mapping[str, Any], run: RunRecord) -> None:
         """A warm-up round goes to the journal as a trial does, marked ``kind: warmup``."""
-        self.pytest_bench_trial_finished(warmup, run)
+        self._journal(thaw(warmup), run)
+        if time.monotonic() >= self._next_snapshot.get(run.run_id, 0.0):
+            self._snapshot(run)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_bench_run_finished(self, run: RunView) -> None:
+    def pytest_bench_run_finished(self, run: RunRecord) -> None:
         fd = self._journals.pop(run.run_id, None)
         if fd is not None:
             os.close(fd)
         self._write_config(run)
-        results = run.results()
+        results = run.to_dict()
         self._snapshot(run, results)
-        entry = build_index_entry(results, run.plan.config, run.fingerprint.get("code_identity"))
-        atomic_write(run.dir / "index.json", json.dumps(entry, indent=1))
-        regenerate_index(run.home)
+        entry = build_index_entry(results, run.model, run.fingerprint.get("code_identity"))
+        atomic_write(_folder(run) / "index.json", json.dumps(entry, indent=1))
+        regenerate_index(_folder(run).parent.parent)
 
-    def _snapshot(self, run: RunView, results: dict[str, Any] | None = None) -> None:
+    def _journal(self, line: dict[str, Any], run: RunRecord) -> None:
+        """Append one line to the run's ``trials.jsonl``: on disk before the next trial."""
+        fd = self._journals.get(run.run_id)
+        if fd is None:
+            fd = self._journals[run.run_id] = open_appending(_folder(run) / JOURNAL)
+        write_line(fd, _journal_line(redact.scrub(line)))
+
+    def _snapshot(self, run: RunRecord, results: dict[str, Any] | None = None) -> None:
         start = time.monotonic()
-        atomic_write(run.dir / "results.yaml", dump_yaml(results or run.results()))
+        atomic_write(_folder(run) / "results.yaml", dump_yaml(results or run.to_dict()))
         end = time.monotonic()
         self._next_snapshot[run.run_id] = end + max(
             SNAPSHOT_INTERVAL_S, SNAPSHOT_COST_FACTOR * (end - start)
         )
 
-    def _write_config(self, run: RunView) -> None:
-        plan = run.plan
+    def _write_config(self, run: RunRecord) -> None:
         effective: dict[str, dict[str, str]] = {}
         for trial in run.trials:
-            effective.setdefault(trial["treatment"], {}).update(trial.get("effective", {}))
+            effective.setdefault(trial.treatment, {}).update(trial.get("effective") or {})
         document = {
             "schema_version": SCHEMA_VERSION,
             "run_id": run.run_id,
-            "source": str(plan.path.resolve()),
-            "config": plan.config.model_dump(mode="json", exclude_none=True),
-            "planned_trials": [run.trial_id(spec) for spec in run.planned],
+            "source": run.source,
+            "config": thaw(run.config),
+            "planned_trials": [planned.id for planned in run.planned],
             "effective_params": effective,
             "fingerprint": thaw(run.fingerprint),
         }
-        atomic_write(run.dir / "config.yaml", dump_yaml(document))
+        atomic_write(_folder(run) / "config.yaml", dump_yaml(document))
+
+
+def _folder(run: RunRecord) -> Path:
+    """The run's folder (a record the engine publishes always has one)."""
+    if run.dir is None:
+        raise ValueError(f"run {run.run_id} has no folder to write to")
+    return run.dir
 
 
 def code_entry(identity: Mapping[str, Any] | None) -> dict[str, Any] | None:

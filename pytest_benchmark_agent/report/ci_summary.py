@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.judge.ci_gate import ci_gate
 from pytest_benchmark_agent.judge.evidence import share
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import code_label
-from pytest_benchmark_agent.records.record import RunRecord, load_run
-from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.reader import UnreadableRecord
+from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, load_run
 from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code
-from pytest_benchmark_agent.records.views import RunView
+from pytest_benchmark_agent.report.summary_lines import across_verdicts, both_revisions
+from pytest_benchmark_agent.report.units import interval, number, ratio
+from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
 
 HEADER = [
@@ -41,7 +42,7 @@ class StepSummaryWriter:
         self.path = path
 
     @pytest.hookimpl(trylast=True)
-    def pytest_bench_run_finished(self, run: RunView) -> None:
+    def pytest_bench_run_finished(self, run: RunRecord) -> None:
         text = inert_markdown(redact.scrub_text("\n".join(render(run)))) + "\n\n"
         try:
             with open(self.path, "a", encoding="utf-8") as summary:
@@ -59,14 +60,15 @@ def step_summary_writer() -> StepSummaryWriter | None:
     return StepSummaryWriter(Path(path)) if path else None
 
 
-def render(run: BenchRun) -> list[str]:
-    """The run's section of the job summary, as lines."""
-    gate = ci_gate(run.record())
+def render(run: RunRecord) -> list[str]:
+    """The run's section of the job summary, as lines (the CI gate as gate 2 recorded it)."""
+    gate = run.ci_gate or {"outcome": "unjudged", "reasons": ["the run was not judged"]}
     base = run.baseline
     this_code = code_label(run.fingerprint.get("code_identity"))
-    if base is None and run.plan.revisions is not None:
+    both = both_revisions(run)
+    if base is None and both is not None:
         lines = [
-            f"### `{run.name}`: {run.plan.revisions.both}: gate **{gate['outcome']}** "
+            f"### `{run.name}`: {both}: gate **{gate['outcome']}** "
             "(both revisions measured in this session, interleaved)",
             "",
         ]
@@ -79,15 +81,15 @@ def render(run: BenchRun) -> list[str]:
         ]
         lines += _own_table(run)
     else:
-        code = base.get("code") or {}
+        code = base.code
         lines = [
             f"### {md_code(run.name)}: {md(code.get('baseline') or 'no baseline')} -> "
             f"{md(code.get('this') or this_code)}: gate **{gate['outcome']}**",
             "",
-            f"Baseline {md_code(base.get('ref'))}: "
+            f"Baseline {md_code(base.ref)}: "
             + (
-                f"run {base['run_id']} ({base.get('resolved')}, {base.get('tag')})"
-                if base.get("run_id")
+                f"run {base.run_id} ({base.resolved}, {base.extra.get('tag')})"
+                if base.run_id
                 else "no run"
             )
             + f"; this run {run.run_id} "
@@ -99,13 +101,13 @@ def render(run: BenchRun) -> list[str]:
     return lines
 
 
-def _baseline_table(run: BenchRun, base: Mapping[str, Any]) -> list[str]:
+def _baseline_table(run: RunRecord, base: BaselineComparison) -> list[str]:
     """One row per metric and treatment of this run against the baseline."""
-    verdicts = base.get("judged") or base.get("verdicts") or {}
-    reference = _reference(run, base.get("run_id"))
-    several = len(run.treatment_labels) > 1
+    verdicts = across_verdicts(base)
+    reference = _reference(run, base.run_id)
+    several = len(run.treatments) > 1
     rows = []
-    for metric in run.plan.config.metrics:
+    for metric in run.model.metrics:
         for label, v in (verdicts.get(metric) or {}).items():
             if reference is None:
                 theirs = None
@@ -118,39 +120,32 @@ def _baseline_table(run: BenchRun, base: Mapping[str, Any]) -> list[str]:
                     theirs,
                     (run.summary.get(metric) or {}).get(label),
                     v,
+                    v.extra.get("cv") or [],
                 )
             )
     return HEADER + (
         rows
         or [
             "| - | - | - | - | - | - | - | - | nothing compared: "
-            f"{_cell(base.get('refused') or 'no verdicts')} |"
+            f"{_cell(base.refused or 'no verdicts')} |"
         ]
     )
 
 
-def _own_table(run: BenchRun) -> list[str]:
+def _own_table(run: RunRecord) -> list[str]:
     """The run's own verdicts, each treatment against the control; a run of one configuration
     shows its medians, judged by nothing."""
     rows = []
-    for metric in run.plan.config.metrics:
+    for metric in run.model.metrics:
         per = run.summary.get(metric) or {}
         control = per.get(run.control)
         if run.one_configuration:
-            rows.append(
-                _row(
-                    f"`{metric}`",
-                    None,
-                    control,
-                    {
-                        "verdict": "not judged (one configuration, no baseline)",
-                        "n": [(control or {}).get("n")] if (control or {}).get("n") else [],
-                        "cv": [(control or {}).get("cv")] if control else [],
-                    },
-                )
-            )
+            row = control or {}
+            alone = Verdict("not judged (one configuration, no baseline)")
+            cv = [row.get("cv")] if control else []
+            rows.append(_row(f"`{metric}`", None, control, alone, cv, [row.get("n")]))
             continue
-        controls = {treatment: against for against, treatment in run.plan.revision_pairs}
+        controls = {treatment: against for against, treatment in run.revision_pairs}
         for label, v in (run.verdicts.get(metric) or {}).items():
             against = controls.get(label, run.control)  # under --bench-against: its pair's
             cv = [(row or {}).get("cv") for row in (per.get(against), per.get(label))]
@@ -159,19 +154,24 @@ def _own_table(run: BenchRun) -> list[str]:
                     f"`{metric}` [{md(label)} vs control {md(against)}]",
                     per.get(against),
                     per.get(label),
-                    {**v, "cv": cv},
+                    v,
+                    cv,
                 )
             )
     return HEADER + (rows or ["| - | - | - | - | - | - | - | - | no verdicts |"])
 
 
-def _reference(run: BenchRun, run_id: str | None) -> RunRecord | None:
+def _reference(run: RunRecord, run_id: str | None) -> RunRecord | None:
     """The baseline's record (for its medians), None where it cannot be read."""
-    if not run_id or not (run.home / "runs" / run_id / "results.yaml").is_file():
+    if (
+        not run_id
+        or run.home is None
+        or not (run.home / "runs" / run_id / "results.yaml").is_file()
+    ):
         return None
     try:
         return load_run(run.home / "runs" / run_id)
-    except (OSError, ValueError):
+    except (OSError, ValueError, UnreadableRecord):
         return None
 
 
@@ -179,24 +179,31 @@ def _row(
     name: str,
     theirs: Mapping[str, Any] | None,
     mine: Mapping[str, Any] | None,
-    verdict: Mapping[str, Any],
+    verdict: Verdict,
+    cv: Sequence[Any],
+    n: Sequence[Any] | None = None,
 ) -> str:
-    ci = verdict.get("ci")
-    said = str(verdict.get("verdict"))
-    if verdict.get("reason") and said in ("not_comparable", "regressed"):
-        said += f": {verdict['reason']}"
+    """One metric's row: both sides' figures, the verdict's ratio, interval, MDE, n and CV."""
+    said = verdict.verdict
+    if verdict.reason and said in ("not_comparable", "regressed"):
+        said += f": {verdict.reason}"
     cells = [
         name,
         _value(theirs),
         _value(mine),
-        "-" if verdict.get("ratio") is None else f"x{verdict['ratio']:.4g}",
-        f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else "-",
-        share(verdict.get("mde")),
-        "/".join(str(k) for k in verdict.get("n") or []) or "-",
-        "/".join(share(c) for c in verdict.get("cv") or []) or "-",
+        ratio(verdict.ratio),
+        interval(verdict.ci),
+        share(verdict.mde),
+        _counts(verdict.n if n is None else n),
+        "/".join(share(c) for c in cv) or "-",
         said,
     ]
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _counts(n: Sequence[Any]) -> str:
+    """The n of each side, ``-`` where none is known."""
+    return "/".join(str(k) for k in n) if any(n) else "-"
 
 
 def _value(row: Mapping[str, Any] | None) -> str:
@@ -205,7 +212,7 @@ def _value(row: Mapping[str, Any] | None) -> str:
         return "-"
     if "values" in row:
         return values_text(row, "`")
-    return f"{row['median']:.4g}" if row.get("median") is not None else "-"
+    return "-" if row.get("median") is None else number(float(row["median"]))
 
 
 def _cell(text: str) -> str:

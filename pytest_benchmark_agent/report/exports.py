@@ -1,6 +1,6 @@
 """A run's samples for other tools, as hyperfine exports them: CSV, one JSON file, Markdown.
 
-Each reads the finished record (``results.yaml``) only:
+Each renders the finished run's :class:`.RunRecord` (``load_run``) only, one function per format:
 
 * ``csv``: one row per trial and metric (``run_id, trial, stage, treatment, replicate, seed,
   position, host, status, metric, value``), every trial that ran, in the order it ran; a trial
@@ -24,8 +24,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_benchmark_agent.records.frozen import thaw
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.safetext import md, md_code
-from pytest_benchmark_agent.report.units import human
+from pytest_benchmark_agent.report.units import human, interval, ratio
 from pytest_benchmark_agent.stats.describe import values_text
 
 #: ``--format`` values of ``benchmark-agent export`` besides the portable record.
@@ -74,61 +76,68 @@ _TRIAL_FIELDS = (
 )
 
 
-def export_text(record: Mapping[str, Any], form: str) -> str:
-    """The record in ``form`` (one of :data:`FORMATS`)."""
-    return {"csv": to_csv, "json": to_json, "markdown": to_markdown}[form](record)
+def export_text(run: RunRecord, form: str) -> str:
+    """The run in ``form`` (one of :data:`FORMATS`)."""
+    return {"csv": to_csv, "json": to_json, "markdown": to_markdown}[form](run)
 
 
-def treatments_control_first(record: Mapping[str, Any]) -> list[str]:
-    """The record's treatment labels, the control first, the others as declared."""
-    labels = [str(t) for t in record.get("treatments") or []]
-    control = str(record.get("control"))
+def treatments_control_first(run: RunRecord) -> list[str]:
+    """The run's treatment labels, the control first, the others as declared."""
+    labels = list(run.treatments)
+    control = run.control
     return [control] + [t for t in labels if t != control] if control in labels else labels
 
 
-def to_csv(record: Mapping[str, Any]) -> str:
+def to_csv(run: RunRecord) -> str:
+    """One row per trial and metric (a trial without metrics: one row, its metric empty)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for trial in record.get("trials") or []:
-        head = [record.get("run_id")] + [
-            trial.get(key)
-            for key in ("id", "stage", "treatment", "replicate", "seed", "position", "host")
+    for trial in run.trials:
+        head = [
+            run.run_id,
+            trial.id,
+            trial.stage,
+            trial.treatment,
+            trial.replicate,
+            trial.seed,
+            trial.position,
+            trial.host,
         ]
-        metrics = trial.get("metrics") or {}
-        if not metrics:
-            writer.writerow([*_cells(head), trial.get("status"), "", ""])
-        for metric, value in metrics.items():
-            writer.writerow([*_cells(head), trial.get("status"), metric, _cell(value)])
+        if not trial.metrics:
+            writer.writerow([*_cells(head), trial.status, "", ""])
+        for metric, value in trial.metrics.items():
+            writer.writerow([*_cells(head), trial.status, metric, _cell(value)])
     return buffer.getvalue()
 
 
-def to_json(record: Mapping[str, Any]) -> str:
+def to_json(run: RunRecord) -> str:
+    """One self-describing JSON document: the run, its summary, verdicts and trials."""
     document = {
         "format": "pytest-benchmark-agent run export",
-        "schema_version": record.get("schema_version"),
-        "run": {key: record.get(key) for key in _RUN_FIELDS},
-        "treatments": treatments_control_first(record),
-        "summary": record.get("summary") or {},
-        "verdicts": record.get("verdicts") or {},
+        "schema_version": run.schema_version,
+        "run": {key: thaw(getattr(run, key)) for key in _RUN_FIELDS},
+        "treatments": treatments_control_first(run),
+        "summary": thaw(run.summary),
+        "verdicts": thaw(run.verdicts),
         "trials": [
-            {key: trial.get(key) for key in _TRIAL_FIELDS} for trial in record.get("trials") or []
+            {key: thaw(getattr(trial, key)) for key in _TRIAL_FIELDS} for trial in run.trials
         ],
     }
     return json.dumps(_finite(document), indent=2, ensure_ascii=False) + "\n"
 
 
-def to_markdown(record: Mapping[str, Any]) -> str:
-    labels = treatments_control_first(record)
-    control = str(record.get("control"))
+def to_markdown(run: RunRecord) -> str:
+    """Per metric a table of the treatments (the control first) with gate 2's verdicts."""
+    labels = treatments_control_first(run)
     lines = [
-        f"# {md(record.get('name'))}: {md(record.get('run_id'))} ({record.get('tag')})",
+        f"# {md(run.name)}: {md(run.run_id)} ({run.tag})",
         "",
-        f"Treatment variable {md_code(record.get('treatment_variable'))}, control "
-        f"{md_code(control)}. ratio: gate 2's estimate of treatment / control with its 95% CI.",
+        f"Treatment variable {md_code(run.treatment_variable)}, control "
+        f"{md_code(run.control)}. ratio: gate 2's estimate of treatment / control with its "
+        "95% CI.",
     ]
-    verdicts = record.get("verdicts") or {}
-    for metric, per in (record.get("summary") or {}).items():
+    for metric, per in run.summary.items():
         lines += [
             "",
             f"## {md_code(metric)}",
@@ -136,24 +145,23 @@ def to_markdown(record: Mapping[str, Any]) -> str:
             "| treatment | n | median | min | max | ratio | 95% CI | verdict |",
             "|---|--:|--:|--:|--:|--:|---|---|",
         ]
+        verdicts = run.verdicts.get(metric, {})
         for label in [t for t in labels if t in per] + [t for t in per if t not in labels]:
-            row = per[label]
-            v = (verdicts.get(metric) or {}).get(label) or {}
-            ci = v.get("ci")
+            row, v = per[label], verdicts.get(label)
             central = (
                 [md(values_text(row))] * 3
                 if "values" in row
                 else [human(row.get(k), metric) for k in ("median", "min", "max")]
             )
             lines.append(
-                f"| {md_code(label)}{' (control)' if label == control else ''} | "
+                f"| {md_code(label)}{' (control)' if label == run.control else ''} | "
                 f"{row.get('n', 0)} | "
                 + " | ".join(central)
-                + " | "
-                + (f"x{v['ratio']:.4g}" if v.get("ratio") is not None else "-")
-                + " | "
-                + (f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "-")
-                + f" | {v.get('verdict') or '-'} |"
+                + (
+                    f" | {ratio(v.ratio)} | {interval(v.ci)} | {v.verdict} |"
+                    if v
+                    else " | - | - | - |"
+                )
             )
     return "\n".join(lines) + "\n"
 

@@ -19,9 +19,10 @@ from typing import Any
 
 from pytest_benchmark_agent.config.metric import metric_role
 from pytest_benchmark_agent.config.placeholders import as_text
-from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.safetext import one_line
-from pytest_benchmark_agent.report.units import human, unit_of
+from pytest_benchmark_agent.report.units import human, interval, p_value, pct, ratio, unit_of
+from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
 
 _STYLE = """
@@ -37,7 +38,7 @@ th{background:#f3f3f3;text-align:left}td.n{text-align:right;font-variant-numeric
 
 
 def render_html(
-    run: BenchRun,
+    run: RunRecord,
     svgs: Mapping[str, str] | None = None,
     plot_note: str | None = None,
     *,
@@ -45,7 +46,6 @@ def render_html(
 ) -> str:
     """The whole page; ``svgs`` maps a metric to its inline plot (``plots.write_plots``),
     ``wrong`` is the run's What Went Wrong (the Markdown report's list, shown alike)."""
-    config = run.plan.config
     e = _text
     parts = [
         "<!DOCTYPE html>",
@@ -53,26 +53,7 @@ def render_html(
         f"<title>{e(run.name)}: {e(run.run_id)}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>{e(run.name)} <small>{e(run.run_id)}</small></h1>",
-        "<table>",
-        _row("Hypothesis", e(config.hypothesis or "(none stated)")),
-        _row("Treatment", _treatments(run)),
-        _row(
-            "State",
-            e(run.state + (f" ({run.stop_reason})" if run.stop_reason else "")),
-        ),
-        _row(
-            "Tag",
-            f'<span class="tag">{e(run.tag)}</span>'
-            + "".join(f"<br>{e(reason)}" for reason in run.tag_reasons),
-        ),
-        _row("Trials", e(", ".join(f"{k}: {v}" for k, v in sorted(run.counts().items())))),
-        _row("Started / ended (UTC)", e(f"{run.started} / {run.ended}")),
-        _row(
-            "Record",
-            '<a href="results.yaml">results.yaml</a>, <a href="config.yaml">config.yaml</a>, '
-            '<a href="report.md">report.md</a>',
-        ),
-        "</table>",
+        *_head_table(run),
         "<h2>Results</h2>",
     ]
     if not run.one_configuration:
@@ -87,30 +68,64 @@ def render_html(
         parts.append(f"<p>Plots: {e(plot_note)}.</p>")
     parts += ['<h2>What Went Wrong</h2><ul class="wrong">']
     parts += [f"<li>{_prose(item)}</li>" for item in wrong]
-    parts += ["</ul>", "<h2>Controls</h2>", "<table><tr><th>param</th><th>value</th>"]
-    parts[-1] += "<th>role</th></tr>"
-    for name, value in config.params.items():
-        role = "TREATMENT" if name == run.variable else "CONTROL"
+    parts += ["</ul>", *_controls(run), *_hosts_and_preps(run)]
+    parts += ["<h2>Environment</h2>", _environment(run), "</body></html>"]
+    return "\n".join(parts) + "\n"
+
+
+def _head_table(run: RunRecord) -> list[str]:
+    """The run at a glance: hypothesis, treatments, state, tag, trials, times, its files."""
+    e = _text
+    return [
+        "<table>",
+        _row("Hypothesis", e(run.model.hypothesis or "(none stated)")),
+        _row("Treatment", _treatments(run)),
+        _row("State", e(run.state + (f" ({run.stop_reason})" if run.stop_reason else ""))),
+        _row(
+            "Tag",
+            f'<span class="tag">{e(run.tag)}</span>'
+            + "".join(f"<br>{e(reason)}" for reason in run.tag_reasons),
+        ),
+        _row("Trials", e(", ".join(f"{k}: {v}" for k, v in sorted(run.counts.items())))),
+        _row("Started / ended (UTC)", e(f"{run.started} / {run.ended}")),
+        _row(
+            "Record",
+            '<a href="results.yaml">results.yaml</a>, <a href="config.yaml">config.yaml</a>, '
+            '<a href="report.md">report.md</a>',
+        ),
+        "</table>",
+    ]
+
+
+def _controls(run: RunRecord) -> list[str]:
+    """Every declared parameter, its value and whether it is the treatment variable."""
+    parts = ["<h2>Controls</h2>", "<table><tr><th>param</th><th>value</th><th>role</th></tr>"]
+    for name, value in run.model.params.items():
+        role = "TREATMENT" if name == run.treatment_variable else "CONTROL"
         parts.append(
-            f"<tr><td><code>{e(name)}</code></td><td><code>{e(as_text(value))}</code></td>"
-            f"<td>{role}</td></tr>"
+            f"<tr><td><code>{_text(name)}</code></td><td><code>{_text(as_text(value))}</code>"
+            f"</td><td>{role}</td></tr>"
         )
-    parts += ["</table>", "<h2>Hosts and preps</h2><ul>"]
-    parts.append(f"<li>Hosts: {e(', '.join(run.hosts()) or '(none recorded)')}</li>")
+    return [*parts, "</table>"]
+
+
+def _hosts_and_preps(run: RunRecord) -> list[str]:
+    """Which hosts measured, whether measurements overlapped, and each prep's fate."""
+    parts = ["<h2>Hosts and preps</h2><ul>"]
+    parts.append(f"<li>Hosts: {_text(', '.join(run.hosts()) or '(none recorded)')}</li>")
     overlaps = run.overlapping_measurements()
     parts.append(f"<li>Measurement windows: {len(overlaps)} overlap(s) on a host</li>")
     for prep in run.preps:
         parts.append(
-            f"<li>prep <code>{e(prep['stage'])}</code> {e(prep['action'])} "
-            f"(<code>{e(prep['signature'][:12])}</code>)</li>"
+            f"<li>prep <code>{_text(prep.stage)}</code> {_text(prep.action)} "
+            f"(<code>{_text(prep.signature[:12])}</code>)</li>"
         )
-    parts += ["</ul>", "<h2>Environment</h2>", _environment(run), "</body></html>"]
-    return "\n".join(parts) + "\n"
+    return [*parts, "</ul>"]
 
 
-def _metrics(run: BenchRun, svgs: Mapping[str, str]) -> list[str]:
+def _metrics(run: RunRecord, svgs: Mapping[str, str]) -> list[str]:
     """Per metric: its heading, summary table, verdicts and plot."""
-    specs = run.plan.config.metrics
+    specs = run.model.metrics
     parts: list[str] = []
     for metric, per in run.summary.items():
         spec = specs.get(metric)
@@ -138,10 +153,10 @@ _GUARD_FIGURES = ("median", "min", "max")
 
 
 def _summary(
-    run: BenchRun,
+    run: RunRecord,
     metric: str,
     per: Mapping[str, Any],
-    verdicts: Mapping[str, Any],
+    verdicts: Mapping[str, Verdict],
     direction: str,
     guard: bool,
 ) -> list[str]:
@@ -171,37 +186,42 @@ def _summary(
         else:
             keys = _GUARD_FIGURES if guard else _FIGURES
             cells += [
-                _pct(row.get(k)) if k == "cv" else _num(human(row.get(k), metric)) for k in keys
+                _num(pct(row.get(k)) if k == "cv" else human(row.get(k), metric)) for k in keys
             ]
         if compared:
-            v = verdicts.get(label) or {}
-            verdict = str(v.get("verdict") or "-")
-            cells.append(f'<span class="verdict {_text(verdict)}">{_text(verdict)}</span>')
-            if direction != "equal" and not guard:
-                ci = v.get("ci")
-                cells += [
-                    _num(_ratio(v.get("ratio"))),
-                    _num(f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "-"),
-                    _num(_p(v.get("p"))),  # uncorrected, beside Holm's, as report.md has both
-                    _num(_p(v.get("p_holm"))),
-                    _pct(v.get("mde")),
-                ]
-            cells.append(_text(v.get("reason") or "-"))
+            cells += _verdict_cells(verdicts.get(label), direction == "equal" or guard)
         cells = [c if c.startswith("<td") else f"<td>{c}</td>" for c in cells]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return rows + ["</table>"]
 
 
-def _treatments(run: BenchRun) -> str:
+def _verdict_cells(v: Verdict | None, bounds_only: bool) -> list[str]:
+    """A verdict's cells: its word, and (unless only its bounds are judged) its ratio,
+    interval, p-values and MDE; then why."""
+    if v is None:
+        return ["-"] + ([] if bounds_only else [_num("-")] * 5) + ["-"]
+    cells = [f'<span class="verdict {_text(v.verdict)}">{_text(v.verdict)}</span>']
+    if not bounds_only:
+        cells += [
+            _num(ratio(v.ratio)),
+            _num(interval(v.ci)),
+            _num(p_value(v.p)),  # uncorrected, beside Holm's, as report.md has both
+            _num(p_value(v.p_holm)),
+            _num(pct(v.mde)),
+        ]
+    return [*cells, _text(v.reason or "-")]
+
+
+def _treatments(run: RunRecord) -> str:
     if run.one_configuration:
         return f"one configuration, <code>{_text(run.control)}</code>"
-    return f"<code>{_text(run.variable)}</code> = " + ", ".join(
+    return f"<code>{_text(run.treatment_variable)}</code> = " + ", ".join(
         f"<code>{_text(t)}</code>" + (" (control)" if t == run.control else "")
-        for t in run.treatment_labels
+        for t in run.treatments
     )
 
 
-def _environment(run: BenchRun) -> str:
+def _environment(run: RunRecord) -> str:
     fingerprint = run.fingerprint or {}
     env = fingerprint.get("env") or {}
     items = [
@@ -240,17 +260,3 @@ def _prose(item: str) -> str:
 
 def _num(text: Any) -> str:
     return f'<td class="n">{_text(text)}</td>'
-
-
-def _ratio(value: Any) -> str:
-    return "-" if value is None else f"x{value:.4g}"
-
-
-def _pct(value: Any) -> str:
-    return _num("-" if value is None else f"{100 * value:.1f}%")
-
-
-def _p(value: Any) -> str:
-    if value is None:
-        return "-"
-    return "<0.0001" if value < 1e-4 else f"{value:.4f}"

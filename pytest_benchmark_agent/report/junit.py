@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.report.units import verdict_text
+
 
 def trial_properties(trial: Mapping[str, Any]) -> list[tuple[str, object]]:
     """A finished trial's properties, its metrics as recorded."""
@@ -29,17 +32,12 @@ def trial_properties(trial: Mapping[str, Any]) -> list[tuple[str, object]]:
     return properties
 
 
-def run_properties(run: Any) -> list[tuple[str, object]]:
+def run_properties(run: RunRecord) -> list[tuple[str, object]]:
     """The run's id, tag and each verdict with its ratio and interval."""
     properties: list[tuple[str, object]] = [("bench.run_id", run.run_id), ("bench.tag", run.tag)]
     for metric, per in run.verdicts.items():
         for label, verdict in per.items():
-            text = str(verdict.get("verdict"))
-            if verdict.get("ratio") is not None:
-                text += f" x{verdict['ratio']:.4g}"
-            if verdict.get("ci"):
-                text += f" [{verdict['ci'][0]:.4g}, {verdict['ci'][1]:.4g}]"
-            properties.append((f"bench.verdict.{metric}.{label}", text))
+            properties.append((f"bench.verdict.{metric}.{label}", verdict_text(verdict)))
     return properties
 
 
@@ -55,7 +53,7 @@ def add_trial_properties(item: pytest.Item) -> None:
         item.user_properties.extend(trial_properties(trial))
 
 
-def add_run_properties(config: pytest.Config | None, run: Any) -> None:
+def add_run_properties(config: pytest.Config | None, run: RunRecord) -> None:
     """The run's properties on the ``<testsuite>`` of ``--junitxml``, when it is written."""
     if config is None:
         return

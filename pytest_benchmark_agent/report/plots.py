@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.records.safetext import one_line
-from pytest_benchmark_agent.report.units import axis_label
+from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.report.units import axis_label, verdict_text
+from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import show_value
 
 NO_MATPLOTLIB = (
@@ -56,7 +58,7 @@ def plot_file(metric: str) -> str:
 
 def write_plots(
     folder: Path,
-    trials: Sequence[Mapping[str, Any]],
+    trials: Sequence[TrialRecord],
     metrics: Sequence[str],
     treatments: Sequence[str],
     verdicts: Mapping[str, Mapping[str, Any]],
@@ -73,9 +75,9 @@ def write_plots(
     configuration has nothing a picture adds to its table, so matplotlib (about half a second
     to import) is not loaded for it.
     """
-    passed = [t for t in trials if t.get("status") == "passed"]
-    blocks_run = {(t.get("host"), t.get("replicate"), t.get("seed")) for t in passed}
-    if len(blocks_run) < 2 and len({t.get("treatment") for t in passed}) < 2:
+    passed = [t for t in trials if t.status == "passed"]
+    blocks_run = {(t.host, t.replicate, t.seed) for t in passed}
+    if len(blocks_run) < 2 and len({t.treatment for t in passed}) < 2:
         return [], SINGLE_BLOCK
     matplotlib_under(folder.parent.parent)
     try:
@@ -118,7 +120,7 @@ def _svg_text(figure: Any) -> str:
 
 def _figure(
     metric: str,
-    trials: Sequence[Mapping[str, Any]],
+    trials: Sequence[TrialRecord],
     treatments: Sequence[str],
     verdicts: Mapping[str, Any],
     exact: bool = False,
@@ -167,20 +169,16 @@ def _figure(
 
 
 def _recorded(
-    metric: str, trials: Sequence[Mapping[str, Any]], treatments: Sequence[str]
+    metric: str, trials: Sequence[TrialRecord], treatments: Sequence[str]
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
     """The passed trials' values of ``metric`` by block (host, replicate, seed), each block's
     by treatment."""
     recorded: dict[tuple[Any, ...], dict[str, Any]] = {}
     for trial in trials:
-        value = (trial.get("metrics") or {}).get(metric)
-        if (
-            trial.get("status") == "passed"
-            and value is not None
-            and trial.get("treatment") in treatments
-        ):
-            key = (trial.get("host"), trial.get("replicate"), trial.get("seed"))
-            recorded.setdefault(key, {})[trial["treatment"]] = value
+        value = trial.metrics.get(metric)
+        if trial.status == "passed" and value is not None and trial.treatment in treatments:
+            key = (trial.host, trial.replicate, trial.seed)
+            recorded.setdefault(key, {})[trial.treatment] = value
     return recorded
 
 
@@ -261,12 +259,6 @@ def _value_axis(axes: Any, blocks: Any) -> None:
         axes.set_ylim(bottom=0, top=max(everything) * 1.08)
 
 
-def _said(verdict: Mapping[str, Any]) -> str:
+def _said(verdict: Verdict) -> str:
     """A verdict with gate 2's ratio and its interval, as in the report's tables."""
-    text = str(verdict.get("verdict"))
-    ratio, ci = verdict.get("ratio"), verdict.get("ci")
-    if ratio is not None:
-        text += f" x{ratio:.4g}"
-    if ci:
-        text += f" [{ci[0]:.4g}, {ci[1]:.4g}]"
-    return text
+    return verdict_text(verdict)

@@ -43,7 +43,8 @@ from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.store import DEVIATIONS
 
 if TYPE_CHECKING:
-    from pytest_benchmark_agent.records.views import RunView
+    from pytest_benchmark_agent.records.record import RunRecord
+    from pytest_benchmark_agent.records.schema import TrialRecord
 
 HEARTBEAT = "heartbeat.json"
 BEAT_INTERVAL_S = 1.0
@@ -102,7 +103,7 @@ def duration(seconds: float | None) -> str:
 class _Live:
     """What the plugin tracks of one run between hook calls."""
 
-    def __init__(self, run: RunView):
+    def __init__(self, run: RunRecord):
         self.run = run
         self.t0 = time.monotonic()
         self.started_unix = time.time()
@@ -128,14 +129,14 @@ class _Live:
             self.peak_rss_mb = float(value)
 
 
-def _deviation_caveat(run: RunView) -> str | None:
+def _deviation_caveat(run: RunRecord) -> str | None:
     """The caveat of a plan-time deviation accepted for ``run``; planning (~6 ms of imports) is
     loaded only where the data directory holds accepted deviations at all."""
     if not (run.home / DEVIATIONS).is_dir():
         return None
     from pytest_benchmark_agent.config.review import deviation_caveat
 
-    return deviation_caveat(run.home, run.name, run.plan.config)
+    return deviation_caveat(run.home, run.name, run.model)
 
 
 class HeartbeatWriter:
@@ -155,7 +156,7 @@ class HeartbeatWriter:
         self._drawn = False  # a live line is on the terminal after pytest's dots
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_bench_run_started(self, run: RunView) -> None:
+    def pytest_bench_run_started(self, run: RunRecord) -> None:
         if not self._enabled:
             return
         self._live[run.run_id] = _Live(run)
@@ -168,7 +169,7 @@ class HeartbeatWriter:
             self._flusher.start()
 
     @pytest.hookimpl
-    def pytest_bench_run_caveats(self, run: RunView) -> list[str] | None:
+    def pytest_bench_run_caveats(self, run: RunRecord) -> list[str] | None:
         """An accepted plan-time deviation limits what the run can be compared with."""
         if not self._enabled:
             return None
@@ -176,10 +177,11 @@ class HeartbeatWriter:
         return [caveat] if caveat else None
 
     @pytest.hookimpl
-    def pytest_bench_stage_started(self, run: RunView, stage: str, trial_id: str | None) -> None:
+    def pytest_bench_stage_started(self, run: RunRecord, stage: str, trial_id: str | None) -> None:
         live = self._live.get(run.run_id)
         if live is None:
             return
+        live.run = run
         live.stage, live.trial_id, live.stage_t0 = stage, trial_id, time.monotonic()
         live.lines = 0
         self.erase()
@@ -187,11 +189,12 @@ class HeartbeatWriter:
 
     @pytest.hookimpl
     def pytest_bench_stage_progress(
-        self, run: RunView, stage: str, trial_id: str | None, elapsed_s: float, peak_rss_mb: float
+        self, run: RunRecord, stage: str, trial_id: str | None, elapsed_s: float, peak_rss_mb: float
     ) -> None:
         live = self._live.get(run.run_id)
         if live is None:
             return
+        live.run = run
         live.stage, live.trial_id = stage, trial_id
         live.stage_t0 = time.monotonic() - elapsed_s
         live.see_peak(peak_rss_mb)
@@ -250,22 +253,24 @@ class HeartbeatWriter:
         self.erase()
 
     @pytest.hookimpl
-    def pytest_bench_trial_finished(self, trial: dict[str, Any], run: RunView) -> None:
+    def pytest_bench_trial_finished(self, trial: TrialRecord, run: RunRecord) -> None:
         live = self._live.get(run.run_id)
         if live is None:
             return
-        live.see_peak(trial.get("peak_rss_mb"))
+        live.run = run
+        live.see_peak(trial.peak_rss_mb)
         live.stage = live.trial_id = live.stage_t0 = None
-        live.done += trial["status"] != "not_run"
-        if trial["status"] != "not_run" and trial.get("host"):
-            live.by_host[trial["host"]] = live.by_host.get(trial["host"], 0) + 1
+        live.done += trial.status != "not_run"
+        if trial.status != "not_run" and trial.host:
+            live.by_host[trial.host] = live.by_host.get(trial.host, 0) + 1
         self.erase()
         self._write(run, throttled=True)
 
     @pytest.hookimpl
-    def pytest_bench_run_finished(self, run: RunView) -> None:
+    def pytest_bench_run_finished(self, run: RunRecord) -> None:
         if run.run_id not in self._live:
             return
+        self._live[run.run_id].run = run
         self._write(run)
         with self._lock:
             del self._live[run.run_id]
@@ -274,7 +279,7 @@ class HeartbeatWriter:
             self._flusher.join()
             self._flusher = None
 
-    def _write(self, run: RunView, *, throttled: bool = False) -> None:
+    def _write(self, run: RunRecord, *, throttled: bool = False) -> None:
         with self._lock:
             live = self._live[run.run_id]
             if throttled and time.monotonic() - live.last_write < BEAT_INTERVAL_S:

@@ -10,37 +10,35 @@ per-block ratio to the control does (what the verdict rests on).
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.safetext import md_code
 
-if TYPE_CHECKING:
-    from pytest_benchmark_agent.records.run import BenchRun
 
-
-def counted_metrics(run: BenchRun) -> dict[str, str]:
+def counted_metrics(run: RunRecord) -> dict[str, str]:
     """Each counted metric of the run and the measure stage that counts it."""
     return {
         metric: stage.name
-        for stage in run.plan.config.stages
+        for stage in run.model.stages
         for metric in stage.counters
-        if metric in run.plan.config.metrics
+        if metric in run.model.metrics
     }
 
 
-def seed_spread_lines(run: BenchRun, metric: str) -> list[str]:
+def seed_spread_lines(run: RunRecord, metric: str) -> list[str]:
     """A table of ``metric``'s spread across hash seeds per treatment (none when not counted)."""
     stage = counted_metrics(run).get(metric)
     if stage is None:
         return []
     by_label: dict[str, dict[tuple[Any, Any], float]] = {}
     seeds: set[str] = set()
-    for trial in run.trials:
-        value = (trial.get("metrics") or {}).get(metric)
-        if trial.get("status") != "passed" or trial.get("stage") != stage or value is None:
+    for trial in run.passed():
+        value = trial.metrics.get(metric)
+        if trial.stage != stage or value is None:
             continue
-        block = (trial.get("host"), trial.get("replicate"))
-        by_label.setdefault(str(trial.get("treatment")), {})[block] = float(value)
+        block = (trial.host, trial.replicate)
+        by_label.setdefault(trial.treatment, {})[block] = float(value)
         seeds.add(str(trial.get("hash_seed")))
     if not by_label:
         return []

@@ -4,6 +4,8 @@ The CPU time's user and system parts beside ``cpu_s``, how many samples each met
 Tukey's fences, one line per comparison (``b is x1.32 +- 0.04 faster than a``), and the
 geometric mean of the ratios of one direction (within a run, and across a session's files).
 Every figure comes from the recorded trials and gate 2's verdicts; nothing is judged here.
+The few texts the terminal, report.md and the job summary share (the trial counts, a median or
+an exact metric's values, the revisions compared, the verdicts against a baseline) are here too.
 """
 
 from __future__ import annotations
@@ -12,9 +14,14 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pytest_benchmark_agent.report.units import human, unit_of
-from pytest_benchmark_agent.stats.describe import tukey_outliers
+from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, verdict_table
+from pytest_benchmark_agent.report.units import human, ratio, unit_of
+from pytest_benchmark_agent.stats.comparability import Verdict
+from pytest_benchmark_agent.stats.describe import tukey_outliers, values_text
 from pytest_benchmark_agent.stats.geomean import GeoMean, geometric_mean
+
+#: How many hex digits name a commit (``engine.revisions.SHORT``, which the reports sit below).
+_SHORT = 12
 
 _TIME_UNITS = ("s", "ms", "us", "ns")
 
@@ -31,19 +38,44 @@ def primary_first_items(table: Mapping[str, Any], specs: Mapping[str, Any]) -> l
     return [(metric, table[metric]) for metric in primary_first(table, specs)]
 
 
-def cpu_split_lines(run: Any) -> list[str]:
+def counts_text(run: RunRecord) -> str:
+    """``12 recorded (failed: 2, passed: 10)``."""
+    total = sum(run.counts.values())
+    return (
+        f"{total} recorded (" + ", ".join(f"{k}: {v}" for k, v in sorted(run.counts.items())) + ")"
+    )
+
+
+def central(row: Mapping[str, Any], quote: str = "") -> str:
+    """A summary row's median, or an exact metric's values verbatim with their counts."""
+    return values_text(row, quote) if "values" in row else human(row.get("median"))
+
+
+def both_revisions(run: RunRecord) -> str | None:
+    """``1a2b3c4d5e6f (origin/main) -> 9f8e7d6c5b4a (HEAD)``: the two commits of
+    ``--bench-against``, None for a run of one code."""
+    if not run.revisions:
+        return None
+    against, this = run.revisions["against"], run.revisions["this"]
+    return f"{against['sha'][:_SHORT]} ({against['ref']}) -> {this['sha'][:_SHORT]} ({this['ref']})"
+
+
+def across_verdicts(base: BaselineComparison) -> Mapping[str, Mapping[str, Verdict]]:
+    """The verdicts against the baseline as the CI gate read them: judged with the session as
+    the unit (``judged``), else (a record from before) the trial-level ones."""
+    judged = verdict_table(base.extra.get("judged"))
+    return judged or base.verdicts
+
+
+def cpu_split_lines(run: RunRecord) -> list[str]:
     """The medians of ``user_s`` and ``sys_s`` per treatment, beside ``cpu_s``'s."""
     cells = []
-    for label in run.treatment_labels:
-        trials = [
-            t
-            for t in run.trials
-            if t["treatment"] == label and t["status"] == "passed" and "user_s" in t
-        ]
+    for label in run.treatments:
+        trials = [t for t in run.passed() if t.treatment == label and t.get("user_s") is not None]
         if not trials:
             continue
         medians = {
-            key: statistics.median(float(t[key]) for t in trials)
+            key: statistics.median(float(t.get(key)) for t in trials)
             for key in ("cpu_s", "user_s", "sys_s")
         }
         cells.append(
@@ -53,16 +85,15 @@ def cpu_split_lines(run: Any) -> list[str]:
     return [f"  {'cpu_s (medians)':<16}  " + "; ".join(cells)] if cells else []
 
 
-def outlier_lines(run: Any) -> list[str]:
+def outlier_lines(run: RunRecord) -> list[str]:
     """Per declared metric with any, the samples beyond Tukey's fences per treatment
     (``a 1/6``)."""
-    table = run.samples()
-    specs = run.plan.config.metrics
+    specs = run.model.metrics
     lines = []
     for metric in primary_first([m for m in run.summary if m in specs], specs):
-        per = table.get(metric) or {}
+        per = run.samples(metric)
         counts = []
-        for label in run.treatment_labels:
+        for label in run.treatments:
             values = [v for v in per.get(label, []) if isinstance(v, (int, float))]
             counts.append((label, tukey_outliers(values), len(values)))
         if any(found for _, found, _ in counts):
@@ -73,47 +104,46 @@ def outlier_lines(run: Any) -> list[str]:
     return lines
 
 
-def comparison_lines(run: Any) -> list[str]:
+def comparison_lines(run: RunRecord) -> list[str]:
     """One hyperfine line per treatment and judged metric with a ratio and its interval,
     primaries first: ``b is x1.32 +- 0.04 faster than a (wall_s, interval x1.28 to x1.36)``."""
-    specs = run.plan.config.metrics
+    specs = run.model.metrics
     lines = []
     for metric in primary_first(run.verdicts, specs):
         direction = getattr(specs.get(metric), "direction", "lower")
         if direction == "equal":
             continue
-        for label, verdict in (run.verdicts.get(metric) or {}).items():
+        for label, verdict in run.verdicts[metric].items():
             text = comparison_text(label, run.control, metric, verdict)
             if text:
                 lines.append(f"  {text}")
     return lines
 
 
-def comparison_text(label: str, control: str, metric: str, verdict: Mapping[str, Any]) -> str:
+def comparison_text(label: str, control: str, metric: str, verdict: Verdict) -> str:
     """``label is xF +- H <word> than control (metric, interval ...)`` from a verdict's ratio
     (label over control) and interval; "" without a ratio. F is at least 1: the ratio or its
     inverse, whichever says "faster"/"slower" (times) or "higher"/"lower" (other metrics)."""
-    ratio, ci = verdict.get("ratio"), verdict.get("ci")
-    if not isinstance(ratio, (int, float)) or ratio <= 0:
+    value, ci = verdict.ratio, verdict.ci
+    if not isinstance(value, (int, float)) or value <= 0:
         return ""
     timed = unit_of(metric) in _TIME_UNITS
-    if ratio < 1:
-        factor, word = 1 / ratio, "faster" if timed else "lower"
+    if value < 1:
+        factor, word = 1 / value, "faster" if timed else "lower"
         bounds = (1 / ci[1], 1 / ci[0]) if ci and min(ci) > 0 else None
     else:
-        factor, word = ratio, "slower" if timed else "higher"
+        factor, word = value, "slower" if timed else "higher"
         bounds = (ci[0], ci[1]) if ci else None
     spread = f" +- {(bounds[1] - bounds[0]) / 2:.2f}" if bounds else ""
-    interval = f", interval x{bounds[0]:.3g} to x{bounds[1]:.3g}" if bounds else ""
-    verdict_word = verdict.get("verdict")
-    judged = f", {verdict_word}" if verdict_word else ""
+    interval = f", interval {ratio(bounds[0], 3)} to {ratio(bounds[1], 3)}" if bounds else ""
+    judged = f", {verdict.verdict}" if verdict.verdict else ""
     return f"{label} is x{factor:.2f}{spread} {word} than {control} ({metric}{interval}{judged})"
 
 
-def run_geomeans(run: Any) -> dict[str, dict[str, GeoMean]]:
+def run_geomeans(run: RunRecord) -> dict[str, dict[str, GeoMean]]:
     """direction -> treatment -> the geometric mean of its ratios over the judged metrics of
     that direction (two or more)."""
-    specs = run.plan.config.metrics
+    specs = run.model.metrics
     out: dict[str, dict[str, GeoMean]] = {}
     for direction in ("lower", "higher"):
         metrics = [
@@ -121,11 +151,12 @@ def run_geomeans(run: Any) -> dict[str, dict[str, GeoMean]]:
             for m in primary_first(run.verdicts, specs)
             if getattr(specs.get(m), "direction", "lower") == direction
         ]
-        for label in run.treatment_labels:
+        for label in run.treatments:
             parts = []
             for metric in metrics:
-                verdict = (run.verdicts.get(metric) or {}).get(label) or {}
-                parts.append((metric, verdict.get("ratio"), verdict.get("ci")))
+                verdict = run.verdicts[metric].get(label)
+                if verdict is not None:
+                    parts.append((metric, verdict.ratio, verdict.ci))
             found = geometric_mean(parts)
             if found is not None:
                 out.setdefault(direction, {})[label] = found
@@ -134,14 +165,14 @@ def run_geomeans(run: Any) -> dict[str, dict[str, GeoMean]]:
 
 def geomean_text(what: str, direction: str, mean: GeoMean) -> str:
     """``geometric mean of 2 lower-is-better ratios b/a (wall_s, cpu_s): x0.91 [x0.88, x0.95]``."""
-    interval = f" [x{mean.ci[0]:.3g}, x{mean.ci[1]:.3g}]" if mean.ci else " (no interval)"
+    interval = f" [{ratio(mean.ci[0], 3)}, {ratio(mean.ci[1], 3)}]" if mean.ci else " (no interval)"
     return (
         f"geometric mean of {mean.n} {direction}-is-better ratios {what} "
-        f"({', '.join(mean.names)}): x{mean.ratio:.3g}{interval}"
+        f"({', '.join(mean.names)}): {ratio(mean.ratio, 3)}{interval}"
     )
 
 
-def geomean_lines(run: Any) -> list[str]:
+def geomean_lines(run: RunRecord) -> list[str]:
     """The run's geometric means, one line per direction and treatment."""
     return [
         f"  {geomean_text(f'{label}/{run.control}', direction, mean)}"
@@ -150,26 +181,24 @@ def geomean_lines(run: Any) -> list[str]:
     ]
 
 
-def session_geomeans(runs: Iterable[Any]) -> dict[str, GeoMean]:
+def session_geomeans(runs: Iterable[RunRecord]) -> dict[str, GeoMean]:
     """direction -> the geometric mean over a session's files of their primary metrics'
     ratios (every treatment against its file's control), where two or more."""
     parts: dict[str, list[tuple[str, Any, Any]]] = {}
     for run in runs:
-        specs = run.plan.config.metrics
+        specs = run.model.metrics
         for metric, per in run.verdicts.items():
             spec = specs.get(metric)
             if spec is None or not spec.primary or spec.direction == "equal":
                 continue
             for label, verdict in per.items():
                 name = f"{run.name}:{metric}[{label}]"
-                parts.setdefault(spec.direction, []).append(
-                    (name, verdict.get("ratio"), verdict.get("ci"))
-                )
+                parts.setdefault(spec.direction, []).append((name, verdict.ratio, verdict.ci))
     found = {direction: geometric_mean(items) for direction, items in parts.items()}
     return {direction: mean for direction, mean in found.items() if mean is not None}
 
 
-def session_geomean_lines(runs: list[Any]) -> list[str]:
+def session_geomean_lines(runs: list[RunRecord]) -> list[str]:
     """The session's geometric means across its benchmark files (two or more files)."""
     if len({run.name for run in runs}) < 2:
         return []

@@ -5,6 +5,10 @@ follow it: ``wall_s``, ``cpu_s``, ``peak_rss_mb``): ``_s``/``_ms``/``_us``/``_ns
 ``_b``/``_bytes``/``_kb``/``_mb``/``_gb`` sizes (binary multiples), ``/s`` or ``_per_s``
 rates. Values print with four significant figures in a scaled unit (``8.512 MiB``,
 ``76.7 ms``) or with thousands separators (``8,925,741``), never as ``8.925e+06``.
+
+The statistics every report shows (a ratio, its interval, a share, a p-value, a verdict with
+its ratio) are formatted here too, once, so report.md, report.html, the terminal, the job
+summary, the exports and ``--junitxml`` print the same figure the same way.
 """
 
 from __future__ import annotations
@@ -73,3 +77,44 @@ def _scaled(value: float, steps: tuple[tuple[float, str], ...]) -> str:
             return f"{value / scale:.4g} {name}"
     scale, name = steps[-1]
     return f"{value / scale:.4g} {name}"
+
+
+def number(value: Any) -> str:
+    """A statistic without a unit: four significant figures for a float, ``-`` for none."""
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def ratio(value: Any, digits: int = 4) -> str:
+    """Gate 2's ratio as ``x1.234`` (``digits`` significant figures), ``-`` for none."""
+    return "-" if value is None else f"x{value:.{digits}g}"
+
+
+def interval(ci: Any) -> str:
+    """A 95% interval as ``[0.912, 0.958]``, ``-`` for none (or a side unknown)."""
+    if not ci or None in ci:
+        return "-"
+    return f"[{number(float(ci[0]))}, {number(float(ci[1]))}]"
+
+
+def pct(value: Any) -> str:
+    """A fraction (a CV, an MDE) as a percentage with one decimal, ``-`` for none."""
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def p_value(value: Any) -> str:
+    """A p-value with four decimals, ``<0.0001`` below that, ``-`` for none."""
+    if value is None:
+        return "-"
+    return "<0.0001" if value < 1e-4 else f"{value:.4f}"
+
+
+def verdict_text(verdict: Any) -> str:
+    """A :class:`.Verdict` as one phrase: ``improved x0.912 [0.88, 0.94]``."""
+    text = str(verdict.verdict)
+    if verdict.ratio is not None:
+        text += f" {ratio(verdict.ratio)}"
+    if verdict.ci:
+        text += f" {interval(verdict.ci)}"
+    return text

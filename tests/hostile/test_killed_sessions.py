@@ -165,13 +165,12 @@ def pytest_bench_run_caveats(run):
 
 
 def pytest_bench_run_finished(run):
-    results = run.results()
     with open("finished.jsonl", "a") as seen:
         seen.write(json.dumps({
             "run_id": run.run_id,
-            "state": results["state"],
-            "statuses": sorted(t["status"] for t in results["trials"]),
-            "caveats": results["caveats"],
+            "state": run.state,
+            "statuses": sorted(t.status for t in run.trials),
+            "caveats": list(run.caveats),
         }) + "\\n")
 """
 
