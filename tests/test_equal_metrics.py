@@ -446,18 +446,20 @@ def test_a_hash_changed_since_an_earlier_run_is_a_regression_across_runs(
 
 def test_the_plot_of_an_exact_metric_has_its_values_verbatim_as_its_rows(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
+    from pytest_benchmark_agent.records.schema import TrialRecord
     from pytest_benchmark_agent.report.plots import _figure, write_plots
     from pytest_benchmark_agent.stats.comparability import Verdict
 
     trials = [
-        {
-            "status": "passed",
-            "treatment": t,
-            "replicate": k,
-            "seed": None,
-            "host": "h",
-            "metrics": {"h": NEXT if (t, k) == ("b", 1) else BIG, "t": 1.0 + k},
-        }
+        TrialRecord(
+            id=f"m[{t}-rep{k}]",
+            stage="m",
+            status="passed",
+            treatment=t,
+            replicate=k,
+            host="h",
+            metrics={"h": NEXT if (t, k) == ("b", 1) else BIG, "t": 1.0 + k},
+        )
         for k in range(3)
         for t in ("a", "b")
     ]

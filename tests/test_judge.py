@@ -106,9 +106,9 @@ def split_hosts(replicate: int) -> str:
 def test_the_judge_returns_its_judgement_and_never_writes_on_the_run(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     record(run, twice_as_slow)
-    before = run.results()
+    before = run.record().to_dict()
     judgement = judge.judge_run(run.record(), None)
-    assert run.results() == before  # the judge read a frozen record; the run is the engine's
+    assert run.record().to_dict() == before  # the judge read a frozen record; the run is the engine's
     assert judgement.verdicts["t"]["b"].regressed and judgement.tag == "EXPLORATORY"
     run.judged(judgement)
     done = run.record()

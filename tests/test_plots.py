@@ -4,6 +4,7 @@ and the SVG that report.html inlines."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.collections import PathCollection  # noqa: E402
 
+from pytest_benchmark_agent.records.schema import TrialRecord  # noqa: E402
 from pytest_benchmark_agent.report.plots import (  # noqa: E402
     NO_MATPLOTLIB,
     SINGLE_BLOCK,
@@ -22,17 +24,24 @@ from pytest_benchmark_agent.report.plots import (  # noqa: E402
 from pytest_benchmark_agent.stats.comparability import Verdict  # noqa: E402
 
 
-def _trials(blocks: int, treatments: list[str]) -> list[dict]:
+def _typed(trial: dict) -> TrialRecord:
+    """A trial record of the plotted fields (the id and stage a plot never reads)."""
+    return TrialRecord(id=f"m[{trial['treatment']}-rep{trial['replicate']}]", stage="m", **trial)
+
+
+def _trials(blocks: int, treatments: list[str]) -> list[TrialRecord]:
     """A passed trial per treatment per block; block k's value for treatment i is 10*k + i."""
     return [
-        {
-            "status": "passed",
-            "treatment": t,
-            "replicate": k,
-            "seed": k,
-            "host": "h",
-            "metrics": {"wall_s": 10.0 * k + i, "rows/s": 5.0 + i},
-        }
+        _typed(
+            {
+                "status": "passed",
+                "treatment": t,
+                "replicate": k,
+                "seed": k,
+                "host": "h",
+                "metrics": {"wall_s": 10.0 * k + i, "rows/s": 5.0 + i},
+            }
+        )
         for k in range(blocks)
         for i, t in enumerate(treatments)
     ]
@@ -41,24 +50,28 @@ def _trials(blocks: int, treatments: list[str]) -> list[dict]:
 def test_every_block_is_one_segment_of_a_single_line_collection() -> None:
     trials = _trials(300, ["a", "b", "c"])
     trials.append(
-        {
-            "status": "passed",
-            "treatment": "a",
-            "replicate": 300,
-            "seed": 300,
-            "host": "h",
-            "metrics": {"wall_s": 1.0},
-        }
+        _typed(
+            {
+                "status": "passed",
+                "treatment": "a",
+                "replicate": 300,
+                "seed": 300,
+                "host": "h",
+                "metrics": {"wall_s": 1.0},
+            }
+        )
     )  # a block of one: no line
     trials.append(
-        {
-            "status": "failed",
-            "treatment": "b",
-            "replicate": 300,
-            "seed": 300,
-            "host": "h",
-            "metrics": {"wall_s": 99.0},
-        }
+        _typed(
+            {
+                "status": "failed",
+                "treatment": "b",
+                "replicate": 300,
+                "seed": 300,
+                "host": "h",
+                "metrics": {"wall_s": 99.0},
+            }
+        )
     )  # not passed: not drawn
     axes = _figure("wall_s", trials, ["a", "b", "c"], {}).axes[0]
 
@@ -81,26 +94,30 @@ def test_the_block_line_follows_the_declared_treatment_order() -> None:
 
 
 def test_a_metric_without_passed_values_has_no_figure(tmp_path) -> None:
-    trials = [{**t, "status": "failed"} for t in _trials(3, ["a", "b"])]
+    trials = [dataclasses.replace(t, status="failed") for t in _trials(3, ["a", "b"])]
     trials.append(
-        {
-            "status": "passed",
-            "treatment": "a",
-            "replicate": 9,
-            "seed": 9,
-            "host": "h",
-            "metrics": {},
-        }
+        _typed(
+            {
+                "status": "passed",
+                "treatment": "a",
+                "replicate": 9,
+                "seed": 9,
+                "host": "h",
+                "metrics": {},
+            }
+        )
     )
     trials.append(
-        {
-            "status": "passed",
-            "treatment": "b",
-            "replicate": 8,
-            "seed": 8,
-            "host": "h",
-            "metrics": {},
-        }
+        _typed(
+            {
+                "status": "passed",
+                "treatment": "b",
+                "replicate": 8,
+                "seed": 8,
+                "host": "h",
+                "metrics": {},
+            }
+        )
     )
     assert _figure("wall_s", trials, ["a", "b"], {}) is None
     assert write_plots(tmp_path, trials, ["wall_s"], ["a", "b"], {}) == ([], None)
@@ -142,17 +159,19 @@ def test_a_missing_matplotlib_part_the_figure_needs_gives_the_report_sentence(
     assert list(tmp_path.iterdir()) == []
 
 
-def _valued(values: dict[str, list[float]], metric: str = "wall_s") -> list[dict]:
+def _valued(values: dict[str, list[float]], metric: str = "wall_s") -> list[TrialRecord]:
     """Passed trials with the given values of ``metric``, block k holding each list's k-th."""
     return [
-        {
-            "status": "passed",
-            "treatment": label,
-            "replicate": k,
-            "seed": None,
-            "host": "h",
-            "metrics": {metric: value},
-        }
+        _typed(
+            {
+                "status": "passed",
+                "treatment": label,
+                "replicate": k,
+                "seed": None,
+                "host": "h",
+                "metrics": {metric: value},
+            }
+        )
         for label, column in values.items()
         for k, value in enumerate(column)
     ]

@@ -279,50 +279,10 @@ class RunRecord:
         when it came from disk). A record without ``schema_version`` predates the field and
         reads as version 1; a newer version is refused by :func:`load_run`."""
         data = dict(results)
-        baseline = data.get("baseline")
+        fields = {name: _READERS.get(name, freeze)(data.get(name)) for name in _FIELDS}
+        fields["run_id"] = str(data.get("run_id") or (run_dir.name if run_dir else ""))
         return cls(
-            schema_version=int(data.get("schema_version") or 1),
-            run_id=str(data.get("run_id") or (run_dir.name if run_dir else "")),
-            name=str(data.get("name") or ""),
-            state=str(data.get("state") or ""),
-            tag=str(data.get("tag") or "EXPLORATORY"),
-            treatment_variable=data.get("treatment_variable"),
-            control=as_text(data.get("control", "default")),
-            treatments=tuple(as_text(t) for t in data.get("treatments") or ()),
-            trials=tuple(_trial(t) for t in data.get("trials") or ()),
-            summary=freeze(data.get("summary") or {}),
-            selected=freeze(data.get("selected")),
-            verdicts=verdict_table(data.get("verdicts")),
-            started=data.get("started"),
-            ended=data.get("ended"),
-            stop_reason=data.get("stop_reason"),
-            counts=freeze(data.get("counts") or {}),
-            spent=freeze(data.get("spent") or {}),
-            preps=tuple(_prep(p) for p in data.get("preps") or ()),
-            warmups=freeze(data.get("warmups") or ()),
-            caveats=tuple(data.get("caveats") or ()),
-            config_file=data.get("config_file"),
-            config_hash=data.get("config_hash"),
-            decided=data.get("decided"),
-            refusals=tuple(data.get("refusals") or ()),
-            verdicts_by_host=FrozenDict(
-                {
-                    host: verdict_table(table)
-                    for host, table in (data.get("verdicts_by_host") or {}).items()
-                }
-            ),
-            baseline=(
-                baseline
-                if isinstance(baseline, BaselineComparison) or baseline is None
-                else BaselineComparison.from_dict(baseline)
-            ),
-            revisions=freeze(data.get("revisions")),
-            ci_gate=freeze(data.get("ci_gate")),
-            reproduces=freeze(data.get("reproduces")),
-            sequential=freeze(data.get("sequential")),
-            hash_seed_base=data.get("hash_seed_base"),
-            tag_reasons=tuple(data.get("tag_reasons") or ()),
-            what_went_wrong=tuple(data.get("what_went_wrong") or ()),
+            **fields,
             extra=freeze({k: v for k, v in data.items() if k not in _FIELDS}),
             dir=run_dir,
             config=freeze(config or {}),
@@ -437,6 +397,47 @@ def _trial(data: Any) -> TrialRecord:
 
 def _prep(data: Any) -> PrepEvent:
     return data if isinstance(data, PrepEvent) else PrepEvent.from_dict(data)
+
+
+def _baseline(data: Any) -> BaselineComparison | None:
+    if data is None or isinstance(data, BaselineComparison):
+        return data
+    return BaselineComparison.from_dict(data)
+
+
+def _texts(data: Any) -> tuple[str, ...]:
+    return tuple(data or ())
+
+
+def _mapping(data: Any) -> FrozenDict:
+    return freeze(data or {})
+
+
+#: How :meth:`RunRecord.from_dict` reads each field of ``results.yaml`` that is more than frozen
+#: as it is (absent values get the record's defaults; trials, preps and verdicts their types).
+_READERS: dict[str, Any] = {
+    "schema_version": lambda v: int(v or 1),
+    "name": lambda v: str(v or ""),
+    "state": lambda v: str(v or ""),
+    "tag": lambda v: str(v or "EXPLORATORY"),
+    "control": lambda v: as_text("default" if v is None else v),
+    "treatments": lambda v: tuple(as_text(t) for t in v or ()),
+    "trials": lambda v: tuple(_trial(t) for t in v or ()),
+    "preps": lambda v: tuple(_prep(p) for p in v or ()),
+    "summary": _mapping,
+    "counts": _mapping,
+    "spent": _mapping,
+    "warmups": lambda v: freeze(v or ()),
+    "verdicts": verdict_table,
+    "verdicts_by_host": lambda v: FrozenDict(
+        {host: verdict_table(table) for host, table in (v or {}).items()}
+    ),
+    "baseline": _baseline,
+    "caveats": _texts,
+    "refusals": _texts,
+    "tag_reasons": _texts,
+    "what_went_wrong": _texts,
+}
 
 
 def load_run(run_dir: Path) -> RunRecord:
