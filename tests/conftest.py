@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
 from benchhelpers import BenchProject
 
 pytest_plugins = ["pytester"]
+
+# A suite started in the background by a script (`pytest &`, `nohup`) inherits SIGINT ignored,
+# and so would every session a test starts (an ignored signal stays ignored across exec): the
+# tests that interrupt a session as Ctrl-C does could not. Handled here, it is reset to the
+# default in each child, as a terminal would start it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -298,12 +298,6 @@ def test_without_bench_nothing_is_collected(project: BenchProject) -> None:
     disabled.assert_outcomes(passed=1)
 
 
-def _default_sigint() -> None:
-    """A suite started as a background job (``nohup pytest &``) ignores SIGINT, and a child
-    inherits that: the session under test gets the default handling a terminal would give."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _start_session(project: BenchProject, home: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
@@ -321,7 +315,6 @@ def _start_session(project: BenchProject, home: Path) -> subprocess.Popen[bytes]
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_default_sigint,
     )
 
 

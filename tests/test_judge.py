@@ -108,7 +108,7 @@ def test_the_judge_returns_its_judgement_and_never_writes_on_the_run(tmp_path: P
     record(run, twice_as_slow)
     before = run.record().to_dict()
     judgement = judge.judge_run(run.record(), None)
-    assert run.record().to_dict() == before  # the judge read a frozen record; the run is the engine's
+    assert run.record().to_dict() == before  # the judge read a frozen record
     assert judgement.verdicts["t"]["b"].regressed and judgement.tag == "EXPLORATORY"
     run.judged(judgement)
     done = run.record()
