@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from benchhelpers import BenchProject
+from benchhelpers import BenchProject, simple_bench
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
 
 from pytest_benchmark_agent.cli.main import main
+from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.report import terminal
 from pytest_benchmark_agent.stats.describe import tukey_outliers
 from pytest_benchmark_agent.stats.geomean import geometric_mean
 
@@ -145,3 +147,28 @@ def test_the_geometric_means_interval_is_that_of_its_parts_ends() -> None:
     assert geometric_mean([("x", 2.0, [1.0, 4.0])]) is None  # one ratio is its own summary
     partial = geometric_mean([("x", 2.0, None), ("y", 8.0, [4.0, 16.0])])
     assert partial is not None and partial.ratio == pytest.approx(4.0) and partial.ci is None
+
+
+def test_the_baseline_lines_show_the_verdicts_the_ci_gate_judged() -> None:
+    """Against a recorded baseline the gate judges the session-level verdicts (``judged``); the
+    trial-level ones (``verdicts``) are kept for the report, never shown as the gate's."""
+    trial_level = {"verdict": "regressed", "ratio": 0.9, "against": "r1 `b`"}
+    session_level = {"verdict": "no_change", "ratio": 0.9, "against": "r1 `b`"}
+    record = RunRecord.from_dict(
+        {
+            "run_id": "r2",
+            "treatment_variable": "mode",
+            "control": "a",
+            "treatments": ["a", "b"],
+            "baseline": {
+                "run_id": "r1",
+                "verdicts": {"score": {"b": trial_level}},
+                "judged": {"score": {"b": session_level}},
+                "code": {"baseline": "abc1234", "this": "def5678"},
+            },
+        },
+        config=simple_bench(),
+    )
+    lines = terminal._baseline_lines(record)
+    assert lines[0] == "  baseline r1: code abc1234 -> def5678"
+    assert lines[1:] == ["    `score` [b] no_change x0.9 against r1 `b`"]

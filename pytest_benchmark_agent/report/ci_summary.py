@@ -24,7 +24,7 @@ from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.reader import UnreadableRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, load_run
 from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code
-from pytest_benchmark_agent.report.summary_lines import across_verdicts, both_revisions
+from pytest_benchmark_agent.report.summary_lines import both_revisions
 from pytest_benchmark_agent.report.units import interval, number, ratio
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
@@ -103,7 +103,7 @@ def render(run: RunRecord) -> list[str]:
 
 def _baseline_table(run: RunRecord, base: BaselineComparison) -> list[str]:
     """One row per metric and treatment of this run against the baseline."""
-    verdicts = across_verdicts(base)
+    verdicts = base.gated_verdicts
     reference = _reference(run, base.run_id)
     several = len(run.treatments) > 1
     rows = []

@@ -35,7 +35,7 @@ from pytest_benchmark_agent.report.html import render_html
 from pytest_benchmark_agent.report.junit import add_run_properties, add_trial_properties
 from pytest_benchmark_agent.report.plots import plot_file, write_plots
 from pytest_benchmark_agent.report.seeds import seed_spread_lines
-from pytest_benchmark_agent.report.summary_lines import across_verdicts, counts_text
+from pytest_benchmark_agent.report.summary_lines import counts_text
 from pytest_benchmark_agent.report.units import human, interval, number, p_value, pct
 from pytest_benchmark_agent.report.wrong import what_went_wrong
 from pytest_benchmark_agent.stats.comparability import Verdict
@@ -400,7 +400,7 @@ def _baseline(run: RunRecord) -> list[str]:
     lines.append("")
     both = f"{code.get('baseline')} -> {code.get('this')}"
     # judged with the session as the unit (what the gate read); verdicts in older records
-    for metric, per in across_verdicts(base).items():
+    for metric, per in base.gated_verdicts.items():
         if not per:
             continue
         lines += [f"### {md_code(metric)} against the baseline ({both})", ""]

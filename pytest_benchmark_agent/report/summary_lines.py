@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, verdict_table
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.report.units import human, ratio, unit_of
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import tukey_outliers, values_text
@@ -58,13 +58,6 @@ def both_revisions(run: RunRecord) -> str | None:
         return None
     against, this = run.revisions["against"], run.revisions["this"]
     return f"{against['sha'][:_SHORT]} ({against['ref']}) -> {this['sha'][:_SHORT]} ({this['ref']})"
-
-
-def across_verdicts(base: BaselineComparison) -> Mapping[str, Mapping[str, Verdict]]:
-    """The verdicts against the baseline as the CI gate read them: judged with the session as
-    the unit (``judged``), else (a record from before) the trial-level ones."""
-    judged = verdict_table(base.extra.get("judged"))
-    return judged or base.verdicts
 
 
 def cpu_split_lines(run: RunRecord) -> list[str]:

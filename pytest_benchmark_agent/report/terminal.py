@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, exact_metrics
 from pytest_benchmark_agent.judge.baseline import primary_metrics
+from pytest_benchmark_agent.judge.ci_gate import regressions
 from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.report import summary_lines
@@ -102,29 +103,6 @@ def _tail(run: RunRecord, gate: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
-def regressions(run: RunRecord) -> list[str]:
-    """Every primary metric that regressed, in the run and against its baseline."""
-    out = []
-    base = run.baseline
-    across = summary_lines.across_verdicts(base) if base is not None else {}
-    code = base.code if base is not None else {}
-    for metric in primary_metrics(run.model.metrics):
-        for treatment, verdict in run.verdicts.get(metric, {}).items():
-            if verdict.regressed:
-                out.append(
-                    f"`{metric}` regressed for {treatment} ({ratio(verdict.ratio, 3)} "
-                    f"of the control {run.control})"
-                )
-        for treatment, verdict in across.get(metric, {}).items():
-            if verdict.regressed:
-                out.append(
-                    f"`{metric}` regressed for {treatment} against baseline "
-                    f"{verdict.extra.get('against')} ({ratio(verdict.ratio, 3)}, "
-                    f"{code.get('baseline')} -> {code.get('this')})"
-                )
-    return out
-
-
 def _baseline_lines(run: RunRecord) -> list[str]:
     """The primary verdicts against the baseline, both sides named by their code."""
     base = run.baseline
@@ -138,7 +116,7 @@ def _baseline_lines(run: RunRecord) -> list[str]:
         else ""
     )
     lines = [f"  baseline {base.run_id}" + (f" ({named})" if named else "") + codes]
-    verdicts = summary_lines.across_verdicts(base)  # as the CI gate read them
+    verdicts = base.gated_verdicts  # as the CI gate read them
     judged = primary_metrics(run.model.metrics) + list(verdicts)
     for metric in dict.fromkeys(judged):  # every judged metric, the primaries first
         for label, v in (verdicts.get(metric) or {}).items():
