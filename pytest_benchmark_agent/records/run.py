@@ -254,26 +254,6 @@ class BenchRun:
             return describe_exact(values)
         return describe(values)
 
-    def hosts(self) -> list[str]:
-        return sorted({t["host"] for t in self.trials if t.get("host")})
-
-    def overlapping_measurements(self) -> list[tuple[str, str]]:
-        """Pairs of trials whose measurement windows overlapped on the same host."""
-        pairs = []
-        for host in self.hosts():
-            timed = sorted(
-                (
-                    t
-                    for t in self.trials
-                    if t.get("host") == host and t.get("started") and t.get("ended")
-                ),
-                key=lambda t: t["started"],
-            )
-            for earlier, later in zip(timed, timed[1:], strict=False):
-                if later["started"] < earlier["ended"]:
-                    pairs.append((earlier["id"], later["id"]))
-        return pairs
-
     def spent(self) -> dict[str, float]:
         """GPU-hours and cost of every stage run so far (trials and the preps this run built)."""
         stages = self.trials + [p for p in self.preps if p.get("action") == "built"]
@@ -281,12 +261,6 @@ class BenchRun:
             "gpu_hours": sum(s.get("gpu_hours", 0.0) for s in stages),
             "cost_usd": sum(s.get("cost_usd", 0.0) for s in stages),
         }
-
-    def counts(self) -> dict[str, int]:
-        counts: dict[str, int] = defaultdict(int)
-        for trial in self.trials:
-            counts[trial["status"]] += 1
-        return dict(counts)
 
     def judged(self, judgement: Judgement) -> None:
         """Put gate 2's judgement on the run (the judge returns it and never writes here); its
