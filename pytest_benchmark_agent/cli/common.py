@@ -1,12 +1,11 @@
-"""What every ``benchmark-agent`` verb shares: the data directory, finding runs in it, and how
-a verb prints a statistic."""
+"""What every ``benchmark-agent`` verb shares: the data directory and finding runs in it (a
+verb prints a statistic with :mod:`.report.units`, as every report does)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from pytest_benchmark_agent.home import data_home
 from pytest_benchmark_agent.records.store import runs_in
@@ -38,14 +37,3 @@ def find_run(home: Path, ref: str) -> Path:
             f"benchmark-agent: no unique run '{ref}' in {home / 'runs'} (latest runs: {known})"
         )
     return matches[0]
-
-
-def num(value: Any) -> str:
-    """A statistic (a ratio, a bound, a p-value, a median) with four significant figures."""
-    return "-" if value is None else f"{value:.4g}"
-
-
-def pct(value: Any, sign: str = "") -> str:
-    """A fraction (an effect, an MDE, a CV) as a percentage with one decimal (``sign="+"``:
-    always signed)."""
-    return "-" if value is None else f"{100 * value:{sign}.1f}%"

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from pytest_benchmark_agent.cli.common import num, pct
 from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord
 from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.report.units import interval, number, pct
 from pytest_benchmark_agent.stats.comparability import is_guarded
 
 _MEANS = {
@@ -98,9 +98,9 @@ def _claimed(record: RunRecord, specs: Mapping[str, MetricSpec]) -> list[str]:
     for metric in primary_metrics(specs):
         for label, v in (record.verdicts.get(metric) or {}).items():
             lines.append(
-                f"- `{metric}` [{label} against {control}]: {v.verdict}, ratio {num(v.ratio)}"
-                + (f", 95% CI [{num(v.ci[0])}, {num(v.ci[1])}]" if v.ci else "")
-                + f", p (Holm) {num(v.p_holm)}, MDE {pct(v.mde)}"
+                f"- `{metric}` [{label} against {control}]: {v.verdict}, ratio {number(v.ratio)}"
+                + (f", 95% CI {interval(v.ci)}" if v.ci else "")
+                + f", p (Holm) {number(v.p_holm)}, MDE {pct(v.mde)}"
                 + (f": {v.reason}" if v.reason else "")
             )
     return lines
@@ -208,6 +208,6 @@ def _baseline_checks(record: RunRecord, baseline: BaselineComparison) -> list[st
     if control is not None:
         lines.append(
             f"- Control drift: this session's control against {control.extra.get('against')}"
-            f": {control.verdict}, ratio {num(control.ratio)}."
+            f": {control.verdict}, ratio {number(control.ratio)}."
         )
     return lines

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.cli import compare_gate
-from pytest_benchmark_agent.cli.common import find_run, home_of, num
+from pytest_benchmark_agent.cli.common import find_run, home_of
 from pytest_benchmark_agent.cli.outline import skeptical_outline
 from pytest_benchmark_agent.cli.publish import cmd_changes, history_options
 from pytest_benchmark_agent.config.metric import MetricSpec
@@ -35,6 +35,7 @@ from pytest_benchmark_agent.records.record import (
 from pytest_benchmark_agent.records.safetext import one_line, printable
 from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.writer import index_entry
+from pytest_benchmark_agent.report.units import interval, number
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
 
@@ -267,11 +268,11 @@ def _metric_tables(
         ]
         for label, v in sorted((verdicts.get(metric) or {}).items(), key=_control_first(b)):
             target = label if label in a.treatments else a.control
-            interval = f"[{num(v.ci[0])}, {num(v.ci[1])}]" if v.ci else "-"
+            ci = interval(v.ci)
             lines.append(
                 f"  {label[:16]:<16} {_median(a, metric, target):>11}"
                 f" {_median(b, metric, label):>11}  {v.verdict:<15}"
-                f"{num(v.ratio):>8}  {interval:<18}{num(v.p_holm):>9}  {v.reason or ''}"
+                f"{number(v.ratio):>8}  {ci:<18}{number(v.p_holm):>9}  {v.reason or ''}"
             )
     return lines
 
@@ -310,7 +311,7 @@ def _control_first(record: RunRecord) -> Callable[[tuple[str, Any]], tuple[int, 
 def _median(record: RunRecord, metric: str, label: str) -> str:
     """The median of ``label``'s ``metric``; a ``direction: equal`` one's values verbatim."""
     row = record.stats(metric).get(label) or {}
-    return values_text(row) if "values" in row else num(row.get("median"))
+    return values_text(row) if "values" in row else number(row.get("median"))
 
 
 # -- reclassify -----------------------------------------------------------------------------------

@@ -98,9 +98,10 @@ def interval(ci: Any) -> str:
     return f"[{number(float(ci[0]))}, {number(float(ci[1]))}]"
 
 
-def pct(value: Any) -> str:
-    """A fraction (a CV, an MDE) as a percentage with one decimal, ``-`` for none."""
-    return "-" if value is None else f"{100 * value:.1f}%"
+def pct(value: Any, sign: str = "") -> str:
+    """A fraction (a CV, an MDE, an effect) as a percentage with one decimal, ``-`` for none
+    (``sign="+"``: always signed)."""
+    return "-" if value is None else f"{100 * value:{sign}.1f}%"
 
 
 def p_value(value: Any) -> str:
