@@ -11,7 +11,7 @@ from pathlib import Path
 
 from benchhelpers import BenchProject, screenshot_rgb
 
-from pytest_benchmark_agent.report.units import human
+from pytest_benchmark_agent.stats.units import human
 
 HOSTILE = "<script>alert('x')</script> & \"quoted\""
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from benchhelpers import BenchProject, simple_bench
 
-from pytest_benchmark_agent.report.units import human, unit_of
+from pytest_benchmark_agent.stats.units import human, unit_of
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -36,7 +36,7 @@ from pytest_benchmark_agent.records.fsutil import acquire_lock, release_lock
 from pytest_benchmark_agent.records.recover import OWNERS, owner_state
 from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.writer import index_entry
-from pytest_benchmark_agent.report.units import human
+from pytest_benchmark_agent.stats.units import human
 
 #: States of a run whose sessions are over: its scratch folders are no longer written.
 ENDED = frozenset({"complete", "halted", "failed", "interrupted", "died"})

@@ -1,5 +1,5 @@
 """What every ``benchmark-agent`` verb shares: the data directory and finding runs in it (a
-verb prints a statistic with :mod:`.report.units`, as every report does)."""
+verb prints a statistic with :mod:`.stats.units`, as every report does)."""
 
 from __future__ import annotations
 

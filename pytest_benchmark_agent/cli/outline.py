@@ -11,8 +11,8 @@ from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord
 from pytest_benchmark_agent.records.schema import TrialRecord
-from pytest_benchmark_agent.report.units import interval, number, pct
 from pytest_benchmark_agent.stats.comparability import is_guarded
+from pytest_benchmark_agent.stats.units import interval, number, pct
 
 _MEANS = {
     "RELIABLE": "reproduced with no caveat: it may be stated as a result, within the controls "

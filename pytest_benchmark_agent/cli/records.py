@@ -35,9 +35,9 @@ from pytest_benchmark_agent.records.record import (
 from pytest_benchmark_agent.records.safetext import one_line, printable
 from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.writer import index_entry
-from pytest_benchmark_agent.report.units import interval, number
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
+from pytest_benchmark_agent.stats.units import interval, number
 
 # -- history --------------------------------------------------------------------------------------
 

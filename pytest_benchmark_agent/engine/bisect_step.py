@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_benchmark_agent.judge.baseline import FINISHED, primary_metrics
 from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.stats.comparability import Verdict
+from pytest_benchmark_agent.stats.units import interval, ratio
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,10 @@ class Evidence:
     def line(self) -> str:
         """``loop_ms x1.10 [1.07, 1.13] MDE 5.4% (fail_threshold 5%): regressed``."""
         v = self.verdict
-        interval = f"[{_num(v.ci[0])}, {_num(v.ci[1])}]" if v.ci else "[-]"
+        shown = interval(v.ci) if v.ci else "[-]"
         detected = "-" if v.mde is None else f"{100 * v.mde:.3g}%"
         return (
-            f"{self.metric} x{_num(v.ratio)} {interval} MDE {detected} "
+            f"{self.metric} {ratio(v.ratio)} {shown} MDE {detected} "
             f"(fail_threshold {100 * self.threshold:.3g}%): {v.verdict}"
         )
 
@@ -89,7 +89,3 @@ def judged(run_dir: Path, code: int | None) -> tuple[str, str]:
         f"{how}; could not decide: {said}; fix: more blocks (replicates: {{min, max}} adds "
         "blocks until the step decides)"
     )
-
-
-def _num(value: Any) -> str:
-    return "-" if value is None else f"{value:.4g}"

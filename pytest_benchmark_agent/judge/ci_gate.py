@@ -16,14 +16,11 @@ from typing import Any
 from pytest_benchmark_agent.judge import evidence
 from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord
+from pytest_benchmark_agent.stats.units import ratio
 
 _WITHIN = (
     "judged within one session: the treatments ran interleaved in blocks, compared block by block"
 )
-
-
-def ratio_text(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
 
 
 def unjudged(reasons: list[str]) -> dict[str, Any]:
@@ -47,13 +44,13 @@ def baseline_gate(baseline: BaselineComparison, specs: Mapping[str, Any]) -> dic
     for metric in primaries:
         for label, v in verdicts.get(metric, {}).items():
             said = (
-                f"`{metric}` [{label}] {v.verdict} x{ratio_text(v.ratio)} "
+                f"`{metric}` [{label}] {v.verdict} {ratio(v.ratio, 3)} "
                 f"against {v.extra.get('against')} ({both})"
             )
             judged.append(evidence.judge_metric(said, v, specs[metric]))
     guards = [
         f"guard `{metric}` [{label}] changed against {v.extra.get('against')} "
-        f"({both}): " + (v.reason or f"x{ratio_text(v.ratio)}")
+        f"({both}): " + (v.reason or f"{ratio(v.ratio, 3)}")
         for metric, spec in specs.items()
         if spec.guard and metric not in primaries
         for label, v in verdicts.get(metric, {}).items()
@@ -118,7 +115,7 @@ def ci_gate(record: RunRecord) -> Mapping[str, Any]:
         for label, v in record.verdicts.get(metric, {}).items():
             cv = [per.get(side, {}).get("cv") for side in (record.control, label)]
             said = (
-                f"`{metric}` [{label}] {v.verdict} x{ratio_text(v.ratio)} "
+                f"`{metric}` [{label}] {v.verdict} {ratio(v.ratio, 3)} "
                 f"against the control {record.control}"
             )
             with_cv = dataclasses.replace(v, extra={**v.extra, "cv": cv})
@@ -141,7 +138,7 @@ def regressions(record: RunRecord) -> list[str]:
         for treatment, verdict in record.verdicts.get(metric, {}).items():
             if verdict.regressed:
                 out.append(
-                    f"`{metric}` regressed for {treatment} (x{ratio_text(verdict.ratio)} "
+                    f"`{metric}` regressed for {treatment} ({ratio(verdict.ratio, 3)} "
                     f"of the control {record.control})"
                 )
         if record.baseline is None:
@@ -151,7 +148,7 @@ def regressions(record: RunRecord) -> list[str]:
             if verdict.regressed:
                 out.append(
                     f"`{metric}` regressed for {treatment} against baseline "
-                    f"{verdict.extra.get('against')} (x{ratio_text(verdict.ratio)}, "
+                    f"{verdict.extra.get('against')} ({ratio(verdict.ratio, 3)}, "
                     f"{code.get('baseline')} -> {code.get('this')})"
                 )
     return out

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_benchmark_agent.config.gate1 import ALPHA
 from pytest_benchmark_agent.judge.baseline import Resolution, primary_metrics
-from pytest_benchmark_agent.judge.ci_gate import ci_gate, ratio_text
+from pytest_benchmark_agent.judge.ci_gate import ci_gate
 from pytest_benchmark_agent.judge.comparison import compare_with_baseline
 from pytest_benchmark_agent.judge.evidence import could_never_decide
 from pytest_benchmark_agent.judge.observations import counter_floors, observations, sample_table
@@ -60,6 +60,7 @@ from pytest_benchmark_agent.stats.comparability import (
     refusal,
     usable,
 )
+from pytest_benchmark_agent.stats.units import ratio
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.stats import analysis
@@ -285,7 +286,7 @@ def host_conflicts(
                 if v.verdict in ("improved", "regressed")
             }
             listing = ", ".join(
-                f"{h} {v.verdict} x{ratio_text(v.ratio)}" for h, v in host_verdicts.items()
+                f"{h} {v.verdict} {ratio(v.ratio, 3)}" for h, v in host_verdicts.items()
             )
             if len(set(decided.values())) > 1:
                 reason = f"direction differs between hosts: {listing}; read the per-host rows"

@@ -30,6 +30,7 @@ from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreada
 from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.records.writer import index_entries
 from pytest_benchmark_agent.stats.comparability import Verdict
+from pytest_benchmark_agent.stats.units import interval, number, pct, ratio
 
 _DECIDED = ("improved", "regressed")
 
@@ -111,10 +112,10 @@ def _judge_pair(
     tolerance, threshold = spec.reproduce_tolerance, spec.noise_threshold
     ours, prior_verdict = _word(mine), _word(theirs)
     line = (
-        f"`{metric}` [{label}]: {ours} x{_num(_ratio(mine))} {_interval(_ci(mine))} here, "
-        f"{prior_verdict} x{_num(_ratio(theirs))} {_interval(_ci(theirs))} in {found.run_id}"
+        f"`{metric}` [{label}]: {ours} {ratio(_ratio(mine))} {_interval(_ci(mine))} here, "
+        f"{prior_verdict} {ratio(_ratio(theirs))} {_interval(_ci(theirs))} in {found.run_id}"
     )
-    mdes = f"MDE {_pct(_mde(mine))} here, {_pct(_mde(theirs))} there"
+    mdes = f"MDE {pct(_mde(mine))} here, {pct(_mde(theirs))} there"
     apart = (
         _ci(mine)
         and _ci(theirs)
@@ -188,10 +189,6 @@ def _below(mde: Any, threshold: float) -> bool:
     return mde is not None and mde <= threshold + 1e-12
 
 
-def _pct(value: Any) -> str:
-    return "-" if value is None else f"{value:.1%}"
-
-
 def _rerun(
     this: RunRecord, prior: RunRecord, specs: Mapping[str, Any], benign: list[str]
 ) -> Reproduction:
@@ -208,17 +205,17 @@ def _rerun(
         for label, v in verdicts.get(metric, {}).items():
             line = (
                 f"`{metric}` [{label}] against {v.extra.get('against')}: {v.verdict} "
-                f"x{_num(v.ratio)} {_interval(v.ci)}"
+                f"{ratio(v.ratio)} {_interval(v.ci)}"
             )
             shown = _inside(v.ci, tolerance) or _below(v.mde, threshold)
             if v.no_change and not shown:
                 found.caveats.append(
                     f"could not have seen a difference from {prior.run_id}: {line} reaches "
                     f"beyond reproduce_tolerance {tolerance:.0%} and its MDE "
-                    f"{_pct(v.mde)} is above the noise threshold {threshold:.0%} "
+                    f"{pct(v.mde)} is above the noise threshold {threshold:.0%} "
                     "(add replicates)"
                 )
-                found.lines.append(f"{line}: not shown (MDE {_pct(v.mde)})")
+                found.lines.append(f"{line}: not shown (MDE {pct(v.mde)})")
             elif v.no_change:
                 found.lines.append(f"{line}: reproduced (no change, within {tolerance:.0%})")
             elif v.not_comparable:
@@ -241,7 +238,7 @@ def _overlap(a: Any, b: Any) -> bool:
 
 
 def _interval(ci: Any) -> str:
-    return f"[{_num(ci[0])}, {_num(ci[1])}]" if ci else "[-]"
+    return interval(ci) if ci else "[-]"
 
 
 def anchor(
@@ -259,7 +256,7 @@ def anchor(
             mine = this.stats(metric).get(label, {}).get("median")
             theirs = baseline.stats(metric).get(label, {}).get("median")
             line = (
-                f"`{metric}` [{label}]: median {_num(mine)} here, {_num(theirs)} in "
+                f"`{metric}` [{label}]: median {number(mine)} here, {number(theirs)} in "
                 f"{baseline.run_id} (tolerance {tolerance:.0%})"
             )
             if mine is not None and _within(mine, theirs, tolerance):
@@ -289,10 +286,6 @@ def _within(a: Any, b: Any, tolerance: float) -> bool:
     if a is None or b is None or b == 0:
         return False
     return abs(a / b - 1) <= tolerance + 1e-12
-
-
-def _num(value: Any) -> str:
-    return "-" if value is None else f"{value:.4g}"
 
 
 def _same_config_runs(
@@ -403,8 +396,8 @@ def opposite_verdicts(this: RunRecord, specs: Mapping[str, Any]) -> list[str]:
                 if ours in _DECIDED and their_verdict in _DECIDED and ours != their_verdict:
                     found.append(
                         f"contradicts {prior.run_id}: `{metric}` [{label}] {ours} "
-                        f"x{_num(mine.ratio)} {_interval(mine.ci)} here, "
-                        f"{their_verdict} x{_num(_ratio(theirs))} "
+                        f"{ratio(mine.ratio)} {_interval(mine.ci)} here, "
+                        f"{their_verdict} {ratio(_ratio(theirs))} "
                         f"{_interval(_ci(theirs))} in {prior.run_id} (the same config "
                         "and code, decided in opposite directions)"
                     )

@@ -50,6 +50,7 @@ from pytest_benchmark_agent.records.record import SCHEMA_VERSION, RunRecord
 from pytest_benchmark_agent.records.safetext import inert_markdown, md
 from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
+from pytest_benchmark_agent.stats.units import number
 
 #: Mid-run snapshots of results.yaml are for a reader that opens the file without the journal;
 #: every reader in this package merges trials.jsonl in, so they can be this far apart.
@@ -405,7 +406,7 @@ def regenerate_index(home: Path) -> None:
             primary = "; ".join(
                 f"{md(metric)}: "
                 + ", ".join(
-                    f"{md(t)}={_ratio_text(r)}"
+                    f"{md(t)}={number(r)}"
                     + (f" {verdicts[metric][t]}" if t in verdicts.get(metric, {}) else "")
                     for t, r in ratios.items()
                 )
@@ -429,12 +430,3 @@ def regenerate_index(home: Path) -> None:
         lines.append("")
     with file_lock(home / ".index.lock"):
         atomic_write(home / "results_index.md", inert_markdown("\n".join(lines)))
-
-
-def _ratio_text(ratio: Any) -> str:
-    """A ratio as the report shows it: 4 significant digits (``1.5``, not ``1.50000000004``)."""
-    return (
-        f"{ratio:.4g}"
-        if isinstance(ratio, (int, float)) and not isinstance(ratio, bool)
-        else str(ratio)
-    )

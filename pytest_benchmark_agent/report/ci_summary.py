@@ -25,9 +25,9 @@ from pytest_benchmark_agent.records.reader import UnreadableRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, load_run
 from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code
 from pytest_benchmark_agent.report.summary_lines import both_revisions
-from pytest_benchmark_agent.report.units import interval, number, ratio
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
+from pytest_benchmark_agent.stats.units import interval, number, ratio
 
 HEADER = [
     "| metric | baseline | this run | ratio | interval | MDE | n | CV | verdict |",

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_benchmark_agent.report.units import axis_label
+from pytest_benchmark_agent.stats.units import axis_label
 
 #: A colour per reliability tag (matplotlib's palette), so a point says how far to trust it.
 TAG_COLOURS = {

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_benchmark_agent.records.record import RunRecord
-from pytest_benchmark_agent.report.units import verdict_text
+from pytest_benchmark_agent.stats.units import verdict_text
 
 
 def trial_properties(trial: Mapping[str, Any]) -> list[tuple[str, object]]:

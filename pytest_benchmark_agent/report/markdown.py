@@ -36,10 +36,10 @@ from pytest_benchmark_agent.report.junit import add_run_properties, add_trial_pr
 from pytest_benchmark_agent.report.plots import plot_file, write_plots
 from pytest_benchmark_agent.report.seeds import seed_spread_lines
 from pytest_benchmark_agent.report.summary_lines import counts_text
-from pytest_benchmark_agent.report.units import human, interval, number, p_value, pct
 from pytest_benchmark_agent.report.wrong import what_went_wrong
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
+from pytest_benchmark_agent.stats.units import human, interval, number, p_value, pct
 
 
 class ReportWriter:

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_benchmark_agent.records.record import RunRecord
-from pytest_benchmark_agent.report.units import human, ratio, unit_of
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import tukey_outliers, values_text
 from pytest_benchmark_agent.stats.geomean import GeoMean, geometric_mean
+from pytest_benchmark_agent.stats.units import human, ratio, unit_of
 
 #: How many hex digits name a commit (``engine.revisions.SHORT``, which the reports sit below).
 _SHORT = 12
