@@ -30,7 +30,7 @@ from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.records.reader import load_yaml
 from pytest_benchmark_agent.stats import sequential
 from pytest_benchmark_agent.tune.entry import run_tune
-from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest
+from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest, SubprocessRounds
 from pytest_benchmark_agent.tune.space import load_space
 from pytest_benchmark_agent.tune.strategies import STRATEGIES
 from pytest_benchmark_agent.tune.tuner import ResumeMismatch, Tuner
@@ -641,8 +641,10 @@ def test_non_comparable_candidates_halt_the_tune(project: BenchProject) -> None:
 
 
 def test_the_wall_clock_budget_stops_a_running_round(project: BenchProject) -> None:
-    path = land_project(project, budget={"wall_clock_s": 2})
-    text = path.read_text().replace("land.py {x}", "land.py {x}; sleep 0.2")
+    """Round 0 (35 trials of at least 1 s) outlasts the 8 s budget, which leaves a loaded
+    machine's session time to start and record its first trials."""
+    path = land_project(project, budget={"wall_clock_s": 8})
+    text = path.read_text().replace("land.py {x}", "land.py {x}; sleep 1")
     path.write_text(text)
     assert run_tune(path, "grid", project.home, echo=lambda line: None) == 1
     record = tune_record(project)
@@ -654,6 +656,15 @@ def test_the_wall_clock_budget_stops_a_running_round(project: BenchProject) -> N
     assert record["rounds"][0]["status"] == "unfinished"
     round_record = load_yaml(project.home / "runs" / record["rounds"][0]["run_id"] / "results.yaml")
     assert round_record["state"] == "interrupted"
+
+
+def test_a_budget_that_ends_before_the_round_records_halts_the_tune(project: BenchProject) -> None:
+    """A session stopped by the wall clock before it wrote its record is the budget's halt,
+    not a round that could not run (a slow start on a loaded machine)."""
+    path = land_project(project)
+    rounds = SubprocessRounds(path, project.home, project.home / "tune-logs")
+    outcome = rounds(RoundRequest(0, "r0", [{"x": 0}, {"x": 1}], timeout_s=0.01))
+    assert outcome.timed_out and outcome.record == {}
 
 
 def test_a_round_that_cannot_collect_fails_the_tune(project: BenchProject) -> None:

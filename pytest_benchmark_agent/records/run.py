@@ -125,6 +125,8 @@ class BenchRun:
     _fingerprint_cache: tuple[Any, FrozenDict] = field(default=(None, FrozenDict()), repr=False)
     _tally: _Tally = field(default_factory=lambda: _Tally(), repr=False)
     _planned_cache: tuple[Any, tuple[PlannedTrial, ...]] = field(default=(None, ()), repr=False)
+    #: The last snapshot and the version of the run it was made from (:meth:`record`).
+    _snapshot: tuple[tuple[Any, ...], RunRecord] | None = field(default=None, repr=False)
 
     @property
     def hash_seed_base(self) -> int:
@@ -281,7 +283,36 @@ class BenchRun:
 
         Trials are frozen once each (the live run only appends them), and the config, its
         hash and the fingerprint are frozen once per run, so a hook called per trial costs
-        about the same on a run of ten trials as on one of ten thousand."""
+        about the same on a run of ten trials as on one of ten thousand. A run that has not
+        changed since the last snapshot (a stage's start after the previous trial's end) gets
+        that snapshot again."""
+        version = self._version()
+        if self._snapshot is not None and self._snapshot[0] == version:
+            return self._snapshot[1]
+        self._snapshot = (version, self._freeze())
+        return self._snapshot[1]
+
+    def _version(self) -> tuple[Any, ...]:
+        """What :meth:`record` reads that the engine changes as a run goes: the containers it
+        reassigns (held, so compared by identity first), the lengths of those it appends to,
+        and the scalars. Equal versions give equal records."""
+        return (
+            self.trials,
+            len(self.trials),
+            self.preps,
+            len(self.preps),
+            self.warmups,
+            len(self.warmups),
+            self.caveats,
+            len(self.caveats),
+            (self.state, self.tag, self.started, self.ended, self.stop_reason, self.decided),
+            (self.summary, self.selected, self.verdicts, self.verdicts_by_host, self.baseline),
+            (self.reproduces, self.sequential, self.ci_gate, self.refusals, self.tag_reasons),
+            (self.what_went_wrong, self.fingerprint, self.planned, len(self.planned)),
+        )
+
+    def _freeze(self) -> RunRecord:
+        """A new snapshot of the run (:meth:`record`)."""
         if self._frozen_of is not self.trials:  # a new list (recovery): freeze it again
             self._frozen_of, self._frozen_trials = self.trials, ()
             self._tally = _Tally()

@@ -42,7 +42,8 @@ class RoundRequest:
 @dataclass
 class RoundOutcome:
     """What a round left: its run id and record (``results.yaml`` as ``load_results`` reads
-    it), how long it took, and whether the tune's wall-clock budget cut it short."""
+    it; empty when the tune's wall-clock budget ran out before the session recorded anything),
+    how long it took, and whether that budget cut it short."""
 
     run_id: str
     record: dict[str, Any]
@@ -105,6 +106,8 @@ class SubprocessRounds:
                 raise
         wall_s = time.monotonic() - t0
         run_dir = self.home / "runs" / run_id
+        if timed_out and not (run_dir / "results.yaml").is_file():
+            return RoundOutcome(run_id, {}, wall_s, timed_out)  # the budget ended before it began
         if not (run_dir / "results.yaml").is_file():
             tail = "\n".join(log_path.read_text(errors="replace").rstrip().splitlines()[-25:])
             raise RoundError(
