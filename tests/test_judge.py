@@ -752,7 +752,7 @@ ACROSS = "; judged across runs, one session each"
                 }
             },
             "unjudged",
-            "`t` [a] not_comparable x- against r1 `a` (a1 -> b2) (interval -, MDE -, n -, "
+            "`t` [a] not_comparable - against r1 `a` (a1 -> b2) (interval -, MDE -, n -, "
             "CV -): too few replicates (n=3, needed 5)" + ACROSS,
         ),
     ],
