@@ -208,7 +208,11 @@ def test_an_untracked_file_changes_nothing_and_latest_is_the_last_run(
     assert base["run_id"] == "at-c" and base["resolved"] == "latest"
     assert base["code"] == {"baseline": c, "this": c, "changed": False}
     assert base["fingerprint"]["blocking"] == [] and base["fingerprint"]["code"] == []
-    assert base["gate"]["outcome"] == "passed"
+    # the same code never fails the gate; whether two timed sessions are close enough to pass
+    # on the evidence (or, on a loaded machine, stay unjudged, saying why) is the machine's
+    # load, and the evidence rule itself is test_judge's
+    assert base["gate"]["outcome"] in ("passed", "unjudged"), base["gate"]
+    assert base["gate"]["reasons"], base["gate"]
     # the same config and code again: at-c is the run it is checked against (whether two timed
     # runs agree depends on the machine's load; the rule itself is test_judge's)
     reproduces = record["reproduces"]
