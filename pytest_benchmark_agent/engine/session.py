@@ -433,7 +433,7 @@ class BenchSession:
             return f"budget.wall_clock_s spent ({elapsed:.0f}s of {budget.wall_clock_s:g}s)"
         if budget.gpu_hours is None and budget.cost_usd is None:
             return None
-        spent = run.spent()  # sums every record: only for budgets that need it
+        spent = run.record().spent  # the snapshot just published: nothing summed again
         if budget.gpu_hours is not None and spent["gpu_hours"] >= budget.gpu_hours:
             return f"budget.gpu_hours spent ({spent['gpu_hours']:.4g} of {budget.gpu_hours:g})"
         if budget.cost_usd is not None and spent["cost_usd"] >= budget.cost_usd:

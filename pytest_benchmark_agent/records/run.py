@@ -256,14 +256,6 @@ class BenchRun:
             return describe_exact(values)
         return describe(values)
 
-    def spent(self) -> dict[str, float]:
-        """GPU-hours and cost of every stage run so far (trials and the preps this run built)."""
-        stages = self.trials + [p for p in self.preps if p.get("action") == "built"]
-        return {
-            "gpu_hours": sum(s.get("gpu_hours", 0.0) for s in stages),
-            "cost_usd": sum(s.get("cost_usd", 0.0) for s in stages),
-        }
-
     def judged(self, judgement: Judgement) -> None:
         """Put gate 2's judgement on the run (the judge returns it and never writes here); its
         values stay typed and frozen, as :meth:`record` gives them to every reader."""
