@@ -24,7 +24,7 @@ from pytest_benchmark_agent.records.fingerprint import (
     collect_fingerprint,
     compare_fingerprints,
 )
-from pytest_benchmark_agent.records.redact import REDACTED, redact_mapping, redact_value
+from pytest_benchmark_agent.records.redact import REDACTED, redact_mapping, redact_value, stage_text
 
 FAKE_TOKEN = "tok-4f9a2c-never-in-any-file"
 DB_PASSWORD = "hunter2-db-secret"
@@ -440,6 +440,34 @@ def test_ordinary_names_are_kept(name):
 )
 def test_secret_looking_values_are_redacted_whatever_the_name(value):
     assert redact_value("SOME_SETTING", value) == REDACTED
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        *(f"gh{kind}_" + "a1B2" * 9 for kind in "pousr"),
+        "github_pat_11ABCDEFG0123456789_abcdefghijkl",
+        "sk-ant-api03-" + "x9Y8" * 6,
+        "rk_live_0123456789ab",
+        "sk_test_0123456789ab",
+        "xoxb-1234567890-abcdefghij",
+        "AKIAIOSFODNN7EXAMPLE",
+        "ASIAIOSFODNN7EXAMPLE",
+        "AIza" + "B" * 35,
+        "hf_" + "AbCdEfGhIj" * 4,
+        "glpat-" + "a1B2" * 5,
+        "npm_" + "a1B2" * 9,
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "Bearer abcdefghijklmnop1234",
+    ],
+)
+def test_every_token_format_in_a_stages_text_is_redacted(token):
+    """Each alternative of the token formats holds one of the literals that let a text
+    without any of them skip the regex (a stage's whole output passes stage_text)."""
+    assert stage_text(f"line one\nthe value {token} printed\n") == (
+        f"line one\nthe value {REDACTED} printed\n"
+    )
 
 
 @pytest.mark.parametrize(

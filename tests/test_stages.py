@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_benchmark_agent.engine import stages
-from pytest_benchmark_agent.engine.stage_output import SPILL_BYTES, StageOutput
+from pytest_benchmark_agent.engine.stage_output import SPILL_BYTES, StageOutput, StreamRedactor
 from pytest_benchmark_agent.engine.stages import StageRun, run_stage
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 
@@ -54,13 +54,47 @@ def test_output_past_the_spill_size_streams_to_its_file(tmp_path: Path) -> None:
     assert len(result.stdout()) == size
 
 
+TOKEN = "ghp_" + "a1B2" * 9
+
+
+def test_a_token_the_stage_prints_never_reaches_its_log_files(tmp_path: Path) -> None:
+    result = stage(tmp_path, f"echo key={TOKEN}; echo auth: {TOKEN} >&2; exit 1")
+    for name in ("stdout.txt", "stderr.txt"):
+        text = (tmp_path / "logs" / name).read_text()
+        assert TOKEN not in text and "<redacted>" in text
+    assert result.stdout() == "key=<redacted>\n"
+
+
+def test_a_token_split_between_two_reads_is_still_redacted() -> None:
+    redactor = StreamRedactor()
+    written = redactor.feed(b"first line\nkey=" + TOKEN[:10].encode())
+    written += redactor.feed(TOKEN[10:].encode() + b" and more")
+    written += redactor.flush()
+    assert written == b"first line\nkey=<redacted> and more"
+
+
+def test_a_long_line_is_redacted_in_parts_cut_at_a_blank() -> None:
+    redactor = StreamRedactor()
+    padding = b"x" * 100_000
+    written = redactor.feed(padding + b" " + TOKEN[:10].encode())
+    assert written == padding + b" "  # the part after the last blank is held back
+    written += redactor.feed(TOKEN[10:].encode()) + redactor.flush()
+    assert written == padding + b" <redacted>"
+
+
+def test_bytes_that_are_not_utf8_pass_through_unchanged() -> None:
+    redactor = StreamRedactor()
+    data = b"\xff\xfe raw \x80 bytes\n" + f"{TOKEN}\n".encode()
+    assert redactor.feed(data) + redactor.flush() == b"\xff\xfe raw \x80 bytes\n<redacted>\n"
+
+
 def test_output_buffer_spills_once_and_keeps_order(tmp_path: Path) -> None:
     output = StageOutput(tmp_path / "deep" / "out.txt", spill_bytes=4)
-    for chunk in (b"ab", b"cd", b"ef", b"g"):
+    for chunk in (b"a\n", b"cd\n", b"ef", b"g"):
         output.write(chunk)
     assert output.written  # past 4 bytes it went to the file (its folder made on the way)
-    output.close()
-    assert output.text() == "abcdefg"
+    output.close()  # the incomplete last line, held back for redaction, is written too
+    assert output.text() == "a\ncd\nefg"
 
 
 def test_a_daemon_holding_the_pipes_does_not_hold_the_stage(tmp_path: Path) -> None:

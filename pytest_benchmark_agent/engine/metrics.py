@@ -253,8 +253,11 @@ def effective_mismatches(declared: Mapping[str, Any], effective: Mapping[str, st
 
 
 def _same(declared: Any, used: str) -> bool:
+    """Whether the value a stage reported is the declared one. A stage's output is redacted as
+    it is read (engine/stage_output), so a declared secret reported as used reads
+    ``<redacted>``: that matches it, as a cache entry's redacted effective value does."""
     text = as_text(declared)
-    if text == used:
+    if text == used or (used == redact.REDACTED and redact.stage_text(text) == used):
         return True
     try:
         return float(text) == float(used)

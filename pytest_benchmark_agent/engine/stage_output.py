@@ -1,6 +1,6 @@
-"""A stage's captured stream: kept in memory while small, streamed to its file past
-:data:`SPILL_BYTES` or once the stage runs long, and read back as text, lines or a tail
-without ever holding a chatty stage's whole output (engine/stages.py reads the pipes).
+"""A stage's captured stream: redacted as it is read, kept in memory while small, streamed to
+its file past :data:`SPILL_BYTES` or once the stage runs long, and read back as text, lines or
+a tail without ever holding a chatty stage's whole output (engine/stages.py reads the pipes).
 """
 
 from __future__ import annotations
@@ -13,15 +13,52 @@ from typing import Any
 
 from pytest_benchmark_agent.engine.metrics import file_lines
 from pytest_benchmark_agent.records.fsutil import open_creating
+from pytest_benchmark_agent.records.redact import stage_text
 
 #: Output kept in memory up to this many bytes per stream; beyond, it streams to its file.
 SPILL_BYTES = 1 << 20
 #: How much of a stream's end its tail reads (the last lines of stderr, not all of it).
 _TAIL_BYTES = 1 << 16
+#: A line longer than this is redacted in parts, cut after its last blank, else this far from
+#: its end: a secret without blanks longer than the part kept back could be cut in two.
+_LONG_LINE_BYTES = 1 << 16
+_KEPT_BACK_BYTES = 1 << 12
+
+
+class StreamRedactor:
+    """A byte stream redacted line by line (:func:`.redact.stage_text`), so that a secret the
+    stage prints never reaches its log file, and one split between two reads is still found:
+    an incomplete line is held back until its end (or until it is long). Bytes that are not
+    UTF-8 pass through unchanged."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The redacted complete lines of what was held back and ``chunk``."""
+        data = self._pending + chunk
+        cut = data.rfind(b"\n") + 1
+        if not cut and len(data) > _LONG_LINE_BYTES:
+            blank = max(data.rfind(b" "), data.rfind(b"\t"))
+            cut = blank + 1 if blank >= 0 else len(data) - _KEPT_BACK_BYTES
+        self._pending = data[cut:]
+        return _redacted(data[:cut])
+
+    def flush(self) -> bytes:
+        """What was held back, redacted (the stream ended)."""
+        data, self._pending = self._pending, b""
+        return _redacted(data)
+
+
+def _redacted(data: bytes) -> bytes:
+    text = data.decode("utf-8", "surrogateescape")
+    clean = stage_text(text)
+    return data if clean == text else clean.encode("utf-8", "surrogateescape")
 
 
 class StageOutput:
-    """One captured stream: in memory while small, streamed to ``path`` once past the spill size.
+    """One captured stream, redacted (:class:`StreamRedactor`): in memory while small, streamed
+    to ``path`` once past the spill size.
 
     The file (and its folder) is created only when the stage wrote something. A write that
     fails (a full disk) is kept as :attr:`error`, the part written is emptied (room for the
@@ -40,13 +77,18 @@ class StageOutput:
         self._buffer = bytearray()
         self._file: Any = None
         self.error: OSError | None = None
+        self._redactor = StreamRedactor()
         #: Called with (stream name, chunk) for every chunk, and (name, b"") at the end.
         self._echo = echo
 
     def write(self, chunk: bytes) -> None:
         if self._echo is not None:
             self._echo(self.path.stem, chunk)
-        if self.error is not None:
+        if self.error is None:
+            self._keep(self._redactor.feed(chunk))
+
+    def _keep(self, chunk: bytes) -> None:
+        if not chunk:
             return
         if self._file is None:
             self._buffer += chunk
@@ -65,6 +107,8 @@ class StageOutput:
         """Write what is in memory (if anything) and close the file."""
         if self._echo is not None:
             self._echo(self.path.stem, b"")
+        if self.error is None:
+            self._keep(self._redactor.flush())
         if self._file is None and self._buffer and self.error is None:
             self._guarded(self._spill_buffer)
         if self._file is not None:

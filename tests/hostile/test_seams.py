@@ -37,9 +37,6 @@ from pytest_benchmark_agent.records.fsutil import acquire_lock, release_lock
 SECRET = "Zq7-seam-s3cret-Value"
 #: What a stage or a label may hold that no human-facing output may show raw.
 ESC, BIDI = "\x1b", "\u202e"
-#: A stage's own output, kept verbatim (RELIABILITY.md, Secrets): the one place a secret the
-#: stage itself prints may stay.
-STAGE_LOGS = frozenset({"stdout.txt", "stderr.txt"})
 
 
 class Folder:
@@ -89,7 +86,7 @@ class Folder:
         for folder, _, files in os.walk(self.root):
             for name in files:
                 path = Path(folder, name)
-                if name in STAGE_LOGS or path.is_symlink() or not path.is_file():
+                if path.is_symlink() or not path.is_file():
                     continue
                 assert secret.encode() not in path.read_bytes(), f"the secret is in {path}"
         for run_dir in self.runs():
