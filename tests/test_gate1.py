@@ -61,6 +61,40 @@ def test_artifact_of_a_stage_not_needed(project: BenchProject) -> None:
     assert "add 'build' to needs" in text
 
 
+@pytest.mark.parametrize(
+    ("stage", "field", "value", "what"),
+    [
+        (1, "wdir", "{out}", "{out}, the trial's own folder,"),
+        (1, "inputs", ["{out}/x"], "{out}, the trial's own folder,"),
+        (1, "wdir", "{data}", "{data}, an artifact,"),
+        (1, "inputs", ["{data}"], "{data}, an artifact,"),
+        (0, "wdir", "{out}", "{out}, the trial's own folder,"),
+    ],
+)
+def test_a_run_time_path_in_wdir_or_inputs_is_refused_by_name(
+    project: BenchProject, stage: int, field: str, value: object, what: str
+) -> None:
+    """They are read when the session is planned, before any stage made its folders: without
+    this check the session died with a KeyError (an INTERNALERROR for inputs)."""
+    document = simple_bench()
+    document["stages"][stage][field] = value
+    text = collect_error(project, document)
+    name = document["stages"][stage]["name"]
+    where = f"stages[{stage}] ({name}).{field}" + ("[0]" if field == "inputs" else "")
+    assert f"{where}: uses {what} which exists only once the stage runs" in text
+    assert "KeyError" not in text and "Traceback" not in text
+
+
+def test_wdir_and_inputs_may_use_params_and_seed(project: BenchProject) -> None:
+    document = simple_bench(replicates=1, seeds=[7])
+    (project.path / "w3-7").mkdir()
+    (project.path / "w3-7" / "in3.txt").write_text("x")
+    document["stages"][1].update(wdir="w{size}-{seed}", inputs=["in{size}.txt"])
+    project.bench(document)
+    result = project.run()
+    assert result.ret == 0, result.stdout.str()
+
+
 def test_unknown_need(project: BenchProject) -> None:
     document = simple_bench()
     document["stages"][1]["needs"] = ["biuld"]

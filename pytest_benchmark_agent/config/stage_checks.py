@@ -190,6 +190,18 @@ def _checkout_outside_commands(stage: Stage, index: int, field: str) -> Problem:
     )
 
 
+def _run_time_path_outside_commands(stage: Stage, index: int, field: str, name: str) -> Problem:
+    """``{out}`` and artifact paths exist once the stage runs, while its ``wdir`` and ``inputs``
+    are read when the session is planned (the trial's folder, the code's fingerprint)."""
+    what = "{out}, the trial's own folder," if name == "out" else f"{{{name}}}, an artifact,"
+    return (
+        f"stages[{index}] ({stage.name}).{field}",
+        f"uses {what} which exists only once the stage runs; wdir and inputs are read "
+        "before, so they may use params and {seed} only.",
+        f"use {{{name}}} in the stage's cmd instead (e.g. `cd {{{name}}} && ...`).",
+    )
+
+
 def stage_names(stage: Stage) -> set[str]:
     """The placeholder names a stage uses, in any of its templates."""
     return {name for _, text in _stage_templates(stage) for name in names_in(text)}
@@ -210,6 +222,13 @@ def placeholder_resolution_problems(config: BenchmarkConfig) -> list[Problem]:
                 if name == "checkout" and name not in config.params:
                     if not (field == "cmd" or field.startswith("env.")):
                         problems.append(_checkout_outside_commands(stage, index, field))
+                    continue
+                if (
+                    (field == "wdir" or field.startswith("inputs["))
+                    and (name == "out" or name in producers)
+                    and name not in config.params
+                ):
+                    problems.append(_run_time_path_outside_commands(stage, index, field, name))
                     continue
                 if (
                     name in known
