@@ -106,9 +106,10 @@ class SubprocessRounds:
                 raise
         wall_s = time.monotonic() - t0
         run_dir = self.home / "runs" / run_id
-        if timed_out and not (run_dir / "results.yaml").is_file():
+        recorded = (run_dir / "results.yaml").is_file()
+        if timed_out and not recorded:
             return RoundOutcome(run_id, {}, wall_s, timed_out)  # the budget ended before it began
-        if not (run_dir / "results.yaml").is_file():
+        if not recorded:
             tail = "\n".join(log_path.read_text(errors="replace").rstrip().splitlines()[-25:])
             raise RoundError(
                 f"round {request.index} ({run_id}) did not run: pytest exited "
