@@ -78,14 +78,16 @@ class StageOutput:
         self._file: Any = None
         self.error: OSError | None = None
         self._redactor = StreamRedactor()
-        #: Called with (stream name, chunk) for every chunk, and (name, b"") at the end.
+        #: Called with (stream name, redacted chunk) for every chunk the redactor lets
+        #: through, and (name, b"") at the end: ``-s`` shows what the log file holds.
         self._echo = echo
 
     def write(self, chunk: bytes) -> None:
-        if self._echo is not None:
-            self._echo(self.path.stem, chunk)
+        redacted = self._redactor.feed(chunk)
+        if self._echo is not None and redacted:
+            self._echo(self.path.stem, redacted)
         if self.error is None:
-            self._keep(self._redactor.feed(chunk))
+            self._keep(redacted)
 
     def _keep(self, chunk: bytes) -> None:
         if not chunk:
@@ -105,10 +107,13 @@ class StageOutput:
 
     def close(self) -> None:
         """Write what is in memory (if anything) and close the file."""
+        rest = self._redactor.flush()
         if self._echo is not None:
+            if rest:
+                self._echo(self.path.stem, rest)
             self._echo(self.path.stem, b"")
         if self.error is None:
-            self._keep(self._redactor.flush())
+            self._keep(rest)
         if self._file is None and self._buffer and self.error is None:
             self._guarded(self._spill_buffer)
         if self._file is not None:

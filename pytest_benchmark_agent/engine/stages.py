@@ -45,7 +45,6 @@ from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import VramGuard, VramReport, process_tree
 from pytest_benchmark_agent.guards.memory import GuardReport, MemoryGuard
-from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fsutil import utc_now
 
 #: Run before every stage command: the stage, not a co-tenant, is the OOM-killer's first choice.
@@ -114,11 +113,11 @@ class StageRun:
         return [log.error for log in (self.stdout_log, self.stderr_log) if log.error is not None]
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
-        """The last ``lines`` of stderr, redacted (:func:`.redact.stage_text`): a failure
-        reason quotes them in every record, export and terminal."""
+        """The last ``lines`` of stderr, which a failure reason quotes in every record, export
+        and terminal: redacted as the stream was read (:class:`.stage_output.StreamRedactor`)."""
         text = self.stderr_log.tail()
         tail = text.rstrip().splitlines()[-lines:]
-        return redact.stage_text("\n".join(tail)) if tail else "(stderr was empty)"
+        return "\n".join(tail) if tail else "(stderr was empty)"
 
     def as_record(self) -> dict[str, Any]:
         """The run for a trial or prep record; ``stdout``/``stderr`` name only files written."""

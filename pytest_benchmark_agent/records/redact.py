@@ -287,8 +287,9 @@ def scrub_text(text: str) -> str:
 
 
 def stage_text(text: str) -> str:
-    """Text that came from a stage (a failure reason quoting its stderr, a metric's value, a
-    line streamed with ``-s``) as it may leave the stage for any file, export or terminal:
+    """Text that came from a stage (each line of its stdout and stderr as the pipes are read,
+    by engine/stage_output; a metric's value from its file; a failure's text) as it may leave
+    the stage for any file, export or terminal:
     every registered secret (:func:`scrub_text`) and every known token format redacted. The
     one seam for a stage's text: a stage can print anything its environment holds."""
     text = scrub_text(text)

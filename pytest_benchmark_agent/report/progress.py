@@ -38,7 +38,6 @@ import pytest
 
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import append_line, utc_now
-from pytest_benchmark_agent.records.redact import stage_text
 from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.store import DEVIATIONS
 
@@ -328,7 +327,9 @@ class HeartbeatWriter:
 class StageEcho:
     """``-s``: each stage's output, a line at a time as it comes, prefixed with its trial id
     (``[measure[mode=a-rep0]] ...``; stderr's lines ``[... stderr] ...``). A line still open
-    when its stream ends is shown then."""
+    when its stream ends is shown then. The chunks come redacted from the stage's
+    :class:`~pytest_benchmark_agent.engine.stage_output.StageOutput`, the one redaction of a
+    stage's streams; here they are only made printable."""
 
     def __init__(self, config: pytest.Config, progress: HeartbeatWriter):
         self._config = config
@@ -345,7 +346,7 @@ class StageEcho:
         if not held:
             return
         tag = one_line(f"[{label}]" if stream == "stdout" else f"[{label} {stream}]")
-        text = [one_line(stage_text(line)) for line in held.decode(errors="replace").splitlines()]
+        text = [one_line(line) for line in held.decode(errors="replace").splitlines()]
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
         self._progress.erase()
         with uncaptured(self._config):
