@@ -42,6 +42,7 @@ stats/sequential.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -62,7 +63,7 @@ from pytest_benchmark_agent.stats.comparability import (
     refusal,
     usable,
 )
-from pytest_benchmark_agent.stats.comparison import Comparison, Key
+from pytest_benchmark_agent.stats.comparison import CI_LEVEL, Comparison, Key
 from pytest_benchmark_agent.stats.describe import show_value
 from pytest_benchmark_agent.stats.holm import holm_step_down
 from pytest_benchmark_agent.stats.mde import min_detectable_effect
@@ -149,8 +150,11 @@ def analyze(
     seed: int,
     level_fn: Callable[[float], float],
     counter_floors: Mapping[str, float],
+    ci_level: float = CI_LEVEL,
 ) -> RunAnalysis:
-    """Compare, correct with Holm (levels from ``level_fn``), apply guards, collect caveats."""
+    """Compare, correct with Holm (levels from ``level_fn``), apply guards, collect caveats.
+    Intervals are at ``ci_level`` (95%; a look of the CI gate's adaptive blocks asks for its own
+    level, so that its interval and its test agree)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} must lie strictly between 0 and 1")
     if control not in treatments:
@@ -167,7 +171,7 @@ def analyze(
                 [seed, zlib.crc32(metric.encode()), zlib.crc32(treatment.encode())]
             )
             per[treatment] = _compare(
-                spec, groups[control], groups[treatment], rng, counter_floors.get(metric)
+                spec, groups[control], groups[treatment], rng, counter_floors.get(metric), ci_level
             )
             if per[treatment].note:
                 caveats.append(f"{metric} [{treatment}]: {per[treatment].note}")
@@ -188,7 +192,9 @@ def analyze(
     for metric, per in comparisons.items():
         spec = specs[metric]
         verdicts[metric] = {
-            t: _verdict(spec, c, holm.get((metric, t), (1.0, False, alpha)), mde_level)
+            t: _at_level(
+                _verdict(spec, c, holm.get((metric, t), (1.0, False, alpha)), mde_level), ci_level
+            )
             for t, c in per.items()
         }
     findings: list[str] = []
@@ -200,6 +206,13 @@ def analyze(
         if v.verdict == "not_comparable"
     ]
     return RunAnalysis(verdicts=verdicts, caveats=caveats, refusals=refusals, findings=findings)
+
+
+def _at_level(verdict: Verdict, ci_level: float) -> Verdict:
+    """A verdict whose interval is not at 95% says its level (``ci_level`` in the record)."""
+    if ci_level == CI_LEVEL or verdict.ci is None:
+        return verdict
+    return dataclasses.replace(verdict, extra={**verdict.extra, "ci_level": ci_level})
 
 
 def _check_spec(metric: str, spec: MetricRule) -> None:
@@ -261,6 +274,7 @@ def _compare(
     treated: dict[Key, Sample],
     rng: np.random.Generator,
     floor: float | None = None,
+    ci_level: float = CI_LEVEL,
 ) -> Comparison:
     """Pick the design (paired blocks, paired seeds, unpaired) and run its test: the rank test,
     or for a counter (``floor``: its backend's noise) the floored paired t rule."""
@@ -311,8 +325,12 @@ def _compare(
         )
     c_units, t_units, design, note = units
     if floor is not None and log_scale:
-        return counted_t_test(n, tf(c_units), tf(t_units), floor, design, median_ratio, note)
-    return rank_test(n, tf(c_units), tf(t_units), log_scale, rng, design, median_ratio, note)
+        return counted_t_test(
+            n, tf(c_units), tf(t_units), floor, design, median_ratio, note, ci_level
+        )
+    return rank_test(
+        n, tf(c_units), tf(t_units), log_scale, rng, design, median_ratio, note, ci_level
+    )
 
 
 def _paired_units(

@@ -94,6 +94,7 @@ def rank_test(
     design: str,
     median_ratio: float | None,
     note: str | None,
+    ci_level: float = CI_LEVEL,
 ) -> Comparison:
     """The block-swap rank test on paired units (blocks or seeds) and its interval.
 
@@ -101,8 +102,9 @@ def rank_test(
     all 2n drift-removed values together (as Mann-Whitney would) but draws its reference
     distribution only from swaps of the labels inside units, so it is exact at any n and drift
     or a position effect balanced by the plan cannot become a treatment effect. The effect is
-    the shift at which the statistic is zero; the interval inverts the test where it can reach
-    95% (2 / 2^n <= 0.05), else it is Student's t interval on the mean paired difference.
+    the shift at which the statistic is zero; the interval (at ``ci_level``, 95% unless a
+    sequential look asks for its own level) inverts the test where it can reach that level
+    (2 / 2^n <= 1 - ci_level), else it is Student's t interval on the mean paired difference.
     """
     size = len(c)
     if size < 2:
@@ -111,7 +113,7 @@ def rank_test(
     d = t - c
     p = _swap_p(_rank_diffs(c, t), swaps, exhaustive)
     smallest = 2.0 / 2**size if exhaustive else 1.0 / (1 + len(swaps))
-    effect, lo, hi, interval = _shift_interval(c, t, swaps, exhaustive, smallest)
+    effect, lo, hi, interval = _shift_interval(c, t, swaps, exhaustive, smallest, ci_level)
     return Comparison(
         n,
         effect=relative(effect, log_scale),
@@ -139,11 +141,17 @@ def _too_few(n: tuple[int, int], design: str) -> Comparison:
 
 
 def _shift_interval(
-    c: np.ndarray, t: np.ndarray, swaps: np.ndarray, exhaustive: bool, smallest: float
+    c: np.ndarray,
+    t: np.ndarray,
+    swaps: np.ndarray,
+    exhaustive: bool,
+    smallest: float,
+    ci_level: float = CI_LEVEL,
 ) -> tuple[float, float, float, str]:
     """The rank test's effect (the shift at which its statistic is zero) and interval on the
-    test's scale, with how the interval was made: the inverted test where it can reach 95%
-    (its ``smallest`` p allows), else Student's t interval on the mean paired difference."""
+    test's scale, with how the interval was made: the inverted test where it can reach
+    ``ci_level`` (its ``smallest`` p allows), else Student's t interval on the mean paired
+    difference."""
     d = t - c
 
     def stat(shift: float) -> float:
@@ -152,7 +160,7 @@ def _shift_interval(
     span = float(d.max() - d.min()) or max(abs(float(d.max())), 1e-12)
     lo_edge, hi_edge = float(d.min()) - span, float(d.max()) + span
     effect = _root(stat, lo_edge, hi_edge)
-    alpha_ci = 1 - CI_LEVEL
+    alpha_ci = 1 - ci_level
     if smallest <= alpha_ci:
 
         def accepted(shift: float) -> bool:
@@ -175,6 +183,7 @@ def counted_t_test(
     design: str,
     median_ratio: float | None,
     note: str | None,
+    ci_level: float = CI_LEVEL,
 ) -> Comparison:
     """The counters' rule: Student's paired t on the log ratios, its sd floored at ``floor``.
 
@@ -194,7 +203,7 @@ def counted_t_test(
     se = sd / math.sqrt(size)
     df = size - 1
     p = min(1.0, 2 * stdtr(df, -abs(mean) / se))
-    half = stdtrit(df, 1 - (1 - CI_LEVEL) / 2) * se
+    half = stdtrit(df, 1 - (1 - ci_level) / 2) * se
     return Comparison(
         n,
         effect=math.expm1(mean),

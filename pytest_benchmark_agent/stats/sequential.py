@@ -17,12 +17,18 @@ from pytest_benchmark_agent.stats.comparability import (
     MetricRule,
     Verdict,
 )
+from pytest_benchmark_agent.stats.comparison import CI_LEVEL
 from pytest_benchmark_agent.stats.distributions import ndtr, ndtri
 
 _BOUNDARY_PATHS = 100_000
 
 
 _BOUNDARY_SEED = 20240917
+
+#: How a sequential run spends its alpha over the looks: O'Brien-Fleming-like (a declared
+#: ``replicates: {min, max}`` judged on its verdicts) or Pocock's constant level (the CI gate's
+#: adaptive blocks, which must be able to decide at their first look).
+OBRIEN_FLEMING, POCOCK = "obrien-fleming", "pocock"
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,7 @@ def sequential_decision(
     alpha: float = 0.05,
     seed: int = 0,
     counter_floors: Mapping[str, float] | None = None,
+    spending: str = OBRIEN_FLEMING,
 ) -> SequentialDecision:
     """Analyse after ``blocks_done`` complete blocks and say whether to stop adding blocks.
 
@@ -76,6 +83,12 @@ def sequential_decision(
     regressed, blocked by a guard, or a CI inside the noise band) and always at ``max_blocks``.
     Between looks the analysis is still valid as a final one (a look taken there, for a run
     that must end early, spends its own share of alpha), but ``stop`` stays False.
+
+    ``spending`` :data:`POCOCK` (the CI gate's adaptive blocks) tests every look at one constant
+    nominal level instead, and gives each look's interval at that level: an exact test reaches
+    it from the first look (the O'Brien-Fleming-like level of a first look at 8 of 40 blocks,
+    about 1e-5, needs 18 blocks), and the gate decides on the interval, so interval and test
+    must agree.
     """
     if not 1 <= min_blocks <= max_blocks:
         raise ValueError(
@@ -91,11 +104,30 @@ def sequential_decision(
     schedule = look_schedule(min_blocks, max_blocks)
     looks = tuple(k for k in schedule if k < look) + (look,)
 
-    def level_fn(share: float) -> float:
-        return _nominal_levels(share, looks, max_blocks)[-1]
+    if spending == POCOCK:
 
+        def level_fn(share: float) -> float:
+            return pocock_level(share, schedule)
+
+        ci_level = 1 - level_fn(alpha)
+    elif spending == OBRIEN_FLEMING:
+
+        def level_fn(share: float) -> float:
+            return _nominal_levels(share, looks, max_blocks)[-1]
+
+        ci_level = CI_LEVEL
+    else:
+        raise ValueError(f"spending={spending!r}: use {OBRIEN_FLEMING!r} or {POCOCK!r}")
     analysis = analyze(
-        observations, specs, treatments, control, alpha, seed, level_fn, counter_floors or {}
+        observations,
+        specs,
+        treatments,
+        control,
+        alpha,
+        seed,
+        level_fn,
+        counter_floors or {},
+        ci_level,
     )
     level = level_fn(alpha)
     if look not in schedule:
@@ -135,6 +167,24 @@ def _decided(verdict: Verdict, threshold: float) -> bool:
     if verdict.verdict == "not_comparable":
         return bool(verdict.reason and verdict.reason.startswith("guard "))
     return inside_band(verdict.ci, threshold)
+
+
+@lru_cache(maxsize=256)
+def pocock_level(alpha: float, looks: tuple[int, ...]) -> float:
+    """The one two-sided nominal level at which testing at every one of ``looks`` keeps the
+    chance of any false rejection at ``alpha`` (Pocock's boundary, for looks at these block
+    counts): from a fixed-seed simulation of the standardized statistics' joint null
+    distribution (Brownian motion, one increment per block), the 1 - alpha quantile of their
+    largest absolute value over the looks."""
+    rng = np.random.default_rng(_BOUNDARY_SEED)
+    total = np.zeros(_BOUNDARY_PATHS)
+    largest = np.zeros(_BOUNDARY_PATHS)
+    for k in range(1, looks[-1] + 1):
+        total += rng.standard_normal(_BOUNDARY_PATHS)
+        if k in looks:
+            np.maximum(largest, np.abs(total) / math.sqrt(k), out=largest)
+    bound = float(np.quantile(largest, 1 - alpha))
+    return 2 * ndtr(-bound)
 
 
 @lru_cache(maxsize=256)
