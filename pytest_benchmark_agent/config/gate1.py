@@ -51,16 +51,23 @@ from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line, simple_n
 
 
 def check(
-    config: BenchmarkConfig, path: Path, *, tuning: bool = False, home: Path | None = None
+    config: BenchmarkConfig,
+    path: Path,
+    *,
+    tuning: bool = False,
+    home: Path | None = None,
+    revisions: bool = False,
 ) -> None:
     """Raise ConfigError with every gate-1 problem of ``config`` (read from ``path``); warn
     (:class:`UndecidableReplicatesWarning`) when its replicates can never decide a verdict.
 
     ``home`` (the data directory) is where a missing manifest param's suggested value is
-    looked up: the value the latest RELIABLE run of this benchmark used.
+    looked up: the value the latest RELIABLE run of this benchmark used. ``revisions``
+    (``--bench-against``): each treatment, or the one configuration, is compared with itself
+    under REV, so a range of replicates has verdicts to wait for in every file shape.
     """
     problems: list[Problem] = []
-    problems += _check_treatments(config, tuning)
+    problems += _check_treatments(config, tuning, revisions)
     problems += manifest_problems(config, home)
     problems += placeholder_problems(config)
     problems += _check_secrets(config)
@@ -76,7 +83,7 @@ def check(
         problems += input_problems(config, path.parent)
     if problems:
         raise ConfigError(path, problems)
-    if not tuning and (why := replicates_cannot_decide(config)):  # the tuner sizes its rounds
+    if not tuning and (why := replicates_cannot_decide(config, revisions)):  # tuner: its own
         warnings.warn(UndecidableReplicatesWarning(f"{path}: {why}"), stacklevel=2)
 
 
@@ -148,13 +155,13 @@ def replicates_cannot_decide(config: BenchmarkConfig, revisions: bool = False) -
     )
 
 
-def _check_treatments(config: BenchmarkConfig, tuning: bool) -> list[Problem]:
+def _check_treatments(config: BenchmarkConfig, tuning: bool, revisions: bool) -> list[Problem]:
     """At most one parameter varies: none (one configuration), a tuned search space, or one
     named, declared param taking two or more distinct treatments, the first its control."""
     if config.search_space is not None:
         return _check_search_space(config, tuning)
     if one_configuration(config):
-        return _check_one_configuration(config)
+        return _check_one_configuration(config, revisions)
     varying = _varying_params(config)
     if len(varying) > 1:
         return [
@@ -276,12 +283,12 @@ def _check_control(config: BenchmarkConfig, name: str) -> list[Problem]:
     return problems
 
 
-def _check_one_configuration(config: BenchmarkConfig) -> list[Problem]:
+def _check_one_configuration(config: BenchmarkConfig, revisions: bool) -> list[Problem]:
     """A file of one configuration: nothing varies, so nothing is decided inside the run, and
     sequential replication (which adds blocks until the in-run verdicts are decided) has
-    nothing to wait for."""
+    nothing to wait for, unless ``--bench-against`` compares it with itself under REV."""
     problems = _check_seeds(config)
-    if not isinstance(config.replicates, int):  # a {min, max} range
+    if not isinstance(config.replicates, int) and not revisions:  # a {min, max} range
         problems.append(
             (
                 "replicates",
@@ -290,7 +297,8 @@ def _check_one_configuration(config: BenchmarkConfig) -> list[Problem]:
                 "no in-run verdict.",
                 f"give a number, e.g. replicates: "
                 f"{config.replicates.max}; or name a treatment_variable and its "
-                "treatments to compare.",
+                "treatments to compare; or compare revisions (--bench-against REV), where a "
+                "range adds blocks until the CI gate can decide.",
             )
         )
     return problems

@@ -36,14 +36,28 @@ class MetricSpec(FileModel):
     ceiling: Float | None = None
     noise_threshold: Fraction = 0.01
     reproduce_tolerance: Fraction = 0.10
-    #: How far a primary metric may regress against a baseline before the CI gate fails (a
-    #: fraction, 0.05 or "5%"); None: any regressed verdict (one beyond noise_threshold) fails.
+    #: How far a primary metric may regress before the CI gate fails (a fraction, 0.05 or
+    #: "5%"), read on the interval (judge/evidence.py); None: :func:`default_fail_threshold`.
     fail_threshold: Fraction | None = None
     #: How far this metric's run medians may move between CI jobs on the same code (a
     #: fraction): against a recorded baseline with fewer than 3 recorded runs, a change within it
     #: cannot be told from the machine. None: the documented default (judge/evidence.py).
     run_to_run: Fraction | None = None
     min_replicates: ReplicateCount = 5
+
+
+#: The CI gate's default ``fail_threshold``: 5% for a sampled metric (a timing), 1% for a
+#: counted one (issue 34's decision; never below the metric's noise_threshold).
+SAMPLED_FAIL_THRESHOLD, COUNTED_FAIL_THRESHOLD = 0.05, 0.01
+
+
+def default_fail_threshold(name: str, spec: MetricSpec) -> float:
+    """A primary metric's gate threshold: its ``fail_threshold``, else 5% (1% for a counter),
+    never below its ``noise_threshold``."""
+    if spec.fail_threshold is not None:
+        return spec.fail_threshold
+    default = COUNTED_FAIL_THRESHOLD if name in COUNTERS else SAMPLED_FAIL_THRESHOLD
+    return max(default, spec.noise_threshold)
 
 
 def metric_role(name: str, spec: MetricSpec | None) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -42,11 +42,20 @@ from pytest_benchmark_agent.errors import ConfigError
 MAX_TRIALS = 1_000_000
 
 
+#: What a range of replicates adds blocks until: every primary verdict decided (``verdicts``),
+#: the CI gate can decide (``gate``: the default under ``--bench-against``), or each primary
+#: interval lies wholly on one side of its ``fail_threshold`` (``midpoint``: a bisect step,
+#: whose threshold is the midpoint between GOOD and BAD).
+UNTIL = ("verdicts", "gate", "midpoint")
+
+
 class ReplicateRange(FileModel):
-    """Sequential replication: add blocks from ``min`` until every primary verdict is decided."""
+    """Sequential replication: add blocks from ``min`` until ``until`` is met, at most ``max``.
+    ``until`` unset: ``gate`` under ``--bench-against``, else ``verdicts``."""
 
     min: ReplicateCount
     max: ReplicateCount
+    until: Literal["verdicts", "gate", "midpoint"] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ReplicateRange:

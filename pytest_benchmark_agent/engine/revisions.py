@@ -23,13 +23,11 @@ import hashlib
 import json
 import posixpath
 import subprocess
-import warnings
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from pytest_benchmark_agent.config import gate1
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.errors import ConfigError
 
@@ -112,21 +110,8 @@ def check_design(config: BenchmarkConfig, path: Path, *, with_baseline: bool) ->
                 "recorded run), not both.",
             )
         )
-    if not isinstance(config.replicates, int) and not gate1.one_configuration(config):
-        problems.append(
-            (
-                "replicates",
-                "{min, max} with a treatment variable: the sequential looks compare each "
-                "treatment with one control, not each with itself under REV.",
-                "give a fixed count (replicates: 12), or leave out --bench-against.",
-            )
-        )
     if problems:
         raise ConfigError(path, problems)
-    if gate1.replicates_cannot_decide(config) is None and (
-        why := gate1.replicates_cannot_decide(config, revisions=True)
-    ):  # a warning, as gate 1's own: every count runs, its verdicts say why they cannot decide
-        warnings.warn(gate1.UndecidableReplicatesWarning(f"{path}: {why}"), stacklevel=2)
 
 
 def check_out(bench_file: Path, ref: str, home: Path, token: str, file_from: str) -> Revisions:

@@ -44,10 +44,10 @@ def baseline_gate(baseline: BaselineComparison, specs: Mapping[str, Any]) -> dic
     for metric in primaries:
         for label, v in verdicts.get(metric, {}).items():
             said = (
-                f"`{metric}` [{label}] {v.verdict} {ratio(v.ratio, 3)} "
+                f"`{metric}` [{label}] {v.word} {ratio(v.ratio, 3)} "
                 f"against {v.extra.get('against')} ({both})"
             )
-            judged.append(evidence.judge_metric(said, v, specs[metric]))
+            judged.append(evidence.judge_metric(said, v, metric, specs[metric]))
     guards = [
         f"guard `{metric}` [{label}] changed against {v.extra.get('against')} "
         f"({both}): " + (v.reason or f"{ratio(v.ratio, 3)}")
@@ -89,8 +89,8 @@ def _gate(judged: Sequence[evidence.MetricGate], where: str, mode: str) -> dict[
         return unjudged([f"no primary metric could be compared {where}"])
     if outcome == "passed":
         lines = [
-            f"no primary metric regressed beyond its fail_threshold {where}, and each could "
-            "have seen it",
+            f"every primary metric's interval rules out a regression beyond its fail_threshold "
+            f"{where}",
             *lines,
         ]
     return {"outcome": outcome, "reasons": _first(lines + rest, mode)}
@@ -115,11 +115,11 @@ def ci_gate(record: RunRecord) -> Mapping[str, Any]:
         for label, v in record.verdicts.get(metric, {}).items():
             cv = [per.get(side, {}).get("cv") for side in (record.control, label)]
             said = (
-                f"`{metric}` [{label}] {v.verdict} {ratio(v.ratio, 3)} "
+                f"`{metric}` [{label}] {v.word} {ratio(v.ratio, 3)} "
                 f"against the control {record.control}"
             )
             with_cv = dataclasses.replace(v, extra={**v.extra, "cv": cv})
-            judged.append(evidence.judge_metric(said, with_cv, specs[metric]))
+            judged.append(evidence.judge_metric(said, with_cv, metric, specs[metric]))
     if judged:
         return _gate(judged, f"against the control {record.control}", _WITHIN)
     refused = [r for r in record.refusals if r.split(" [", 1)[0] in primaries]

@@ -2,11 +2,12 @@
 
 Two rules, both pure (the I/O is :func:`recorded_history`'s, which reads recorded runs):
 
-* **A pass needs evidence** (:func:`judge_metric`). A primary metric fails the gate when it
-  regressed beyond its ``fail_threshold``; it passes only when the comparison could have seen a
-  regression of that size: its MDE is at most the threshold, or its interval excludes such a
-  regression (the interval's regression-side edge lies within the threshold). Anything else is
-  ``unjudged: could not have seen a X% regression (MDE Y%); add replicates``.
+* **A pass needs evidence, read on the interval** (:func:`judge_metric`,
+  :func:`gate_decision`). A primary metric passes only when its interval rules out a regression
+  beyond its ``fail_threshold`` (5% for a timing, 1% for a count, by default); it fails when its
+  whole interval lies beyond the threshold, or when a regression is shown and one beyond the
+  threshold is not ruled out. Anything else is ``unjudged`` (more blocks could decide: the
+  adaptive blocks of ``--bench-against`` add them until it does).
 * **The session is the unit across runs** (:func:`across_runs`). A recorded baseline was
   measured in another job, on a machine that may differ from this one; one run cannot say by
   how much. The recorded runs of the baseline's revision (or of its first-parent history)
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.config.metric import default_fail_threshold
 from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.record import RunRecord, load_run
@@ -56,9 +58,9 @@ _EPS = 1e-12
 _SHA = re.compile(r"[0-9a-f]{7,64}")
 
 
-def fail_threshold(spec: Any) -> float:
-    """A primary metric's gate threshold: ``fail_threshold``, else its noise threshold."""
-    return spec.noise_threshold if spec.fail_threshold is None else spec.fail_threshold
+def fail_threshold(metric: str, spec: Any) -> float:
+    """A primary metric's gate threshold (:func:`.metric.default_fail_threshold`)."""
+    return default_fail_threshold(metric, spec)
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,15 @@ def share(value: float | None) -> str:
 
 def evidence_text(verdict: Verdict) -> str:
     """Interval, MDE, n and CV of a verdict (its ratio is said before it; the CV of each side
-    is its ``cv``, when the gate gave it one), one clause."""
+    is its ``cv``, when the gate gave it one), one clause. An interval not at 95% names its
+    level (a look of the gate's adaptive blocks)."""
     ci = verdict.ci
     n = list(verdict.n) if any(verdict.n) else []  # (0, 0): a verdict refused before counting
     cv = verdict.extra.get("cv") or []
+    level = verdict.extra.get("ci_level")
+    named = f"{100 * level:.3g}% interval" if level else "interval"
     parts = [
-        f"interval [{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else "interval -",
+        f"{named} [{ci[0]:.4g}, {ci[1]:.4g}]" if ci and None not in ci else "interval -",
         f"MDE {share(verdict.mde)}",
         "n " + ("/".join(str(k) for k in n) if n else "-"),
         "CV " + ("/".join(share(c) for c in cv) if cv else "-"),
@@ -91,34 +96,79 @@ def evidence_text(verdict: Verdict) -> str:
     return ", ".join(parts)
 
 
-def judge_metric(said: str, verdict: Verdict, spec: Any) -> MetricGate:
-    """One primary comparison under the evidence rule; ``said`` names it (metric, label,
-    verdict, ratio, what it was compared with) at the start of its text."""
-    threshold = fail_threshold(spec)
+def regression_sizes(ci: Sequence[float] | None, direction: str) -> tuple[float, float] | None:
+    """An interval of the ratio as the regressions it allows, nearest and farthest (a fraction:
+    0.05 is 5% worse, negative is better): ``ci - 1`` for lower-is-better, ``1 - ci`` reversed
+    for higher-is-better; None without an interval."""
+    if not ci or None in ci:
+        return None
+    if direction == "higher":
+        return 1 - ci[1], 1 - ci[0]
+    return ci[0] - 1, ci[1] - 1
+
+
+def gate_decision(verdict: Verdict, threshold: float, direction: str, until: str) -> str | None:
+    """What the gate concludes from one primary comparison: ``regressed``, ``passed``, or None
+    (more blocks could decide). Read on the interval:
+
+    * ``gate`` (the CI gate): passed when the interval rules out a regression beyond
+      ``threshold`` (its regression-side edge lies within it); regressed when the whole interval
+      lies beyond the threshold, or when a regression is shown (the verdict is ``regressed``:
+      its interval clears the noise band) and one beyond the threshold is not ruled out.
+    * ``midpoint`` (a bisect step, ``threshold`` the midpoint between GOOD and BAD): regressed
+      when the whole interval lies beyond it, passed when the whole interval lies before it.
+    """
+    if direction == "equal":
+        return "regressed" if verdict.regressed else "passed"
+    sizes = regression_sizes(verdict.ci, direction)
+    if verdict.not_comparable or sizes is None:
+        return None
+    near, far = sizes
+    if near > threshold + _EPS:
+        return "regressed"
+    if until == "midpoint":
+        return "passed" if far < threshold - _EPS else None
+    if could_never_decide(verdict):  # its interval is no evidence: no count of it could decide
+        return None
+    if far <= threshold + _EPS:
+        return "passed"
+    return "regressed" if verdict.regressed else None
+
+
+def judge_metric(said: str, verdict: Verdict, metric: str, spec: Any) -> MetricGate:
+    """One primary comparison under the evidence rule (:func:`gate_decision`, read on the
+    interval); ``said`` names it (metric, label, verdict, ratio, what it was compared with) at
+    the start of its text."""
+    threshold = fail_threshold(metric, spec)
     shown = evidence_text(verdict)
     if verdict.not_comparable:
         return MetricGate("unjudged", f"{said} ({shown}): {verdict.reason}")
-    ratio = verdict.ratio
-    if verdict.regressed and (ratio is None or abs(ratio - 1) > threshold + _EPS):
-        why = f": {verdict.reason}" if verdict.reason else ""
-        return MetricGate(
-            "regressed", f"{said}, beyond fail_threshold {share(threshold)} ({shown}){why}"
+    decided = gate_decision(verdict, threshold, spec.direction, "gate")
+    sizes = regression_sizes(verdict.ci, spec.direction)
+    limit = share(threshold)
+    if decided == "regressed":
+        why = (
+            "its whole interval lies beyond it"
+            if sizes and sizes[0] > threshold
+            else "a regression is shown and one beyond it is not ruled out"
         )
-    if could_never_decide(verdict):  # its interval is no evidence: no count of it could decide
+        reason = f"; {verdict.reason}" if verdict.reason else ""
+        return MetricGate(
+            "regressed", f"{said}, beyond fail_threshold {limit} ({shown}): {why}{reason}"
+        )
+    if decided == "passed":
+        if spec.direction == "equal":
+            return MetricGate("passed", f"{said} ({shown}): every value equals the control's")
+        return MetricGate(
+            "passed",
+            f"{said} ({shown}): the interval rules out a regression beyond fail_threshold {limit}",
+        )
+    if could_never_decide(verdict) or sizes is None:
         return MetricGate("unjudged", f"{said} ({shown}): {verdict.reason}")
-    if spec.direction == "equal" or could_see(verdict, threshold, spec.direction):
-        how = "within" if verdict.regressed else "could have seen"
-        return MetricGate("passed", f"{said} ({shown}): {how} fail_threshold {share(threshold)}")
-    mde = verdict.mde
-    reach = (
-        verdict.reason or "no MDE: too few units to reach the level"
-        if mde is None or math.isinf(mde)
-        else f"MDE {share(mde)}"
-    )
     return MetricGate(
         "unjudged",
-        f"{said} ({shown}): could not have seen a {share(threshold)} regression ({reach}); "
-        "add replicates",
+        f"{said} ({shown}): could not rule out a {limit} regression (the interval reaches "
+        f"{share(sizes[1])}) nor show one; add blocks",
     )
 
 
@@ -126,20 +176,6 @@ def could_never_decide(verdict: Verdict) -> bool:
     """A ``no_change`` that no effect could have turned into a decision (too few blocks for the
     exact test to reach its level: the analysis gives it an infinite MDE): not a judgement."""
     return verdict.no_change and verdict.mde is not None and math.isinf(verdict.mde)
-
-
-def could_see(verdict: Verdict, threshold: float, direction: str) -> bool:
-    """Whether a comparison could have seen a regression of ``threshold``: its MDE is at most
-    it, or its interval's regression-side edge lies within it (such a regression is excluded)."""
-    mde = verdict.mde
-    if mde is not None and mde <= threshold + _EPS:
-        return True
-    ci = verdict.ci
-    if not ci or None in ci:
-        return False
-    if direction == "higher":
-        return ci[0] >= 1 - threshold - _EPS
-    return ci[1] <= 1 + threshold + _EPS
 
 
 def gate_outcome(judged: Sequence[MetricGate]) -> str:

@@ -112,7 +112,7 @@ def _analysed(record: RunRecord, sequential: SequentialOutcome | None, upto: int
     obs, caveats = observations(record.trials, list(specs), labels, upto=upto, stage_of=stages)
     combined = (
         sequential.decision.analysis
-        if sequential and sequential.decision and len(record.revision_pairs) <= 1
+        if sequential and sequential.decision
         else _analyze(obs, record)
     )
     hosts = _hosts(record.trials)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_benchmark_agent.config.gate1 import ALPHA
 from pytest_benchmark_agent.config.models import ReplicateRange
 from pytest_benchmark_agent.judge import evidence
 from pytest_benchmark_agent.judge.baseline import primary_metrics
@@ -86,55 +87,106 @@ def blocks_done(trials: Sequence[TrialRecord], blocks: Mapping[int, set[str]]) -
     return done
 
 
+def until(record: RunRecord) -> str:
+    """What a range of replicates adds blocks until (:data:`.models.UNTIL`): as declared, else
+    ``gate`` for a revision comparison (``--bench-against``), else ``verdicts``."""
+    replicates = record.model.replicates
+    declared = replicates.until if isinstance(replicates, ReplicateRange) else None
+    return declared or ("gate" if record.revisions else "verdicts")
+
+
 def _decide(record: RunRecord, blocks: int, replicates: ReplicateRange) -> rule.SequentialDecision:
+    """The look at ``blocks``: every treatment against the control, or under ``--bench-against``
+    with a treatment variable each revision pair alone at alpha / pairs (as the judge does)."""
     from pytest_benchmark_agent.stats import sequential as rule  # only a sequential run needs it
 
-    specs = record.model.metrics
-    obs, _ = observations(
-        record.trials,
-        list(specs),
-        record.treatments,
-        upto=blocks,
-        stage_of=metric_stages(record),
-    )
-    decision = rule.sequential_decision(
-        obs,
-        specs,
-        list(record.treatments),
-        record.control,
-        blocks_done=blocks,
-        min_blocks=replicates.min,
-        max_blocks=replicates.max,
-        seed=SEED,
-        counter_floors=counter_floors(record.model, record.trials),
-    )
-    if decision.stop or blocks not in rule.look_schedule(replicates.min, replicates.max):
+    mode = until(record)
+    spending = rule.OBRIEN_FLEMING if mode == "verdicts" else rule.POCOCK
+    pairs = record.revision_pairs if len(record.revision_pairs) > 1 else ()
+    groups = pairs or ((record.control, None),)
+    decisions = []
+    for control, treatment in groups:
+        treatments = [control, treatment] if treatment else list(record.treatments)
+        obs, _ = observations(
+            record.trials,
+            list(record.model.metrics),
+            treatments,
+            upto=blocks,
+            stage_of=metric_stages(record),
+        )
+        decisions.append(
+            rule.sequential_decision(
+                obs,
+                record.model.metrics,
+                treatments,
+                control,
+                blocks_done=blocks,
+                min_blocks=replicates.min,
+                max_blocks=replicates.max,
+                alpha=ALPHA / len(groups),
+                seed=SEED,
+                counter_floors=counter_floors(record.model, record.trials),
+                spending=spending,
+            )
+        )
+    decision = _merged(decisions)
+    if mode == "verdicts" or blocks not in rule.look_schedule(replicates.min, replicates.max):
         return decision
-    settled = _gate_settled(record, decision.analysis)
-    if settled is None:
+    settled = _gate_settled(record, decision.analysis, mode)
+    if settled is not None:
+        return dataclasses.replace(decision, stop=True, reason=f"{settled} after {blocks} blocks")
+    if blocks >= replicates.max:
         return decision
-    return dataclasses.replace(decision, stop=True, reason=f"{settled} after {blocks} blocks")
+    # decided verdicts do not stop a run that waits for the gate (a bisect step's verdict can
+    # be decided while its interval still straddles the midpoint)
+    return dataclasses.replace(
+        decision, stop=False, reason=f"{blocks} of {replicates.max} blocks; the gate cannot decide"
+    )
 
 
-def _gate_settled(record: RunRecord, result: analysis.RunAnalysis) -> str | None:
-    """Why a look may stop for the CI gate although a verdict is open: every primary metric
-    declares a ``fail_threshold`` and each comparison already regressed beyond it or could have
-    seen it (:func:`.evidence.judge_metric`); None otherwise. Stopping adds no false verdict:
-    the looks' levels hold whenever a run stops."""
+def _merged(decisions: Sequence[rule.SequentialDecision]) -> rule.SequentialDecision:
+    """One look's decisions over the revision pairs as one: it stops when every pair stops."""
+    if len(decisions) == 1:
+        return decisions[0]
+    from pytest_benchmark_agent.stats import analysis
+
+    merged = analysis.RunAnalysis(verdicts={})
+    for one in decisions:
+        for metric, per in one.analysis.verdicts.items():
+            merged.verdicts.setdefault(metric, {}).update(per)
+        merged.caveats += one.analysis.caveats
+        merged.refusals += one.analysis.refusals
+        merged.findings += one.analysis.findings
+    stop = all(d.stop for d in decisions)
+    reasons = [d.reason for d in decisions if d.stop == stop]
+    first = decisions[0]
+    return dataclasses.replace(first, stop=stop, reason="; ".join(reasons), analysis=merged)
+
+
+def _gate_settled(record: RunRecord, result: analysis.RunAnalysis, mode: str) -> str | None:
+    """Why a look may stop for the gate although a verdict is open: every primary comparison
+    is decided by :func:`.evidence.gate_decision` (``gate``: regressed beyond its
+    ``fail_threshold`` or that ruled out; ``midpoint``: its interval wholly on one side of the
+    bisect midpoint); None otherwise (and always for ``verdicts``). Stopping adds no false
+    verdict: the looks' levels hold whenever a run stops."""
+    if mode == "verdicts":
+        return None
     specs = record.model.metrics
     primaries = primary_metrics(specs)
-    if not primaries or any(specs[m].fail_threshold is None for m in primaries):
-        return None
-    outcomes = [
-        evidence.judge_metric(metric, v, specs[metric]).outcome
+    decided = [
+        evidence.gate_decision(
+            v, evidence.fail_threshold(metric, specs[metric]), specs[metric].direction, mode
+        )
         for metric in primaries
         for v in result.verdicts.get(metric, {}).values()
     ]
-    if not outcomes or "unjudged" in outcomes:
+    if not decided or None in decided:
         return None
+    if mode == "midpoint":
+        return "every primary interval lies wholly on one side of the bisect midpoint"
     return (
         "the CI gate can decide: every primary metric regressed beyond its fail_threshold "
-        "or could have seen it"
+        "or its interval rules that out"
     )
 
 

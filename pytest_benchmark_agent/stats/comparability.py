@@ -140,6 +140,16 @@ class Verdict:
         return self.verdict == "not_comparable"
 
     @property
+    def word(self) -> str:
+        """The verdict as printed: a ``no_change`` whose interval lies wholly above or below 1
+        is ``changed`` (a change is shown, its size not beyond the noise threshold), never
+        "no change"; the record keeps ``no_change`` for the rules that read it."""
+        ci = self.ci
+        if self.no_change and ci and None not in ci and (ci[0] > 1 or ci[1] < 1):
+            return "changed"
+        return self.verdict
+
+    @property
     def interval(self) -> tuple[float, float] | None:
         """The ratio's 95% interval (``ci``)."""
         return self.ci
