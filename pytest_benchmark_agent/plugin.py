@@ -108,6 +108,35 @@ def _add_comparison_options(group: pytest.OptionGroup) -> None:
         "tree's benchmark file; revision: each revision runs its own",
     )
     group.addoption(
+        "--bench-replicates",
+        default=None,
+        type=_lazy("replicates_option"),
+        metavar="N|MIN:MAX",
+        help="replace the file's replicates for this session: N blocks, or MIN:MAX adding "
+        "blocks until the verdicts (under --bench-against: the CI gate) can decide. Under "
+        "--bench-against a file that declares no replicates runs 8:40 (3:40 when every "
+        "primary metric is counted)",
+    )
+    group.addoption(
+        "--bench-fail-threshold",
+        action="append",
+        default=[],
+        type=_lazy("fail_threshold_option"),
+        metavar="[METRIC=]X",
+        help="how far a primary metric may regress before the CI gate fails, for this "
+        "session (5%% or 0.05; METRIC=X for one metric); default: the file's fail_threshold, "
+        "else 5%% (1%% for a counter)",
+    )
+    group.addoption(
+        "--bench-bisect-midpoint",
+        action="append",
+        default=[],
+        type=_lazy("midpoint_option"),
+        metavar="METRIC=RATIO",
+        help="set by benchmark-agent bisect for each step: the ratio to GOOD halfway to BAD; "
+        "blocks are added until each primary interval lies wholly on one side of it",
+    )
+    group.addoption(
         "--bench-fail-on",
         default=None,
         type=_fail_on,
@@ -398,6 +427,19 @@ def _fail_on(text: str) -> tuple[str, ...]:
         return fail_on_words(text, "--bench-fail-on")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _lazy(name: str) -> Any:
+    """An option type from engine/blocks.py, imported when an option is given (a plain test
+    session never imports the engine)."""
+
+    def parse(text: str) -> Any:
+        from pytest_benchmark_agent.engine import blocks
+
+        return getattr(blocks, name)(text)
+
+    parse.__name__ = name.removesuffix("_option")
+    return parse
 
 
 def _warmup_rounds(text: str) -> int:

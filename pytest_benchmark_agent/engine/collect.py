@@ -35,7 +35,12 @@ class BenchFile(pytest.File):
         bench: BenchSession = self.config.stash[SESSION_KEY]
         config = load_benchmark(self.path, bench.overrides)
         points = bench.round_points if config.search_space is not None else None
-        gate1.check(config, self.path, tuning=points is not None, home=bench.home)
+        comparing = bool(self.config.getoption("bench_against"))
+        if points is None:  # a tuning round's blocks are the tuner's
+            config = bench.design.apply(config, self.path, revisions=comparing)
+        gate1.check(
+            config, self.path, tuning=points is not None, home=bench.home, revisions=comparing
+        )
         revisions, against_config = bench.against(self.path, config)
         plan = build_plan(config, self.path, points, revisions, against_config)
         caveat = bench.preflight(plan)

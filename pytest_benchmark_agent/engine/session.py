@@ -30,6 +30,7 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
 from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.engine import recovery
+from pytest_benchmark_agent.engine.blocks import SessionDesign
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
 from pytest_benchmark_agent.engine.context import StageContext
@@ -95,6 +96,12 @@ class BenchSession:
             min(config.getoption("bench_progress_every"), DEFAULT_PROGRESS_S),
         )
         self.stage_context.warmup = config.getoption("bench_warmup") or 0
+        #: The command line's changes to every file's design (engine/blocks.py).
+        self.design = SessionDesign(
+            replicates=config.getoption("bench_replicates"),
+            fail_thresholds=dict(config.getoption("bench_fail_threshold")),
+            midpoints=dict(config.getoption("bench_bisect_midpoint")),
+        )
         #: Swapping and busy processes are watched from here to the first trial.
         self._host_watch = hostcheck.HostWatch()
         config.add_cleanup(self.stage_context.containment.close)
@@ -228,8 +235,8 @@ class BenchSession:
         if file_from != "revision":
             return revisions, None
         own = revisions.against.folder / path.name
-        against_config = load_benchmark(own, self.overrides)
-        gate1.check(against_config, own, tuning=False, home=self.home)
+        against_config = self.design.apply(load_benchmark(own, self.overrides), own, revisions=True)
+        gate1.check(against_config, own, tuning=False, home=self.home, revisions=True)
         if against_config.metrics != config.metrics:
             raise ConfigError(
                 own,
