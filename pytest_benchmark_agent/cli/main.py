@@ -80,6 +80,8 @@ def first_sentence(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if prepare := getattr(args, "prepare", None):  # a verb that reads its own options (bisect)
+        prepare(args)
     if getattr(args, "pytest_args", None) and args.pytest_args[0] == "--":
         args.pytest_args = args.pytest_args[1:]
     with warnings.catch_warnings():

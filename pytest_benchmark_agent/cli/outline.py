@@ -98,7 +98,7 @@ def _claimed(record: RunRecord, specs: Mapping[str, MetricSpec]) -> list[str]:
     for metric in primary_metrics(specs):
         for label, v in (record.verdicts.get(metric) or {}).items():
             lines.append(
-                f"- `{metric}` [{label} against {control}]: {v.verdict}, ratio {number(v.ratio)}"
+                f"- `{metric}` [{label} against {control}]: {v.word}, ratio {number(v.ratio)}"
                 + (f", 95% CI {interval(v.ci)}" if v.ci else "")
                 + f", p (Holm) {number(v.p_holm)}, MDE {pct(v.mde)}"
                 + (f": {v.reason}" if v.reason else "")
@@ -123,7 +123,7 @@ def _doubts(record: RunRecord, specs: Mapping[str, MetricSpec]) -> list[str]:
     )
     for metric in [m for m, s in specs.items() if is_guarded(s)]:
         per = record.verdicts.get(metric) or {}
-        said = ", ".join(f"{t} {v.verdict}" for t, v in per.items())
+        said = ", ".join(f"{t} {v.word}" for t, v in per.items())
         lines.append(f"- Guard `{metric}`: {said or none}.")
     lines.append(f"- Caveats: {len(record.caveats)} (each under What Went Wrong).")
     lines += _fingerprint_checks(record)
@@ -208,6 +208,6 @@ def _baseline_checks(record: RunRecord, baseline: BaselineComparison) -> list[st
     if control is not None:
         lines.append(
             f"- Control drift: this session's control against {control.extra.get('against')}"
-            f": {control.verdict}, ratio {number(control.ratio)}."
+            f": {control.word}, ratio {number(control.ratio)}."
         )
     return lines

@@ -271,7 +271,7 @@ def _metric_tables(
             ci = interval(v.ci)
             lines.append(
                 f"  {label[:16]:<16} {_median(a, metric, target):>11}"
-                f" {_median(b, metric, label):>11}  {v.verdict:<15}"
+                f" {_median(b, metric, label):>11}  {v.word:<15}"
                 f"{number(v.ratio):>8}  {ci:<18}{number(v.p_holm):>9}  {v.reason or ''}"
             )
     return lines

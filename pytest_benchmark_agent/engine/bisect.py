@@ -4,10 +4,11 @@ GOOD (asv's ``find``), driven by ``git bisect run``.
 The user's work tree, index and HEAD are never touched. ``git bisect`` runs in a worktree of
 its own that checks nothing out (``--no-checkout``: it only moves that worktree's
 ``BISECT_HEAD``); each commit it asks about is checked out in a fresh detached worktree under
-the data home and measured there with ``pytest --bench FILE --bench-against GOOD
---bench-fail-on=regression``: GOOD and the commit interleaved in one session, so a machine that
-differs between steps cancels, and the step is judged by :mod:`.bisect_step` (bad beyond the
-fail_threshold, good only with an interval that excludes that, else skipped). Each outcome is
+the data home and measured there with ``pytest --bench FILE --bench-against GOOD``: GOOD and
+the commit interleaved in one session, so a machine that differs between steps cancels. The
+benchmark file is the working tree's for every commit (the benchmark is fixed, the code varies;
+``file_from="revision"`` runs each commit's own). BAD is measured first; its ratio to GOOD sets
+the midpoint every later step hunts (:mod:`.bisect_step`). Each outcome is
 written to ``<home>/bisect/<id>/state.json`` as soon as it is decided (and a run's id before it
 starts), so a rerun after an interruption, or after the end, replays the recorded outcomes and
 finished runs instead of measuring again.
@@ -34,13 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, load_config
-from pytest_benchmark_agent.engine.bisect_step import evidence, judged
+from pytest_benchmark_agent.engine.bisect_step import evidence, judged, midpoints_of
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, release_lock
 from pytest_benchmark_agent.records.record import load_run
 from pytest_benchmark_agent.records.run import new_run_id
+from pytest_benchmark_agent.records.safetext import one_line
+from pytest_benchmark_agent.stats.units import interval, ratio
 
 EXIT_FOUND, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_UNDECIDED = 0, 1, 2, 3
 STATE = "state.json"
@@ -48,6 +51,8 @@ STATE = "state.json"
 DRIVER = "driver"
 #: What ``git bisect run`` reads from a step's exit code; above 127 stops the bisection.
 _CODES = {"good": 0, "bad": 1, "skip": 125}
+#: A step pytest refused before measuring (bad input): the bisection stops with exit 2.
+REFUSED = "refused"
 _ABORT = 255
 #: Variables that point git at a repository: ``git bisect run`` exports GIT_DIR (the driver's),
 #: which would make git, and the fingerprint inside a commit's pytest, read the wrong tree.
@@ -108,6 +113,16 @@ class Bisection:
     pytest_args: list[str]
     commits: dict[str, dict[str, Any]] = field(default_factory=dict)
     error: str | None = None
+    #: ``worktree``: the working tree's benchmark file (``bench_text``) for every commit;
+    #: ``revision``: each commit's own.
+    file_from: str = "revision"
+    bench_text: str | None = None
+    #: ``--threshold``: every step judged by the gate's rule at this fraction (no hunting).
+    threshold: float | None = None
+    #: Per primary metric that BAD regressed, the ratio to GOOD halfway to BAD.
+    midpoints: dict[str, float] = field(default_factory=dict)
+    #: A step's refusal (bad input: pytest exit 2 or 4), with its message.
+    refused: str | None = None
 
     @property
     def folder(self) -> Path:
@@ -137,11 +152,19 @@ class Bisection:
 
 
 def prepare(
-    repo: Path, good: str, bad: str, file: str, home: Path, pytest_args: Sequence[str]
+    repo: Path,
+    good: str,
+    bad: str,
+    file: str,
+    home: Path,
+    pytest_args: Sequence[str],
+    *,
+    file_from: str = "worktree",
+    threshold: float | None = None,
 ) -> Bisection:
     """Check the input and return the bisection's state: the recorded one when this GOOD, BAD,
-    FILE and pytest arguments were bisected before on this data home (resumed), else a new one.
-    Raises :class:`BisectError` naming the fix."""
+    FILE (and its text, from the working tree), rule and pytest arguments were bisected before
+    on this data home (resumed), else a new one. Raises :class:`BisectError` naming the fix."""
     top = _toplevel(repo)
     good_sha, bad_sha = _commit(top, good, "GOOD"), _commit(top, bad, "BAD")
     if good_sha == bad_sha:
@@ -157,15 +180,16 @@ def prepare(
             "their common ancestor)"
         )
     rel = _relative_file(top, file)
+    text = _working_file(top, rel) if file_from == "worktree" else None
     for label, rev, sha in (("GOOD", good, good_sha), ("BAD", bad, bad_sha)):
-        if not has_file(top, sha, rel):
+        if text is None and not has_file(top, sha, rel):
             raise BisectError(
                 f"`{rel}` is not in {label} `{rev}` ({sha[:7]}); fix: give FILE as "
                 f"its path from the repository root ({top}) as committed there, "
                 f"or a {label} commit that has it"
             )
     ident = hashlib.sha256(
-        json.dumps([good_sha, bad_sha, rel, list(pytest_args)]).encode()
+        json.dumps([good_sha, bad_sha, rel, list(pytest_args), text, threshold]).encode()
     ).hexdigest()[:12]
     path = home / "bisect" / ident / STATE
     if path.is_file():
@@ -179,11 +203,26 @@ def prepare(
         good=good_sha,
         bad=bad_sha,
         file=rel,
-        name=_config_at(top, good_sha, rel).name,
+        name=_config_at(top, good_sha, rel, text).name,
         pytest_args=list(pytest_args),
+        file_from=file_from,
+        bench_text=text,
+        threshold=threshold,
     )
     state.save()
     return state
+
+
+def _working_file(top: Path, rel: str) -> str:
+    """The benchmark file as the working tree has it: every commit runs this text."""
+    path = top / rel
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BisectError(
+            f"cannot read the benchmark file {path} ({exc}); fix: give FILE as its path from "
+            f"the repository root ({top}), or --file-from revision to run each commit's own"
+        ) from None
 
 
 def _toplevel(repo: Path) -> Path:
@@ -237,9 +276,9 @@ def _short(sha: str) -> str:
     return sha[:7]
 
 
-def _config_at(top: Path, sha: str, rel: str) -> BenchmarkConfig:
-    """The benchmark file as commit ``sha`` has it (read from git, no checkout), validated."""
-    text = git(top, "show", f"{sha}:{rel}").stdout
+def _config_at(top: Path, sha: str, rel: str, text: str | None) -> BenchmarkConfig:
+    """The benchmark file (``text``, else as commit ``sha`` has it, read from git), validated."""
+    text = git(top, "show", f"{sha}:{rel}").stdout if text is None else text
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / Path(rel).name  # load_config names a nameless file after it
         path.write_text(text)
@@ -247,8 +286,8 @@ def _config_at(top: Path, sha: str, rel: str) -> BenchmarkConfig:
             return load_config(path)
         except BenchError as exc:
             raise BisectError(
-                f"`{rel}` at GOOD ({sha[:7]}) is no valid benchmark file: {exc}; "
-                "fix: give a GOOD whose benchmark file is valid"
+                f"`{rel}` ({'the working tree' if text else f'at GOOD {sha[:7]}'}) is no valid "
+                f"benchmark file: {exc}"
             ) from None
 
 
@@ -271,6 +310,11 @@ def run_pytest(state: Bisection, sha: str, run_id: str, extra: Sequence[str]) ->
     remove_worktree(repo, tree)
     tree.parent.mkdir(parents=True, exist_ok=True)
     git(repo, "worktree", "add", "--force", "--detach", "--quiet", str(tree), sha)
+    bench = tree / state.file
+    if state.bench_text is not None:  # the working tree's file, untracked beside the commit's
+        bench = bench.with_name(f".bisect-{bench.name}")
+        bench.parent.mkdir(parents=True, exist_ok=True)
+        bench.write_text(state.bench_text)
     log = state.folder / "logs" / f"{run_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     # rootdir and confcutdir at the worktree: a conftest.py of the checkout around the data
@@ -280,7 +324,7 @@ def run_pytest(state: Bisection, sha: str, run_id: str, extra: Sequence[str]) ->
         "-m",
         "pytest",
         "--bench",
-        str(tree / state.file),
+        str(bench),
         "--bench-home",
         state.home,
         "--bench-run-id",
@@ -316,13 +360,13 @@ def decide(state: Bisection, sha: str, say: Callable[[str], None]) -> dict[str, 
     """Commit ``sha``'s outcome against GOOD's run: the recorded one, one recovered from a run
     that finished before an interruption, or a new measurement. Saved before it is returned."""
     recorded = state.commits.get(sha) or {}
-    if recorded.get("outcome") in _CODES:
+    if recorded.get("outcome") in (*_CODES, REFUSED):
         say(progress_line(sha, recorded, "recorded"))
         return recorded
     if recorded.get("run_id"):
         run_dir = Path(state.home) / "runs" / recorded["run_id"]
         if _finished(run_dir):
-            outcome, reason = judged(run_dir, None)
+            outcome, reason = _judged(state, sha, run_dir, None)
             return _store(
                 state,
                 sha,
@@ -330,7 +374,7 @@ def decide(state: Bisection, sha: str, say: Callable[[str], None]) -> dict[str, 
                 "recovered from its finished run",
                 say,
             )
-    if not has_file(Path(state.repo), sha, state.file):
+    if state.bench_text is None and not has_file(Path(state.repo), sha, state.file):
         return _store(
             state,
             sha,
@@ -343,9 +387,13 @@ def decide(state: Bisection, sha: str, say: Callable[[str], None]) -> dict[str, 
     state.save()
     say(f"  {_short(sha)} measuring: run {run_id}")
     code, log = run_pytest(
-        state, sha, run_id, [f"--bench-against={state.good}", "--bench-fail-on=regression"]
+        state, sha, run_id, [f"--bench-against={state.good}", *_rule(state, sha)]
     )
-    outcome, reason = judged(Path(state.home) / "runs" / run_id, code)
+    run_dir = Path(state.home) / "runs" / run_id
+    if code in (2, 4) and not (run_dir / "results.yaml").is_file():  # refused before measuring
+        outcome, reason = REFUSED, refusal_of(log)
+    else:
+        outcome, reason = _judged(state, sha, run_dir, code)
     return _store(
         state,
         sha,
@@ -359,6 +407,39 @@ def decide(state: Bisection, sha: str, say: Callable[[str], None]) -> dict[str, 
         "measured",
         say,
     )
+
+
+def _rule(state: Bisection, sha: str) -> list[str]:
+    """How a step's session is judged: BAD (and every step with ``--threshold``) by the gate's
+    rule; every other step hunts BAD's midpoints."""
+    if state.threshold is not None:
+        return [f"--bench-fail-threshold={state.threshold}"]
+    if sha == state.bad or not state.midpoints:
+        return []
+    return [f"--bench-bisect-midpoint={m}={ratio!r}" for m, ratio in state.midpoints.items()]
+
+
+def _judged(state: Bisection, sha: str, run_dir: Path, code: int | None) -> tuple[str, str]:
+    """:func:`.bisect_step.judged` by this step's rule (:func:`_rule`)."""
+    hunting = sha != state.bad and state.threshold is None
+    return judged(run_dir, code, state.midpoints if hunting else None, state.threshold)
+
+
+def refusal_of(log: Path) -> str:
+    """What a refused step's pytest said: its collection error (the file, the field, the fix),
+    else its usage error, else the log's last lines; with the log's path."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"pytest refused the step (its log {log} is unreadable)"
+    starts = [k for k, line in enumerate(lines) if "ERROR collecting" in line]
+    said: list[str] = []
+    for line in lines[starts[0] + 1 :] if starts else []:
+        if line.startswith("="):
+            break
+        said.append(line.strip())
+    said = said or [line for line in lines if line.startswith(("ERROR:", "E "))] or lines[-5:]
+    return one_line(" ".join(said))[:2000] + f" (log: {log})"
 
 
 def _store(
@@ -398,7 +479,8 @@ class Result:
 
     @property
     def exit_code(self) -> int:
-        return {"found": EXIT_FOUND, "not_found": EXIT_NOT_FOUND}.get(self.status, EXIT_UNDECIDED)
+        codes = {"found": EXIT_FOUND, "not_found": EXIT_NOT_FOUND, "refused": EXIT_BAD_INPUT}
+        return codes.get(self.status, EXIT_UNDECIDED)
 
 
 def bisect(state: Bisection, say: Callable[[str], None]) -> Result:
@@ -425,6 +507,16 @@ def _bad_not_regressed(state: Bisection, say: Callable[[str], None]) -> Result |
     """BAD measured against GOOD first: the result when it did not regress (nothing to find)
     or could not be judged (nothing to bisect on); None when it regressed."""
     bad = decide(state, state.bad, say)
+    if bad["outcome"] == REFUSED:
+        return Result(state, "refused", why=f"BAD {_short(state.bad)}: {bad.get('reason')}")
+    if bad["outcome"] == "bad" and not state.midpoints and state.threshold is None:
+        state.midpoints = midpoints_of(Path(state.home) / "runs" / bad["run_id"])
+        state.save()
+        say(
+            "  hunting: a commit is bad when its interval lies wholly beyond "
+            + ", ".join(f"{m} x{r:.4g}" for m, r in state.midpoints.items())
+            + " (halfway from GOOD to BAD), good when wholly before"
+        )
     if bad["outcome"] == "good":
         return Result(
             state,
@@ -466,6 +558,9 @@ def _bisect_between(state: Bisection, repo: Path, driver: Path) -> Result:
 def _conclusion(state: Bisection, driver: Path) -> Result:
     """What git bisect's refs say: one commit left (found), only skipped ones left besides the
     bad one (undecided, with the candidates), or untested ones left (it stopped)."""
+    fresh = _reloaded(state)
+    if fresh.refused:
+        return Result(fresh, "refused", why=fresh.refused)
     bad = git(driver, "rev-parse", "refs/bisect/bad").stdout.strip()
 
     def refs(kind: str) -> list[str]:
@@ -476,15 +571,14 @@ def _conclusion(state: Bisection, driver: Path) -> Result:
     remaining = git(driver, "rev-list", bad, "--not", *refs("good")).stdout.split()
     skipped = set(refs("skip"))
     if remaining == [bad]:
-        return Result(_reloaded(state), "found", commit=bad)
+        return Result(fresh, "found", commit=bad)
     if all(sha == bad or sha in skipped for sha in remaining):
         return Result(
-            _reloaded(state),
+            fresh,
             "undecided",
             candidates=list(reversed(remaining)),
             why="the commits before the first bad one tested were skipped",
         )
-    fresh = _reloaded(state)
     return Result(
         fresh,
         "undecided",
@@ -505,10 +599,26 @@ def verdict_lines(state: Bisection, sha: str) -> list[str]:
     run_dir = Path(state.home) / "runs" / str(run_id)
     if not run_id or not (run_dir / "results.yaml").is_file():
         return []
+    hunting = sha != state.bad and state.threshold is None
+    found = evidence(load_run(run_dir), state.midpoints if hunting else None, state.threshold)
     return [
         f"{e.line()} ({_short(state.good)} -> {_short(sha)}, interleaved in one session)"
+        for e in found
+    ]
+
+
+def staircase_step(state: Bisection, sha: str) -> str:
+    """``cost x1.21 [1.17, 1.25]``: commit ``sha``'s primary metrics against GOOD (``-`` when
+    its step measured nothing)."""
+    run_id = (state.commits.get(sha) or {}).get("run_id")
+    run_dir = Path(state.home) / "runs" / str(run_id)
+    if not run_id or not _finished(run_dir):
+        return "-"
+    shown = [
+        f"{e.metric} {ratio(e.verdict.ratio)} {interval(e.verdict.ci) if e.verdict.ci else '[-]'}"
         for e in evidence(load_run(run_dir))
     ]
+    return "; ".join(shown) or "-"
 
 
 def subject(state: Bisection, sha: str) -> str:
@@ -546,6 +656,10 @@ def step(state_path: Path) -> int:
         state = Bisection.load(state_path)
         sha = git(state.folder / DRIVER, "rev-parse", "BISECT_HEAD").stdout.strip()
         record = decide(state, sha, lambda line: print(line, file=sys.stderr, flush=True))
+        if record["outcome"] == REFUSED:
+            state.refused = f"{_short(sha)}: {record.get('reason')}"
+            state.save()
+            return _ABORT
     except KeyboardInterrupt:
         return _ABORT
     except Exception as exc:  # every failure must reach git as "stop", never as "bad"
