@@ -184,7 +184,7 @@ def _row(
     n: Sequence[Any] | None = None,
 ) -> str:
     """One metric's row: both sides' figures, the verdict's ratio, interval, MDE, n and CV."""
-    said = verdict.verdict
+    said = verdict.word
     if verdict.reason and said in ("not_comparable", "regressed"):
         said += f": {verdict.reason}"
     cells = [

@@ -158,7 +158,7 @@ def to_markdown(run: RunRecord) -> str:
                 f"{row.get('n', 0)} | "
                 + " | ".join(central)
                 + (
-                    f" | {ratio(v.ratio)} | {interval(v.ci)} | {v.verdict} |"
+                    f" | {ratio(v.ratio)} | {interval(v.ci)} | {v.word} |"
                     if v
                     else " | - | - | - |"
                 )

@@ -66,7 +66,7 @@ def _verdicts_by_host(run: RunRecord, several: bool) -> list[str]:
             for label, v in per.items():
                 lines.append(
                     f"| {host or '(unnamed)'} | {md_code(metric)} | {md_code(label)} | "
-                    f"{v.verdict} | {number(v.ratio)} | {interval(v.ci)} | {p_value(v.p)} | "
+                    f"{v.word} | {number(v.ratio)} | {interval(v.ci)} | {p_value(v.p)} | "
                     + " / ".join(str(x) for x in v.n)
                     + " |"
                 )

@@ -200,7 +200,7 @@ def _verdict_cells(v: Verdict | None, bounds_only: bool) -> list[str]:
     interval, p-values and MDE; then why."""
     if v is None:
         return ["-"] + ([] if bounds_only else [_num("-")] * 5) + ["-"]
-    cells = [f'<span class="verdict {_text(v.verdict)}">{_text(v.verdict)}</span>']
+    cells = [f'<span class="verdict {_text(v.verdict)}">{_text(v.word)}</span>']
     if not bounds_only:
         cells += [
             _num(ratio(v.ratio)),

@@ -312,7 +312,7 @@ def _treatment_table(run: RunRecord, metric: str, per: dict[str, Any]) -> list[s
             + " | ".join(human(row.get(k), metric) for k in ("median", "mean", "stdev"))
             + f" | {pct(row.get('cv'))} | {human(row.get('min'), metric)} | "
             f"{human(row.get('max'), metric)} | {number(ratio)} | "
-            f"{verdict.verdict if verdict is not None else '-'} |"
+            f"{verdict.word if verdict is not None else '-'} |"
         )
     return lines
 
@@ -341,7 +341,7 @@ def _said(verdict: Verdict | None) -> str:
     """A verdict and why, two cells of a table (``-`` for none)."""
     if verdict is None:
         return "- | -"
-    return f"{verdict.verdict} | {verdict.reason or '-'}"
+    return f"{verdict.word} | {verdict.reason or '-'}"
 
 
 def _verdict_table(
@@ -360,7 +360,7 @@ def _verdict_table(
         cv = ((summary or {}).get(label) or {}).get("cv")
         design = (v.design or "-") + (f" ({v.units})" if v.units else "")
         lines.append(
-            f"| {md_code(label)} | **{v.verdict}** | {number(v.ratio)} | {interval(v.ci)} | "
+            f"| {md_code(label)} | **{v.word}** | {number(v.ratio)} | {interval(v.ci)} | "
             f"{p_value(v.p)} | {p_value(v.p_holm)} | "
             + (" / ".join(str(x) for x in v.n) if any(v.n) else "-")
             + f" | {pct(cv)} | {pct(v.mde)} | {design} | {v.reason or '-'} |"

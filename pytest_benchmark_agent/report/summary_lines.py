@@ -129,7 +129,7 @@ def comparison_text(label: str, control: str, metric: str, verdict: Verdict) -> 
         bounds = (ci[0], ci[1]) if ci else None
     spread = f" +- {(bounds[1] - bounds[0]) / 2:.2f}" if bounds else ""
     interval = f", interval {ratio(bounds[0], 3)} to {ratio(bounds[1], 3)}" if bounds else ""
-    judged = f", {verdict.verdict}" if verdict.verdict else ""
+    judged = f", {verdict.word}" if verdict.verdict else ""
     return f"{label} is x{factor:.2f}{spread} {word} than {control} ({metric}{interval}{judged})"
 
 

@@ -53,7 +53,7 @@ def _table(run: RunRecord) -> list[str]:
                 f"  {metric[:16]:<16}  "
                 + "; ".join(
                     f"{label}: {values_text(per.get(label, {}))}"
-                    + (f" {verdicts[label].verdict}" if label in verdicts else "")
+                    + (f" {verdicts[label].word}" if label in verdicts else "")
                     for label in labels
                 )
             )
@@ -78,7 +78,7 @@ def _cell(metric: str, row: Mapping[str, Any], verdict: Any) -> str:
     if verdict is not None and verdict.ratio is not None:
         text += f" {ratio(verdict.ratio, 3)}"
     if verdict is not None and verdict.verdict:
-        text += f" {verdict.verdict}"
+        text += f" {verdict.word}"
     return text
 
 
@@ -121,7 +121,7 @@ def _baseline_lines(run: RunRecord) -> list[str]:
     for metric in dict.fromkeys(judged):  # every judged metric, the primaries first
         for label, v in (verdicts.get(metric) or {}).items():
             lines.append(
-                f"    `{metric}` [{label}] {v.verdict}"
+                f"    `{metric}` [{label}] {v.word}"
                 + (f" {ratio(v.ratio, 3)}" if v.ratio is not None else "")
                 + (f" {interval(v.ci)}" if v.ci else "")
                 + f" against {v.extra.get('against')}"
