@@ -132,9 +132,9 @@ def test_bisect_finds_the_slow_commit_and_resumes_from_its_state(
     assert bisect(path, monkeypatch, shas[0], "main", "bench.yaml") == 0
     out = capfd.readouterr().out
     assert f"first bad commit: {shas[2]} work: five times the loop" in out
-    assert re.search(
-        r"^  loop_ms x\S+ \[\S+, \S+\] MDE \S+ \(fail_threshold 100%\): regressed", out, re.M
-    )
+    # BAD by the gate's rule, the first bad commit beyond the midpoint BAD set
+    assert re.search(r"loop_ms x\S+ \[\S+, \S+\] MDE \S+ \(fail_threshold 100%\): regressed", out)
+    assert re.search(r"^  loop_ms x\S+ \[\S+, \S+\] MDE \S+: beyond midpoint x2\.", out, re.M)
     assert f"({shas[0][:7]} -> {shas[2][:7]}, interleaved in one session)" in out
     assert checkout_of(path) == before  # same HEAD, branch, clean tree, no worktree left
     state = Bisection.load(next((path / "benchmark_data" / "bisect").glob(f"*/{STATE}")))
@@ -146,9 +146,15 @@ def test_bisect_finds_the_slow_commit_and_resumes_from_its_state(
     assert f"run: {run} (GOOD {shas[0][:7]} and {shas[2][:7]} interleaved)" in out
     runs = run_folders(path)
     assert run in runs and len(runs) == len(state.commits)  # one session per step, no other
-    # every step's line in the list shows its evidence against GOOD
+    # the staircase: every measured commit's ratio to GOOD with its interval, then its evidence
+    assert "the staircase: each measured commit's ratio to GOOD" in out
     for sha in state.commits:
-        assert re.search(rf"^  {sha[:7]} (good|bad) .*loop_ms x.* MDE ", out, re.M), sha
+        assert re.search(rf"^  {sha[:7]} (good|bad) +loop_ms x\S+ \[\S+, \S+\]  ", out, re.M), sha
+        assert re.search(rf"^ +run {state.commits[sha]['run_id']}: loop_ms x.* MDE ", out, re.M)
+    assert re.search(rf"^  {shas[2][:7]} bad .*  <- first bad$", out, re.M)
+    # BAD set the midpoint the later steps hunted: halfway (geometrically) to its ratio
+    assert set(state.midpoints) == {"loop_ms"} and state.midpoints["loop_ms"] > 1.5
+    assert re.search(r"loop_ms x\S+ \[\S+, \S+\] MDE \S+: beyond midpoint x", out)
 
     assert bisect(path, monkeypatch, shas[0], "main", "bench.yaml") == 0  # resumed: no new run
     captured = capfd.readouterr()
@@ -174,7 +180,7 @@ def test_no_regression_between_two_equal_commits(
     assert bisect(path, monkeypatch, shas[0], shas[1], "bench.yaml") == 1
     out = capfd.readouterr().out
     assert f"no regression: BAD {shas[1][:7]} did not regress against GOOD {shas[0][:7]}" in out
-    assert "loop_ms x" in out and ": no_change" in out
+    assert "loop_ms x" in out and "(fail_threshold 100%): passed" in out
 
 
 def test_a_commit_without_the_file_is_skipped_and_can_hide_the_first_bad_one(
@@ -182,14 +188,14 @@ def test_a_commit_without_the_file_is_skipped_and_can_hide_the_first_bad_one(
 ) -> None:
     path, shas = repo
     before = checkout_of(path)
-    assert bisect(path, monkeypatch, shas[0], "gone", "bench.yaml") == 3
+    args = ("--file-from", "revision")  # each commit's own file: one commit has none
+    assert bisect(path, monkeypatch, shas[0], "gone", "bench.yaml", *args) == 3
     out = capfd.readouterr().out
     gone, back = git(path, "rev-parse", "gone~1", "gone").split()
     assert "undecided: the first bad commit is one of (the others were skipped):" in out
     assert f"  {gone[:7]} remove the benchmark" in out and f"  {back[:7]} bring" in out
-    assert (
-        f"{gone[:7]} skip    run -  remove the benchmark  (bench.yaml is not in this commit)" in out
-    )
+    assert f"  {gone[:7]} skip    -  remove the benchmark" in out
+    assert "run -: bench.yaml is not in this commit" in out
     assert checkout_of(path) == before
 
 
@@ -198,7 +204,7 @@ def test_a_commit_without_the_file_is_skipped_and_can_hide_the_first_bad_one(
     [
         ("nosuchrev", "main", "bench.yaml", "GOOD `nosuchrev` is no commit of"),
         ("main", "main~5", "bench.yaml", "is not an ancestor of BAD `main~5`"),
-        ("main~5", "main", "nosuch.yaml", "`nosuch.yaml` is not in GOOD `main~5`"),
+        ("main~5", "main", "nosuch.yaml", "cannot read the benchmark file"),
     ],
 )
 def test_bad_input_exits_2_naming_the_fix(
@@ -216,3 +222,43 @@ def test_bad_input_exits_2_naming_the_fix(
     err = capfd.readouterr().err
     assert said in err and "fix:" in err
     assert run_folders(path) == runs
+
+
+def test_a_step_its_session_refuses_stops_the_bisection_as_bad_input(
+    repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A commit whose own benchmark file gate 1 refuses: exit 2 with the refusal's message,
+    not 'undecided' with the message hidden in a log."""
+    path, shas = repo
+    git(path, "checkout", "-q", "-b", "broken", shas[0])
+    broken = {**BENCH, "warmpu": 1}  # a typo gate 1 names
+    bad = commit(path, "a typo in the file", {"bench.yaml": yaml.safe_dump(broken)})
+    git(path, "checkout", "-q", "main")
+    assert bisect(path, monkeypatch, shas[0], bad, "bench.yaml", "--file-from", "revision") == 2
+    captured = capfd.readouterr()
+    assert "benchmark-agent bisect: a step was refused:" in captured.err
+    assert "warmpu" in captured.err and "warmpu" in captured.out
+
+
+def test_the_working_trees_file_runs_for_every_commit_and_home_after_the_verb_is_named(
+    repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The benchmark is fixed, the code varies: an uncommitted edit of the file (another name)
+    is what every step runs; and --home given after the verb is the home every message
+    names (no default home is announced or created)."""
+    path, shas = repo
+    edited = {**BENCH, "name": "loop-edited"}
+    original = (path / "bench.yaml").read_text()
+    (path / "bench.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
+    try:
+        monkeypatch.chdir(path)
+        home = path.parent / "elsewhere"
+        code = cli.main(["bisect", shas[0], shas[3], "bench.yaml", "--home", str(home)])
+    finally:
+        (path / "bench.yaml").write_text(original)
+    assert code == 0
+    captured = capfd.readouterr()
+    assert f"first bad commit: {shas[2]}" in captured.out
+    assert "data home" not in captured.err  # the verb's --home, not a default, named
+    runs = sorted((home / "runs").iterdir())
+    assert runs and all("loop-edited" in run.name for run in runs)
