@@ -5,6 +5,7 @@ the tool from a wheel, where a ``recipes/`` folder beside the package would be m
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,12 +18,20 @@ from pytest_benchmark_agent.config.recipe import RECIPES_DIR, available_recipes
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: What a build of the checkout must not see: a stale ``build/`` would put files into the wheel
+#: that the tree no longer has (setuptools copies into it and never empties it).
+NOT_SOURCE = ("build", "dist", "*.egg-info", ".git", ".venv", "benchmark_data", "__pycache__")
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel ``pip wheel`` builds from this checkout (with its declared build backend)."""
+    """The wheel ``pip wheel`` builds (with the declared build backend) from a copy of this
+    checkout's files: pip builds in the source folder, which leaves the checkout untouched."""
+    source = tmp_path_factory.mktemp("source") / "tree"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCE), symlinks=True)
     out = tmp_path_factory.mktemp("wheel")
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
         capture_output=True,
         text=True,
     )
