@@ -63,3 +63,22 @@ def test_markup_is_stripped_and_lone_backquotes_are_left() -> None:
         _plain("a lone ` stays, as does ``an open one") == "a lone ` stays, as does ``an open one"
     )
     assert _plain(None) is None
+
+
+def test_the_pytest_options_help_shows_no_rest_markup() -> None:
+    """``pytest --help``: the plugin's option group and its ini options, in plain words too."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--help", "-p", "no:randomly"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    start = text.index("benchmark sessions (pytest-benchmark-agent):")
+    group = text[start : text.index("\n\n", start)]
+    assert "--bench-against" in group
+    ini = [line for line in text.splitlines() if line.lstrip().startswith("bench_")]
+    assert ini, text
+    for shown in (group, *ini):
+        assert not MARKUP.search(shown) and "`" not in shown, shown
