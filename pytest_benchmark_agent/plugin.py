@@ -284,6 +284,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_benchmark_agent.engine.session import BenchSession, default_home
     from pytest_benchmark_agent.records.writer import RecordWriter
     from pytest_benchmark_agent.report.ci_summary import step_summary_writer
+    from pytest_benchmark_agent.report.junit import TrialProperties
     from pytest_benchmark_agent.report.markdown import ReportWriter
     from pytest_benchmark_agent.report.progress import HeartbeatWriter, StageEcho
 
@@ -305,6 +306,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(bench, "benchmark_agent_session")
     progress = HeartbeatWriter(config)
     config.pluginmanager.register(progress, "benchmark_agent_heartbeat")
+    config.pluginmanager.register(TrialProperties(), "benchmark_agent_junit")
     if worker is None and config.getoption("capture") == "no":  # -s: stages' output live
         bench.stage_context.echo = StageEcho(config, progress)
     if worker is None:  # under xdist the controller alone writes the records

@@ -39,6 +39,8 @@ ACTIONS = {
     "actions/download-artifact",
     "actions/cache",
 }
+#: The repository the workflows run in (``GITHUB_REPOSITORY``).
+REPOSITORY = "owner/repo"
 #: The repository variables the workflows read: the tool as this environment has it installed.
 REPOSITORY_VARIABLES = {"vars.BENCH_TOOL": "pytest-benchmark-agent"}
 _EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -101,7 +103,11 @@ class Runner:
         self.summary = tmp / f"{name}-summary.md"
         self.artifacts = tmp / f"{name}-artifacts"
         self.outputs: dict[str, dict[str, str]] = {}
+        #: Each shell step's outcome by its id, for ``if: steps.ID.outcome == 'success'``.
+        self.outcomes: dict[str, str] = {}
         self.sha = git(origin, "rev-parse", ref)
+        #: The pull request's head repository: a fork's differs from ``GITHUB_REPOSITORY``.
+        self.head_repo = REPOSITORY
 
     def expression(self, text: str) -> str:
         def value(match: re.Match[str]) -> str:
@@ -110,6 +116,8 @@ class Runner:
                 return self.sha
             if expr == "github.workspace":
                 return str(self.workspace)
+            if expr == "github.event.pull_request.head.repo.full_name":
+                return self.head_repo
             step = re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr)
             if step:
                 return self.outputs[step[1]][step[2]]
@@ -123,7 +131,7 @@ class Runner:
         statuses: list[tuple[str, int]] = []
         failed = False
         for step in job["steps"]:
-            if failed and "always()" not in str(step.get("if", "")):
+            if not self.runs(step.get("if"), failed):
                 continue
             if "uses" in step:
                 self.action(
@@ -133,8 +141,23 @@ class Runner:
                 continue
             status = self.shell(step, env)
             statuses.append((step.get("name", step["run"][:30]), status))
+            if "id" in step:
+                self.outcomes[step["id"]] = "success" if status == 0 else "failure"
             failed = failed or status != 0
         return statuses
+
+    def runs(self, condition: str | None, failed: bool) -> bool:
+        """A step's ``if:``, for the forms the workflows use: ``always()`` and
+        ``steps.ID.outcome == 'VALUE'`` joined by ``&&`` (without ``always()``, only while no
+        step has failed, as GitHub's implied ``success()``)."""
+        terms = [term.strip() for term in str(condition or "").split("&&") if term.strip()]
+        ok = "always()" in terms or not failed
+        for term in terms:
+            outcome = re.fullmatch(r"steps\.([\w-]+)\.outcome == '(\w+)'", term)
+            if term != "always()" and outcome is None:
+                raise AssertionError(f"the test cannot evaluate the condition {condition!r}")
+            ok = ok and (outcome is None or self.outcomes.get(outcome[1]) == outcome[2])
+        return ok
 
     def action(self, name: str, given: dict[str, str]) -> None:
         if name == "actions/checkout":
@@ -177,6 +200,7 @@ class Runner:
             "GITHUB_STEP_SUMMARY": str(self.summary),
             "GITHUB_SHA": self.sha,
             "GITHUB_BASE_REF": "main",
+            "GITHUB_REPOSITORY": REPOSITORY,
             "GITHUB_WORKSPACE": str(self.workspace),
         }
         done = subprocess.run(
@@ -392,3 +416,76 @@ def test_the_one_session_gate_passes_a_readme_edit_and_fails_a_slowdown(
     assert (slow.artifacts / f"bench-pr-{slow.sha}" / "bench-pr.json").is_file()
     # the base's worktree is gone: only the job's own checkout is left
     assert git(slow.workspace, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+# -- both workflows: permissions, concurrency, and an install that fails once ----------------
+
+BOTH = pytest.mark.parametrize("path", [ONE_SESSION, WORKFLOW], ids=["one-session", "recorded"])
+
+
+@BOTH
+def test_the_workflow_reads_only_and_cancels_a_superseded_pull_request_run(path: Path) -> None:
+    document = workflow(path)
+    assert document["permissions"] == {"contents": "read"}
+    concurrency = document["concurrency"]
+    assert "github.event.pull_request.number" in concurrency["group"]
+    cancel = str(concurrency["cancel-in-progress"])
+    assert cancel == "True" or cancel == "${{ github.event_name == 'pull_request' }}", cancel
+    for job in document["jobs"].values():
+        install = next(step for step in job["steps"] if step.get("name") == "Install")
+        assert install["id"] == "install"
+        for step in job["steps"]:
+            if "always()" in str(step.get("if", "")):  # after a failure: never without the tool
+                assert "steps.install.outcome == 'success'" in step["if"], step
+
+
+def _pull_request_job(path: Path) -> dict[str, Any]:
+    return workflow(path)["jobs"]["pull-request"]
+
+
+def _errors(log: str) -> list[str]:
+    return [line for line in log.splitlines() if line.startswith("::error::")]
+
+
+@BOTH
+def test_a_fork_s_pull_request_without_the_variable_fails_once_saying_so(
+    path: Path, origin: Path, tmp_path: Path
+) -> None:
+    """GitHub passes a fork's pull request no repository variables: BENCH_TOOL is empty."""
+    env = {**job_env(workflow(path)), "BENCH_TOOL": ""}
+    pr = Runner(tmp_path, origin, "fork", pull_request(origin, 4, ("README.md", "x\n")), tmp_path)
+    pr.head_repo = "someone/fork"
+    statuses = pr.run_job(_pull_request_job(path), env)
+    assert statuses == [("Install", 1)], pr.log  # nothing that needs the tool ran
+    (error,) = _errors(pr.log)
+    assert "comes from the fork someone/fork" in error and "no repository variables" in error
+    assert "Fix: in this workflow's env" in error
+    assert "command not found" not in pr.log
+
+
+@BOTH
+def test_a_pull_request_without_the_variable_names_the_setting(
+    path: Path, origin: Path, tmp_path: Path
+) -> None:
+    env = {**job_env(workflow(path)), "BENCH_TOOL": ""}
+    pr = Runner(tmp_path, origin, "unset", pull_request(origin, 5, ("README.md", "x\n")), tmp_path)
+    statuses = pr.run_job(_pull_request_job(path), env)
+    assert statuses == [("Install", 1)], pr.log
+    (error,) = _errors(pr.log)
+    assert "set the repository variable BENCH_TOOL" in error and "fork" not in error
+
+
+@BOTH
+def test_a_tool_pip_cannot_install_fails_the_install_alone(
+    path: Path, origin: Path, tmp_path: Path
+) -> None:
+    """The export step (``if: always()``) ran after it and added "benchmark-agent: command not
+    found"; it now runs only where the install succeeded."""
+    missing = tmp_path / "no" / "pytest_benchmark_agent-0-py3-none-any.whl"
+    env = {**job_env(workflow(path)), "BENCH_TOOL": str(missing)}
+    pr = Runner(tmp_path, origin, "broken", pull_request(origin, 6, ("README.md", "x\n")), tmp_path)
+    statuses = pr.run_job(_pull_request_job(path), env)
+    assert statuses == [("Install", 1)], pr.log
+    (error,) = _errors(pr.log)
+    assert "pip could not install BENCH_TOOL" in error and str(missing) in error
+    assert "command not found" not in pr.log

@@ -96,12 +96,21 @@ def test_an_unknown_format_is_a_usage_error(
     assert "invalid choice: 'xlsx'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "workers",
+    [(), ("-n", "2", "-p", "no:benchmark")],
+    ids=["serial", "xdist"],
+)
 def test_junit_xml_carries_each_trials_metrics_and_the_runs_verdicts(
-    project: BenchProject, tmp_path: Path
+    project: BenchProject, tmp_path: Path, workers: tuple[str, ...]
 ) -> None:
+    """Under ``-n 2`` too: the workers run the trials, the controller writes the XML from the
+    reports xdist carries back (their ``user_properties``); each trial's test case was empty."""
     scored(project, replicates=7)
     report = tmp_path / "junit.xml"
-    result = project.run("--bench-run-id", "j1", f"--junitxml={report}")
+    result = project.run(
+        "--bench-run-id", "j1", f"--junitxml={report}", *workers, subprocess=bool(workers)
+    )
     assert result.ret == 0, result.stdout.str()
     suite = ET.parse(report).getroot().find("testsuite")
     assert suite is not None

@@ -75,6 +75,24 @@ def test_doctor_without_it_prints_it_unset(
     assert BYTECODE_WARNING not in out
 
 
+def test_doctor_prints_readable_lines_not_python_values(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The load finding is a mapping with a list inside: it printed as ``{'load_1m': ...}``."""
+    assert main(["--home", str(tmp_path), "doctor"]) == 0
+    out = capsys.readouterr().out
+    (load,) = [line for line in out.splitlines() if line.startswith("load: ")]
+    assert load.startswith("load: load_1m ") and "; cpus " in load and "; busy_processes " in load
+    read = out.split("\n\n")[0]  # the values read, before the warnings
+    assert not any(mark in read for mark in ("{'", "['", "': ", "None")), out
+
+
+def test_a_findings_empty_and_nested_values_read_as_words() -> None:
+    finding = hostcheck.Finding("load", {"load_1m": 0.5, "busy_processes": [], "x": {"y": [1, 2]}})
+    assert finding.shown == "load_1m 0.5; busy_processes none; x y 1, 2"
+    assert hostcheck.Finding("turbo", None).shown == "not readable here"
+
+
 def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

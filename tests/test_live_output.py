@@ -134,6 +134,7 @@ def test_off_a_terminal_a_stage_prints_a_line_each_interval(project: BenchProjec
     project.write("conftest.py", PROGRESS_AT)
     result = project.run()  # default interval: 30 s
     assert result.ret == 0
+    assert "\x1b" not in result.stdout.str()  # no cursor codes off a terminal
     lines = [line for line in result.outlines if line.startswith("[benchmark] simple:")]
     assert [line.split("running for ")[1].split(",")[0] for line in lines] == [
         "31s",
@@ -147,6 +148,29 @@ def test_off_a_terminal_a_stage_prints_a_line_each_interval(project: BenchProjec
     again = project.run()
     shown = [line for line in again.outlines if line.startswith("[benchmark] simple:")]
     assert [line.split("running for ")[1].split(",")[0] for line in shown] == ["1m01s", "2m05s"]
+
+
+def test_a_dumb_terminal_gets_no_cursor_codes_but_the_interval_lines(
+    project: BenchProject,
+) -> None:
+    """``TERM=dumb`` (an editor's shell, a CI log viewer on a pty) takes no escape codes: the
+    progress is printed as off a terminal, a line each interval, and nothing is drawn in place."""
+    project.bench(one_trial())
+    project.write("conftest.py", PROGRESS_AT)
+    env = {**os.environ, "TERM": "dumb", "COLUMNS": "200", "PYTEST_ADDOPTS": "-p no:cacheprovider"}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a real session on a terminal that says it is dumb
+        os.chdir(project.path)
+        os.execvpe(sys.executable, [sys.executable, "-m", "pytest", "--bench", "bench.yaml"], env)
+    out = bytearray()
+    try:
+        _read_until(fd, out, b"no such text: read until the session closes the pty")
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, out.decode()
+    assert b"running for 31s" in out and b"running for 2m05s" in out, out.decode()
+    assert b"\x1b" not in out, out.decode()
 
 
 def test_a_failed_prep_shows_its_output_once(

@@ -7,6 +7,7 @@ import argparse
 import json
 import re
 import shlex
+import shutil
 import subprocess
 from importlib.metadata import version as installed_version
 from pathlib import Path
@@ -208,3 +209,58 @@ def test_every_command_in_the_skill_runs_with_help(verb: str) -> None:
         )
         assert result.returncode == 0, result.stderr
         assert all(flag in result.stdout for flag in flags)
+
+
+def test_the_skill_installs_the_engine_from_outside_the_plugin() -> None:
+    """The installed plugin is ``skill/`` alone, with no pyproject.toml: an install "from this
+    plugin's folder" cannot work there. The skill checks the engine, names an install that works
+    from anywhere, and its allowed tools let it run that install."""
+    plugin_root = PLUGIN.parents[1]
+    assert not (plugin_root / "pyproject.toml").exists()
+    body = SKILL.read_text().split("---\n", 2)[2]
+    assert "pip install -e" not in body and "plugin's folder" not in body
+    assert "`benchmark-agent --version`" in body
+    installs = re.findall(r"`(pip install [^`]+)`", body)
+    assert "pip install pytest-benchmark-agent" in installs
+    assert any("git+https://" in command for command in installs)
+    assert "Bash(pip install:*)" in _frontmatter()["allowed-tools"]
+
+
+@pytest.mark.parametrize("manifest", [PLUGIN.parents[1], MARKETPLACE.parents[1]])
+def test_claude_code_validates_the_plugin_and_marketplace_strictly(manifest: Path) -> None:
+    """Claude Code's own validator, warnings as errors, where it is installed
+    (``npm install -g @anthropic-ai/claude-code``)."""
+    claude = shutil.which("claude")
+    if claude is None:
+        pytest.skip(
+            "Claude Code (`claude`) is not on PATH: npm install -g @anthropic-ai/claude-code"
+        )
+    result = subprocess.run(
+        [claude, "plugin", "validate", "--strict", str(manifest)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Validation passed" in result.stdout
+
+
+def test_claude_code_refuses_a_plugin_with_an_unknown_field(tmp_path: Path) -> None:
+    """The strict validation above can fail: an unknown manifest field is refused."""
+    claude = shutil.which("claude")
+    if claude is None:
+        pytest.skip(
+            "Claude Code (`claude`) is not on PATH: npm install -g @anthropic-ai/claude-code"
+        )
+    plugin = tmp_path / "plugin"
+    shutil.copytree(PLUGIN.parents[1], plugin)
+    manifest = plugin / ".claude-plugin" / "plugin.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "installCommand": "pip install -e ."}))
+    result = subprocess.run(
+        [claude, "plugin", "validate", "--strict", str(plugin)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0, result.stdout

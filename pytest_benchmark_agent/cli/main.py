@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="data directory (default $BENCHMARK_HOME, else benchmark_data/ at the project root)",
     )
     parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {version('pytest-benchmark-agent')}"
+        "-V", "--version", action="version", version=f"%(prog)s {version('pytest-benchmark-agent')}"
     )
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for module in VERB_MODULES:
@@ -67,7 +67,32 @@ def build_parser() -> argparse.ArgumentParser:
     for listed in verbs._choices_actions:  # the list of verbs: each one's first whole sentence
         description = verbs.choices[listed.dest].description
         listed.help = first_sentence(description or listed.help or "")
+    plain_help(parser)
     return parser
+
+
+#: reST markup of the docstrings the help texts come from: a role (:func:`x`), ``literal`` and
+#: `interpreted` text, each starting and ending with a non-space (a lone backquote stays). A
+#: terminal shows it as stray backquotes.
+_TEXT = r"([^`\s](?:[^`]*[^`\s])?)"
+_MARKUP = re.compile(rf":[a-z]+:`[~.]*{_TEXT}`|``{_TEXT}``|`{_TEXT}`")
+
+
+def plain_help(parser: argparse.ArgumentParser) -> None:
+    """Strip reST markup from every description and help text of ``parser`` and its verbs."""
+    parser.description = _plain(parser.description)
+    parser.epilog = _plain(parser.epilog)
+    for action in parser._actions:
+        action.help = _plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for listed in action._choices_actions:
+                listed.help = _plain(listed.help)
+            for verb in {id(p): p for p in action.choices.values()}.values():  # aliases: once
+                plain_help(verb)
+
+
+def _plain(text: str | None) -> str | None:
+    return None if text is None else _MARKUP.sub(lambda m: next(g for g in m.groups() if g), text)
 
 
 def first_sentence(text: str) -> str:

@@ -1,4 +1,5 @@
-"""Recipes: YAML templates of common pipelines (``recipes/*.yaml`` at the repository's top level).
+"""Recipes: YAML templates of common pipelines (``pytest_benchmark_agent/recipes/*.yaml``, package
+data, so a checkout and an installed wheel find the same files).
 
 A recipe pre-fills stages (with ``resources`` for GPU stages), metric specs, resources and a
 provenance **manifest**: the params a fair comparison depends on, each with its default and why.
@@ -40,7 +41,7 @@ from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records import redact
 
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 
 
 class Recipe(FileModel):
@@ -109,7 +110,8 @@ def available_recipes() -> list[str]:
 
 
 def recipe_path(name: str, base: Path) -> Path:
-    """The file ``recipe: name`` stands for: a path ending in .yaml, else ``recipes/NAME.yaml``."""
+    """The file ``recipe: name`` stands for: a path ending in .yaml, else the packaged
+    ``recipes/NAME.yaml``."""
     if name.endswith((".yaml", ".yml")):
         return (base / name).resolve()
     return RECIPES_DIR / f"{name}.yaml"

@@ -50,7 +50,17 @@ class Finding:
 
     @property
     def shown(self) -> str:
-        return self.absent if self.value is None else str(self.value)
+        """The value as a person reads it: ``load_1m 9.63; cpus 2; busy_processes a 33%, b``,
+        never a Python dict or list."""
+        return self.absent if self.value is None else _readable(self.value)
+
+
+def _readable(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{key} {_readable(item)}" for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_readable(item) for item in value) or "none"
+    return str(value)
 
 
 class HostWatch:

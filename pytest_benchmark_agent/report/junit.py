@@ -53,6 +53,19 @@ def add_trial_properties(item: pytest.Item) -> None:
         item.user_properties.extend(trial_properties(trial))
 
 
+class TrialProperties:
+    """Puts each trial's properties on its item in the process that ran it: serially the one
+    session, under xdist the worker, whose reports carry ``user_properties`` to the controller
+    that writes the XML (the controller runs no item, so it could add none)."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        if call.when == "call":
+            add_trial_properties(item)
+        return report
+
+
 def add_run_properties(config: pytest.Config | None, run: RunRecord) -> None:
     """The run's properties on the ``<testsuite>`` of ``--junitxml``, when it is written."""
     if config is None:

@@ -32,7 +32,7 @@ from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code
 from pytest_benchmark_agent.report.hosts import hosts_lines
 from pytest_benchmark_agent.report.html import render_html
-from pytest_benchmark_agent.report.junit import add_run_properties, add_trial_properties
+from pytest_benchmark_agent.report.junit import add_run_properties
 from pytest_benchmark_agent.report.plots import plot_file, write_plots
 from pytest_benchmark_agent.report.seeds import seed_spread_lines
 from pytest_benchmark_agent.report.summary_lines import counts_text
@@ -44,21 +44,14 @@ from pytest_benchmark_agent.stats.units import human, interval, number, p_value,
 
 class ReportWriter:
     """Writes the plots, ``report.md`` and ``report.html`` when a run finishes (after the
-    record), and gives ``--junitxml`` each trial's metrics and the run's verdicts
-    (:mod:`.junit`)."""
+    record), and gives ``--junitxml`` the run's verdicts (each trial's metrics:
+    :class:`.junit.TrialProperties`)."""
 
     config: pytest.Config | None = None  # None when called outside a session (recovery)
 
     @pytest.hookimpl
     def pytest_configure(self, config: pytest.Config) -> None:
         self.config = config
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-        report = yield
-        if call.when == "call":
-            add_trial_properties(item)
-        return report
 
     @pytest.hookimpl
     def pytest_bench_run_finished(self, run: RunRecord) -> None:

@@ -15,7 +15,8 @@ The engine calls ``pytest_bench_stage_progress`` about once a second while a sta
 terminal the progress line (stage, trial, elapsed, peak memory, trials done of total, an ETA
 from the finished trials) is drawn after pytest's dots and redrawn in place: the cursor is saved
 and restored around it and the line is erased before the next dot, so the dot line goes on
-unbroken. Off a terminal, and in ``progress.log``, a stage says so each time it has run another
+unbroken. Off a terminal (and on one whose ``TERM`` is ``dumb``, which takes no cursor codes),
+and in ``progress.log``, a stage says so each time it has run another
 ``--bench-progress-every`` seconds (30 by default). With ``-s`` (and in a detached run's log)
 :class:`StageEcho` shows each stage's output lines as they come, prefixed with the trial id.
 Terminal writes from inside a test go around pytest's capture. At run start the plugin also
@@ -50,8 +51,8 @@ BEAT_INTERVAL_S = 1.0
 PROGRESS_LOG = "progress.log"
 #: Off a terminal, the line's interval when ``--bench-progress-every`` is not set.
 DEFAULT_EVERY_S = 30.0
-#: Save the cursor, clear to the end of the line, restore it (VT100: every terminal pytest
-#: draws colours on).
+#: Save the cursor, clear to the end of the line, restore it (VT100), drawn only on a terminal
+#: whose TERM is not ``dumb``; elsewhere the line is printed each interval instead.
 _SAVE, _CLEAR, _RESTORE = "\x1b7", "\x1b[K", "\x1b8"
 
 
@@ -205,7 +206,7 @@ class HeartbeatWriter:
             + (f", ETA {duration(eta)}" if eta is not None else "")
         )
         reporter = self._config.pluginmanager.get_plugin("terminalreporter")
-        tty = reporter is not None and reporter.isatty()
+        tty = reporter is not None and reporter.isatty() and os.environ.get("TERM") != "dumb"
         if tty:  # short: it shares the line with pytest's dots
             running = trial_id or f"prep {stage}"
             self._draw(
