@@ -24,7 +24,7 @@ from pytest_benchmark_agent.records.fingerprint import (
     collect_fingerprint,
     compare_fingerprints,
 )
-from pytest_benchmark_agent.records.redact import REDACTED, redact_mapping, redact_value, stage_text
+from pytest_benchmark_agent.util.redact import REDACTED, redact_mapping, redact_value, stage_text
 
 FAKE_TOKEN = "tok-4f9a2c-never-in-any-file"
 DB_PASSWORD = "hunter2-db-secret"

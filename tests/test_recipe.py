@@ -50,7 +50,7 @@ def test_ml_manifests_require_provenance_and_one_eval_suite(name: str, tmp_path:
 
 
 def _placeholders(text: str) -> set[str]:
-    from pytest_benchmark_agent.config.placeholders import names_in
+    from pytest_benchmark_agent.util.placeholders import names_in
 
     return set(names_in(text))
 

@@ -10,7 +10,7 @@ the recipe's or domain's provenance manifest is declared (with why it is require
 and the value of the latest RELIABLE run when there is one), and a ``must_match`` manifest param
 (``eval_suite``) is never what varies; every name that becomes a path stays inside the data home
 (the benchmark's name bounded to one line, stage and artifact names plain folder names,
-``metrics_from.file`` relative without ``..``), and a secret param (``records/redact.py``) never
+``metrics_from.file`` relative without ``..``), and a secret param (``util/redact.py``) never
 varies, since its values would label every trial. A stage's ``counters:`` need a counting
 backend on this machine (engine/counters.py), and a timing they distort is never declared as a
 metric only counted stages report. The stages' own checks (names, the DAG, placeholders,
@@ -36,7 +36,6 @@ from pytest_benchmark_agent.config.models import (
     treatment_values,
     treatment_variable,
 )
-from pytest_benchmark_agent.config.placeholders import as_text, names_in
 from pytest_benchmark_agent.config.recipe import placeholder_problems
 from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.config.stage_checks import (
@@ -46,8 +45,9 @@ from pytest_benchmark_agent.config.stage_checks import (
     stage_problems,
 )
 from pytest_benchmark_agent.errors import ConfigError, Problem
-from pytest_benchmark_agent.records.redact import secret_params
-from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line, simple_name_problem
+from pytest_benchmark_agent.util.placeholders import as_text, names_in
+from pytest_benchmark_agent.util.redact import secret_params
+from pytest_benchmark_agent.util.safetext import NAME_MAX, one_line, simple_name_problem
 
 
 def check(

@@ -12,8 +12,8 @@ from pytest_benchmark_agent.config.models import (
     BenchmarkConfig,
     treatment_variable,
 )
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import Problem
+from pytest_benchmark_agent.util.placeholders import as_text
 
 
 def manifest_problems(config: BenchmarkConfig, home: Path | None) -> list[Problem]:
@@ -75,7 +75,7 @@ def manifest_problems(config: BenchmarkConfig, home: Path | None) -> list[Proble
 
 def _latest_reliable_values(home: Path, name: str) -> tuple[str, dict[str, Any]] | None:
     """(run id, params and seeds) of the latest RELIABLE run of benchmark ``name``, if any."""
-    from pytest_benchmark_agent.config.review import (
+    from pytest_benchmark_agent.judge.review import (
         latest_reliable,  # planning reads records, which import the plan
     )
 

@@ -38,7 +38,7 @@ from pytest_benchmark_agent.config.resources import Resources
 from pytest_benchmark_agent.config.safe_yaml import read_yaml_input
 from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records import redact
+from pytest_benchmark_agent.util import redact
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 

@@ -20,8 +20,9 @@ from pytest_benchmark_agent.engine.execute import TrialNotPassed, interrupted_re
 from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, build_plan
 from pytest_benchmark_agent.engine.preps import PrepOutcome, obtain_prep
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records import recover, redact
-from pytest_benchmark_agent.records.safetext import printable
+from pytest_benchmark_agent.records import recover
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.safetext import printable
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.engine.session import BenchSession

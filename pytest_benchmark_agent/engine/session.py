@@ -27,7 +27,6 @@ import pytest
 
 from pytest_benchmark_agent.config import gate1
 from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
-from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.engine.cache import PrepCache
@@ -49,13 +48,14 @@ from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
 from pytest_benchmark_agent.judge.sequential import sequential_stop
 from pytest_benchmark_agent.records import hostcheck, recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
-from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.reader import read_journal
 from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun, new_run_id, new_session_token
-from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.report.summary_lines import session_geomean_lines
 from pytest_benchmark_agent.report.terminal import terminal_lines
+from pytest_benchmark_agent.util.fsutil import utc_now
+from pytest_benchmark_agent.util.placeholders import render
+from pytest_benchmark_agent.util.safetext import one_line
 
 
 class BenchSession:

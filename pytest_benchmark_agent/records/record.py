@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze, thaw
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, load_yaml
 from pytest_benchmark_agent.records.schema import PrepEvent, TrialRecord
 from pytest_benchmark_agent.stats.comparability import Verdict
+from pytest_benchmark_agent.util.placeholders import as_text
 
 #: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
 SCHEMA_VERSION = 1

@@ -24,15 +24,15 @@ from typing import Any
 import yaml
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.config.safe_yaml import parse_value, read_input
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
 from pytest_benchmark_agent.records.lessons import Note, notes_for
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_yaml, skip_unreadable
 from pytest_benchmark_agent.records.store import DEVIATIONS, runs_in
 from pytest_benchmark_agent.records.writer import dump_yaml
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import atomic_write, utc_now
+from pytest_benchmark_agent.util.placeholders import as_text
 
 _MISSING = "(not declared)"
 _CELL = 36
