@@ -8,12 +8,8 @@ import pytest
 import yaml
 from benchhelpers import BenchProject
 
-from pytest_benchmark_agent.config.recipe import (
-    RECIPES_DIR,
-    available_recipes,
-    load_benchmark,
-    load_recipe,
-)
+from pytest_benchmark_agent.config.recipe import RECIPES_DIR, available_recipes, load_recipe
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
 
 ML_RECIPES = ("embedding-train-eval", "llm-finetune-eval", "llm-eval-only")

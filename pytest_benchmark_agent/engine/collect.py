@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_benchmark_agent.config import gate1
-from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.engine.execute import TrialNotPassed, interrupted_record, run_trial
 from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, build_plan
+from pytest_benchmark_agent.engine.preflight import gate_one
 from pytest_benchmark_agent.engine.preps import PrepOutcome, obtain_prep
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records import recover
@@ -36,7 +36,7 @@ class BenchFile(pytest.File):
         bench: BenchSession = self.config.stash[SESSION_KEY]
         config = load_benchmark(self.path, bench.overrides)
         points = bench.round_points if config.search_space is not None else None
-        gate1.check(config, self.path, tuning=points is not None, home=bench.home)
+        gate_one(config, self.path, tuning=points is not None, home=bench.home)
         revisions, against_config = bench.against(self.path, config)
         plan = build_plan(config, self.path, points, revisions, against_config)
         caveat = bench.preflight(plan)

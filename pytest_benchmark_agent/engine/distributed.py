@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.engine.isolation import host_id
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.engine.session import BenchSession

@@ -25,9 +25,8 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.config import gate1
 from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
-from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
@@ -36,7 +35,7 @@ from pytest_benchmark_agent.engine.counters import fingerprint_label
 from pytest_benchmark_agent.engine.finish import finish, take_caveats
 from pytest_benchmark_agent.engine.isolation import HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan
-from pytest_benchmark_agent.engine.preflight import check_gpu_budget, check_resources
+from pytest_benchmark_agent.engine.preflight import check_gpu_budget, check_resources, gate_one
 from pytest_benchmark_agent.engine.protocol import TrialProtocol
 from pytest_benchmark_agent.engine.revisions import Revisions
 from pytest_benchmark_agent.engine.stages import DEFAULT_PROGRESS_S
@@ -229,7 +228,7 @@ class BenchSession:
             return revisions, None
         own = revisions.against.folder / path.name
         against_config = load_benchmark(own, self.overrides)
-        gate1.check(against_config, own, tuning=False, home=self.home)
+        gate_one(against_config, own, tuning=False, home=self.home)
         if against_config.metrics != config.metrics:
             raise ConfigError(
                 own,

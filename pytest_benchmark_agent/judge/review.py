@@ -161,6 +161,22 @@ def latest_reliable(home: Path, name: str) -> Baseline | None:
     return None
 
 
+def latest_reliable_values(home: Path, name: str) -> tuple[str, dict[str, Any]] | None:
+    """(run id, params and seeds) of the latest RELIABLE run of benchmark ``name``, if any:
+    gate 1's hint for a manifest param the file leaves out (config/manifest.py)."""
+    baseline = latest_reliable(home, name)
+    if baseline is None:
+        return None
+    frozen = home / "runs" / baseline.run_id / "config.yaml"
+    seeds = (
+        ((load_yaml(frozen) or {}).get("config") or {}).get("seeds") if frozen.is_file() else None
+    )
+    values = dict(baseline.params)
+    if seeds is not None:
+        values["seeds"] = seeds
+    return baseline.run_id, values
+
+
 def review(home: Path, config: BenchmarkConfig) -> Review:
     """The matrix, the notes that apply, and every challenge of this request (the config read
     as its records hold it: a secret is never compared, nor shown)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.reader import load_results, load_yaml
 from pytest_benchmark_agent.records.run import new_run_id
