@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from benchhelpers import BenchProject
 
 from pytest_benchmark_agent.config.metric import COUNTER_NOISE_THRESHOLD
 from pytest_benchmark_agent.config.models import BenchmarkConfig
@@ -66,11 +65,6 @@ def counted_bench(treatments: list[str], replicates: int, **stage: object) -> di
         ],
         "metrics": {"instructions": {"primary": True}},
     }
-
-
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> BenchProject:
-    return BenchProject(pytester)
 
 
 def busy_loops() -> list[subprocess.Popen]:

@@ -45,12 +45,6 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def no_gpu():
-    with nvml.use_backend(FakeNvml(absent=True)):
-        yield
-
-
 def code_of(path: Path) -> dict:
     return collect_fingerprint([path], [])["code"][str(path)]
 
