@@ -291,6 +291,9 @@ def gate_one(config: BenchmarkConfig, path: Path, *, tuning: bool, home: Path | 
 
 
 def _latest(home: Path) -> LatestReliable:
+    """The latest RELIABLE run under ``home``, read only when gate 1 asks (a manifest param
+    missing): the plan review's imports are not paid by every session."""
+
     def latest(name: str) -> tuple[str, dict[str, Any]] | None:
         from pytest_benchmark_agent.judge.review import latest_reliable_values  # ~6 ms, rare
 
