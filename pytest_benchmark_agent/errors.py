@@ -27,7 +27,7 @@ class ConfigError(BenchError):
     def render(self) -> str:
         """The problems, one a line, every known secret and URL userinfo scrubbed (the
         message goes to the terminal, and a value it quotes may be one)."""
-        from pytest_benchmark_agent.records.redact import scrub_text
+        from pytest_benchmark_agent.util.redact import scrub_text
 
         lines = [f"{self.path}: {len(self.problems)} problem(s) in the benchmark file"]
         for field, message, fix in self.problems:

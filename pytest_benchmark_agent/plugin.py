@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_benchmark_agent import hookspecs
-from pytest_benchmark_agent.records.safetext import run_id_option
+from pytest_benchmark_agent.util.safetext import run_id_option
 
 BENCH_FILE_PATTERNS = ("bench*.yaml", "*.bench.yaml", "bench*.yml", "*.bench.yml")
 
@@ -277,7 +277,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("bench"):
         return
     apply_ini(config)
-    from pytest_benchmark_agent.records import redact
+    from pytest_benchmark_agent.util import redact
 
     redact.forget()  # this session's secrets only (an in-process run may follow another)
     from pytest_benchmark_agent.engine.collect import SESSION_KEY
@@ -470,7 +470,7 @@ def _parse_overrides(config: pytest.Config) -> dict[str, Any]:
         try:
             overrides[name.strip()] = parse_value(value, name.strip())
         except ValueError as error:  # printed to the terminal: no secret in it
-            from pytest_benchmark_agent.records.redact import scrub_text
+            from pytest_benchmark_agent.util.redact import scrub_text
 
             raise pytest.UsageError(scrub_text(f"--bench-set {name.strip()}: {error}")) from None
     return overrides

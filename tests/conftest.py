@@ -7,6 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 from benchhelpers import BenchProject
+from nvml_double import FakeNvml
+
+from pytest_benchmark_agent.guards import gpu as nvml
 
 pytest_plugins = ["pytester"]
 
@@ -32,3 +35,11 @@ def matplotlib_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 def project(pytester: pytest.Pytester) -> BenchProject:
     """A temporary benchmark folder, run with real ``pytest --bench`` sessions."""
     return BenchProject(pytester)
+
+
+@pytest.fixture
+def no_gpu() -> Iterator[None]:
+    """NVML answering that there is no GPU, whatever this machine has: fingerprints and
+    guards read the same on every host."""
+    with nvml.use_backend(FakeNvml(absent=True)):
+        yield

@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from benchhelpers import BenchProject, git, simple_bench
-from nvml_double import FakeNvml
 
-from pytest_benchmark_agent.guards import gpu as nvml
 from pytest_benchmark_agent.records.fingerprint import (
     code_label,
     collect_fingerprint,
@@ -26,10 +24,7 @@ from pytest_benchmark_agent.records.fingerprint import (
 HANG = 120
 
 
-@pytest.fixture(autouse=True)
-def no_gpu():
-    with nvml.use_backend(FakeNvml(absent=True)):
-        yield
+pytestmark = pytest.mark.usefixtures("no_gpu")
 
 
 @pytest.fixture

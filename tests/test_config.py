@@ -25,9 +25,9 @@ from pytest_benchmark_agent.config.models import (
     json_schema,
     load_config,
 )
-from pytest_benchmark_agent.config.recipe import load_benchmark
 from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.config.tuning import Range, TuneSettings
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

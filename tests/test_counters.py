@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from benchhelpers import BenchProject
 
-from pytest_benchmark_agent.config import gate1
 from pytest_benchmark_agent.config.metric import COUNTER_NOISE_THRESHOLD
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.engine import counters
+from pytest_benchmark_agent.engine.preflight import gate_one
 from pytest_benchmark_agent.engine.stages import run_stage
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.fingerprint import compare_fingerprints
@@ -66,11 +65,6 @@ def counted_bench(treatments: list[str], replicates: int, **stage: object) -> di
         ],
         "metrics": {"instructions": {"primary": True}},
     }
-
-
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> BenchProject:
-    return BenchProject(pytester)
 
 
 def busy_loops() -> list[subprocess.Popen]:
@@ -185,7 +179,7 @@ def test_a_timing_only_counted_stages_report_is_refused_at_gate_one(tmp_path):
     document["metrics"]["wall_s"] = {"direction": "lower"}
     config = BenchmarkConfig.model_validate(document)
     with pytest.raises(ConfigError) as caught:
-        gate1.check(config, tmp_path / "bench.yaml")
+        gate_one(config, tmp_path / "bench.yaml", tuning=False, home=None)
     assert "metrics.wall_s" in str(caught.value)
     assert "distorts it" in str(caught.value)
     assert "a stage without counters:" in str(caught.value)

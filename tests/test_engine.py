@@ -534,7 +534,7 @@ def test_a_plain_session_loads_no_module_it_does_not_use(project: BenchProject) 
         """
         import json, sys
         def pytest_bench_run_finished(run):
-            heavy = ("pynvml", "pytest_benchmark_agent.config.review",
+            heavy = ("pynvml", "pytest_benchmark_agent.judge.review",
                      "pytest_benchmark_agent.domains.api")
             open("loaded.json", "w").write(json.dumps([m for m in heavy if m in sys.modules]))
     """,

@@ -24,7 +24,7 @@ from pytest_benchmark_agent.records.fingerprint import (
     collect_fingerprint,
     compare_fingerprints,
 )
-from pytest_benchmark_agent.records.redact import REDACTED, redact_mapping, redact_value, stage_text
+from pytest_benchmark_agent.util.redact import REDACTED, redact_mapping, redact_value, stage_text
 
 FAKE_TOKEN = "tok-4f9a2c-never-in-any-file"
 DB_PASSWORD = "hunter2-db-secret"
@@ -43,12 +43,6 @@ def repo(tmp_path: Path) -> Path:
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "first")
     return root
-
-
-@pytest.fixture
-def no_gpu():
-    with nvml.use_backend(FakeNvml(absent=True)):
-        yield
 
 
 def code_of(path: Path) -> dict:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pytest_benchmark_agent.records.fsutil import atomic_write
+from pytest_benchmark_agent.util.fsutil import atomic_write
 
 
 def _mode(path) -> int:
@@ -22,7 +22,7 @@ def test_a_new_file_gets_the_mode_open_would_give_it(tmp_path, umask, expected):
     target = tmp_path / "results.yaml"
     code = (
         "import os, sys; from pathlib import Path; os.umask(int(sys.argv[2], 8)); "
-        "from pytest_benchmark_agent.records.fsutil import atomic_write; "
+        "from pytest_benchmark_agent.util.fsutil import atomic_write; "
         "atomic_write(Path(sys.argv[1]), 'x: 1\\n')"
     )
     subprocess.run([sys.executable, "-c", code, str(target), oct(umask)[2:]], check=True)

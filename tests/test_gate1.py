@@ -3,8 +3,17 @@ whose message names the file, the field and the fix."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
+import yaml
 from benchhelpers import BenchProject, simple_bench
+
+from pytest_benchmark_agent.config import gate1
+from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.judge.review import latest_reliable_values
 
 
 def collect_error(project: BenchProject, document: dict) -> str:
@@ -86,13 +95,23 @@ def test_a_run_time_path_in_wdir_or_inputs_is_refused_by_name(
 
 
 def test_wdir_and_inputs_may_use_params_and_seed(project: BenchProject) -> None:
+    """Both are rendered with the trial's params and seed: the stage runs in w3-7 and reads
+    in3.txt there (its score is the file's content), and the fingerprint's code is that file."""
     document = simple_bench(replicates=1, seeds=[7])
     (project.path / "w3-7").mkdir()
-    (project.path / "w3-7" / "in3.txt").write_text("x")
-    document["stages"][1].update(wdir="w{size}-{seed}", inputs=["in{size}.txt"])
+    (project.path / "w3-7" / "in3.txt").write_text("41\n")
+    document["stages"][1].update(
+        wdir="w{size}-{seed}",
+        inputs=["in{size}.txt"],
+        cmd="echo score=$(cat in{size}.txt); echo mode={mode}",
+    )
     project.bench(document)
     result = project.run()
     assert result.ret == 0, result.stdout.str()
+    record = project.results()
+    assert [t["metrics"]["score"] for t in record["trials"]] == [41, 41]
+    frozen = yaml.safe_load((project.runs()[-1] / "config.yaml").read_text())
+    assert list(frozen["fingerprint"]["code"]) == [str(project.path / "w3-7" / "in3.txt")]
 
 
 def test_unknown_need(project: BenchProject) -> None:
@@ -255,3 +274,96 @@ def test_tuned_param_must_be_declared(project: BenchProject) -> None:
     result = project.run("--collect-only", "--bench-round", "round.json")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "search_space.sise: is tuned but not declared under params" in result.stdout.str()
+
+
+# -- what records and the machine say: passed in by the caller ------------------------------
+
+
+def manifest_config(**params: object) -> BenchmarkConfig:
+    """simple_bench with a manifest param ``threads`` (default 4); ``params`` are added."""
+    document = simple_bench(
+        manifest={"threads": {"why": "threads change the timing", "default": 4}}
+    )
+    document["params"].update(params)
+    return BenchmarkConfig.model_validate(document)
+
+
+def test_a_missing_manifest_param_shows_what_latest_gives(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def latest(name: str) -> tuple[str, dict[str, Any]]:
+        asked.append(name)
+        return "r7", {"threads": 8, "mode": "a"}
+
+    with pytest.raises(ConfigError) as caught:
+        gate1.check(manifest_config(), tmp_path / "bench.yaml", latest=latest)
+    assert asked == ["simple"]
+    assert "params.threads: is required by the manifest of this file" in str(caught.value)
+    assert "the latest RELIABLE run r7 used '8'" in str(caught.value)
+
+
+def test_latest_is_not_asked_when_nothing_is_missing_and_none_gives_no_hint(
+    tmp_path: Path,
+) -> None:
+    def refuse(name: str) -> None:
+        raise AssertionError(f"latest asked for {name} with nothing missing")
+
+    gate1.check(manifest_config(threads=4), tmp_path / "bench.yaml", latest=refuse)
+    with pytest.raises(ConfigError) as caught:
+        gate1.check(manifest_config(), tmp_path / "bench.yaml", latest=lambda name: None)
+    assert "params.threads: is required" in str(caught.value)
+    assert "RELIABLE" not in str(caught.value)
+
+
+def test_what_the_machine_says_joins_gate_one_problems_in_one_error(tmp_path: Path) -> None:
+    config = BenchmarkConfig.model_validate(simple_bench(treatments=["b", "a"]))
+
+    def machine(given: BenchmarkConfig) -> list[tuple[str, str, str]]:
+        assert given is config
+        return [("stages (measure).counters", "has no backend here.", "install one.")]
+
+    with pytest.raises(ConfigError) as caught:
+        gate1.check(config, tmp_path / "bench.yaml", machine=machine)
+    assert [field for field, _, _ in caught.value.problems] == [
+        "params.mode",
+        "stages (measure).counters",
+    ]
+
+
+def test_the_machine_is_not_asked_about_a_broken_stage_graph(tmp_path: Path) -> None:
+    document = simple_bench()
+    document["stages"][1]["needs"] = ["biuld"]
+    asked: list[BenchmarkConfig] = []
+    with pytest.raises(ConfigError) as caught:
+        gate1.check(
+            BenchmarkConfig.model_validate(document),
+            tmp_path / "bench.yaml",
+            machine=lambda config: asked.append(config) or [],
+        )
+    assert asked == []
+    assert "names unknown stage 'biuld'" in str(caught.value)
+
+
+def reliable_run(home: Path, run_id: str, config: dict[str, Any] | None) -> None:
+    run = home / "runs" / run_id
+    run.mkdir(parents=True)
+    results = {"run_id": run_id, "name": "simple", "tag": "RELIABLE", "trials": []}
+    (run / "results.yaml").write_text(yaml.safe_dump(results))
+    if config is not None:
+        (run / "config.yaml").write_text(yaml.safe_dump({"config": config}))
+
+
+def test_latest_reliable_values_are_the_newest_reliable_runs_params_and_seeds(
+    tmp_path: Path,
+) -> None:
+    reliable_run(tmp_path, "2026-01-01T00-00-00-simple-0000", {"params": {"threads": 2}})
+    newest = "2026-01-02T00-00-00-simple-0000"
+    reliable_run(tmp_path, newest, {"params": {"threads": 8}, "seeds": [1, 2]})
+    assert latest_reliable_values(tmp_path, "simple") == (newest, {"threads": 8, "seeds": [1, 2]})
+    assert latest_reliable_values(tmp_path, "other") is None
+
+
+def test_latest_reliable_values_of_a_run_without_its_config_or_a_bare_home(tmp_path: Path) -> None:
+    assert latest_reliable_values(tmp_path, "simple") is None
+    reliable_run(tmp_path, "2026-01-01T00-00-00-simple-0000", None)
+    assert latest_reliable_values(tmp_path, "simple") == ("2026-01-01T00-00-00-simple-0000", {})

@@ -50,9 +50,19 @@ def test_the_cost_budget_is_the_estimate_times_the_price(project: BenchProject) 
 def test_a_trials_budget_caps_the_estimate_and_a_plan_that_fits_runs(
     project: BenchProject,
 ) -> None:
+    """budget.trials: 2 of the 4 planned trials: 2 x 5 + 1 build x 0.5 = 10.5 GPU-hours."""
+    project.bench(_estimated({"gpu_hours": 10.4, "trials": 2}))
+    refused = project.run("--collect-only")
+    out = refused.stdout.str()
+    assert refused.ret == pytest.ExitCode.INTERRUPTED, out
+    assert "estimated 10.5 GPU-hours > budget.gpu_hours 10.4" in out
+    assert "budget.trials stops the run after 2 of 4 trials" in out
+    assert "measure: 2 trial(s) x 5 GPU-hours" in out
     project.bench(_estimated({"gpu_hours": 10.5, "trials": 2}))
-    result = project.run("--collect-only")
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()  # 2 x 5 + 1 x 0.5 = 10.5
+    result = project.run()
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    ran = [t for t in project.results()["trials"] if t["status"] == "passed"]
+    assert len(ran) == 2
 
 
 def test_stage_resources_and_the_flat_fields_are_one_declaration(tmp_path: Path) -> None:

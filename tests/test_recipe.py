@@ -8,12 +8,8 @@ import pytest
 import yaml
 from benchhelpers import BenchProject
 
-from pytest_benchmark_agent.config.recipe import (
-    RECIPES_DIR,
-    available_recipes,
-    load_benchmark,
-    load_recipe,
-)
+from pytest_benchmark_agent.config.recipe import RECIPES_DIR, available_recipes, load_recipe
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
 
 ML_RECIPES = ("embedding-train-eval", "llm-finetune-eval", "llm-eval-only")
@@ -50,7 +46,7 @@ def test_ml_manifests_require_provenance_and_one_eval_suite(name: str, tmp_path:
 
 
 def _placeholders(text: str) -> set[str]:
-    from pytest_benchmark_agent.config.placeholders import names_in
+    from pytest_benchmark_agent.util.placeholders import names_in
 
     return set(names_in(text))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.writer import index_entries, regenerate_index
+from pytest_benchmark_agent.util.fsutil import atomic_write
 
 
 def write_entry(home: Path, run_id: str, tag: str) -> Path:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs  # noqa: F401
 from test_plan_verb import agent
 from test_verdicts_round2 import synthetic, verdict_of
@@ -32,11 +31,6 @@ from pytest_benchmark_agent.stats.analysis import (
 )
 
 REPO_DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmark"
-
-
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> BenchProject:
-    return BenchProject(pytester)
 
 
 def pairs(control: list[float], treated: list[float]) -> dict[str, list[Observation]]:

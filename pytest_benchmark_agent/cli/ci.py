@@ -9,7 +9,6 @@ from pathlib import Path
 
 from pytest_benchmark_agent.cli.common import find_run, home_of
 from pytest_benchmark_agent.records.fingerprint import code_label
-from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.portable import (
     PortableError,
     export_run,
@@ -19,6 +18,7 @@ from pytest_benchmark_agent.records.portable import (
 )
 from pytest_benchmark_agent.records.record import load_run
 from pytest_benchmark_agent.report.exports import FORMATS, export_text
+from pytest_benchmark_agent.util.fsutil import atomic_write
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -32,11 +32,11 @@ from pathlib import Path
 from pytest_benchmark_agent.cli.common import home_of
 from pytest_benchmark_agent.engine.cache import MANIFEST
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
-from pytest_benchmark_agent.records.fsutil import acquire_lock, release_lock
 from pytest_benchmark_agent.records.recover import OWNERS, owner_state
 from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.writer import index_entry
 from pytest_benchmark_agent.stats.units import human
+from pytest_benchmark_agent.util.fsutil import acquire_lock, release_lock
 
 #: States of a run whose sessions are over: its scratch folders are no longer written.
 ENDED = frozenset({"complete", "halted", "failed", "interrupted", "died"})

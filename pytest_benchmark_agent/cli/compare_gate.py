@@ -16,10 +16,10 @@ from pytest_benchmark_agent.judge.baseline import Resolution
 from pytest_benchmark_agent.judge.ci_gate import baseline_gate, unjudged
 from pytest_benchmark_agent.records.frozen import freeze
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord
-from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.report.summary_lines import geomean_text
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.geomean import geometric_mean
+from pytest_benchmark_agent.util.safetext import one_line
 
 #: Code fields shown by name before the rest are counted.
 _CODE_SHOWN = 2

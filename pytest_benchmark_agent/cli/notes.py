@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from pytest_benchmark_agent.cli.common import home_of
-from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.lessons import LESSONS, RISKS, Note, add_note
+from pytest_benchmark_agent.util.fsutil import utc_now
 
 
 def _parse_param_tags(values: list[str]) -> dict[str, str | None]:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from pytest_benchmark_agent.cli.common import home_of
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.series import (
     Series,
     git_history,
@@ -24,6 +23,7 @@ from pytest_benchmark_agent.report.changes import (
     metric_changes,
 )
 from pytest_benchmark_agent.stats.changepoints import ALPHA, PERMUTATIONS
+from pytest_benchmark_agent.util.safetext import one_line
 
 #: matplotlib's cache and configuration folder, under the data home (never $HOME).
 MPL_FOLDER = ".matplotlib"

@@ -32,12 +32,12 @@ from pytest_benchmark_agent.records.record import (
     load_run,
     verdict_table,
 )
-from pytest_benchmark_agent.records.safetext import one_line, printable
 from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.writer import index_entry
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
 from pytest_benchmark_agent.stats.units import interval, number
+from pytest_benchmark_agent.util.safetext import one_line, printable
 
 # -- history --------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pytest_benchmark_agent.records.fsutil import atomic_write
+from pytest_benchmark_agent.util.fsutil import atomic_write
 
 
 def schema_text() -> str:

@@ -16,7 +16,10 @@ from pytest_benchmark_agent.cli.common import home_of
 from pytest_benchmark_agent.config.framing import frame
 from pytest_benchmark_agent.config.models import load_config
 from pytest_benchmark_agent.config.recipe import available_recipes, load_recipe
-from pytest_benchmark_agent.config.review import (
+from pytest_benchmark_agent.engine import detach
+from pytest_benchmark_agent.engine.child import bench_command
+from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.judge.review import (
     accept_deviation,
     accepted_deviation,
     bench_set_overrides,
@@ -24,9 +27,6 @@ from pytest_benchmark_agent.config.review import (
     review,
     set_hypothesis,
 )
-from pytest_benchmark_agent.engine import detach
-from pytest_benchmark_agent.engine.child import bench_command
-from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.run import new_run_id
 

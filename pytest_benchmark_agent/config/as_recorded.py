@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.config.placeholders import as_text
+from pytest_benchmark_agent.util.placeholders import as_text
 
 #: A metric's name as the metrics parser reads it on a ``name=value`` line
 #: (engine/metrics.py builds its line pattern from this one).

@@ -55,7 +55,7 @@ def readable_errors(
 def _shown(loc: tuple[str | int, ...], value: Any) -> Any:
     """A refused value as its error may quote it: ``<redacted>`` under a secret's name (its
     key, or a key inside it), a URL without its credentials, a token-looking text hidden."""
-    from pytest_benchmark_agent.records.redact import redact_mapping
+    from pytest_benchmark_agent.util.redact import redact_mapping
 
     name = next((str(part) for part in reversed(loc) if isinstance(part, str)), "")
     return redact_mapping({name: value})[name]

@@ -10,10 +10,11 @@ the recipe's or domain's provenance manifest is declared (with why it is require
 and the value of the latest RELIABLE run when there is one), and a ``must_match`` manifest param
 (``eval_suite``) is never what varies; every name that becomes a path stays inside the data home
 (the benchmark's name bounded to one line, stage and artifact names plain folder names,
-``metrics_from.file`` relative without ``..``), and a secret param (``records/redact.py``) never
+``metrics_from.file`` relative without ``..``), and a secret param (``util/redact.py``) never
 varies, since its values would label every trial. A stage's ``counters:`` need a counting
 backend on this machine (engine/counters.py), and a timing they distort is never declared as a
-metric only counted stages report. The stages' own checks (names, the DAG, placeholders,
+metric only counted stages report; both are asked of the machine, so the engine's preflight
+checks them and passes its problems in. The stages' own checks (names, the DAG, placeholders,
 inputs) are config/stage_checks.py's; the manifest's, config/manifest.py's.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from pytest_benchmark_agent.config.as_recorded import (
@@ -28,7 +30,7 @@ from pytest_benchmark_agent.config.as_recorded import (
     command_size_problems,
     param_value_problems,
 )
-from pytest_benchmark_agent.config.manifest import manifest_problems
+from pytest_benchmark_agent.config.manifest import LatestReliable, manifest_problems
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, COUNTERS
 from pytest_benchmark_agent.config.models import (
     BenchmarkConfig,
@@ -36,7 +38,6 @@ from pytest_benchmark_agent.config.models import (
     treatment_values,
     treatment_variable,
 )
-from pytest_benchmark_agent.config.placeholders import as_text, names_in
 from pytest_benchmark_agent.config.recipe import placeholder_problems
 from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.config.stage_checks import (
@@ -46,8 +47,13 @@ from pytest_benchmark_agent.config.stage_checks import (
     stage_problems,
 )
 from pytest_benchmark_agent.errors import ConfigError, Problem
-from pytest_benchmark_agent.records.redact import secret_params
-from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line, simple_name_problem
+from pytest_benchmark_agent.util.placeholders import as_text, names_in
+from pytest_benchmark_agent.util.redact import secret_params
+from pytest_benchmark_agent.util.safetext import NAME_MAX, one_line, simple_name_problem
+
+#: What asking this machine finds wrong with a file (the engine's preflight: is there a counting
+#: backend); gate 1 reports it with its own problems, in one ConfigError.
+MachineCheck = Callable[[BenchmarkConfig], list[Problem]]
 
 
 def check(
@@ -55,20 +61,22 @@ def check(
     path: Path,
     *,
     tuning: bool = False,
-    home: Path | None = None,
+    latest: LatestReliable | None = None,
+    machine: MachineCheck | None = None,
     revisions: bool = False,
 ) -> None:
     """Raise ConfigError with every gate-1 problem of ``config`` (read from ``path``); warn
     (:class:`UndecidableReplicatesWarning`) when its replicates can never decide a verdict.
 
-    ``home`` (the data directory) is where a missing manifest param's suggested value is
-    looked up: the value the latest RELIABLE run of this benchmark used. ``revisions``
-    (``--bench-against``): each treatment, or the one configuration, is compared with itself
-    under REV, so a range of replicates has verdicts to wait for in every file shape.
+    Gate 1 reads neither records nor the machine; its caller passes what they say: ``latest``
+    gives a missing manifest param's suggested value (what the latest RELIABLE run used),
+    ``machine`` the problems only this machine shows (engine/preflight.py's ``gate_one``).
+    ``revisions`` (``--bench-against``): each treatment, or the one configuration, is compared
+    with itself under REV, so a range of replicates has verdicts to wait for in every shape.
     """
     problems: list[Problem] = []
     problems += _check_treatments(config, tuning, revisions)
-    problems += manifest_problems(config, home)
+    problems += manifest_problems(config, latest)
     problems += placeholder_problems(config)
     problems += _check_secrets(config)
     problems += _check_names(config)
@@ -79,7 +87,7 @@ def check(
     if not structure:  # placeholders need a sound DAG to know which artifacts are reachable
         problems += placeholder_resolution_problems(config)
         problems += _check_metrics(config)
-        problems += _check_counters(config)
+        problems += machine(config) if machine else []
         problems += input_problems(config, path.parent)
     if problems:
         raise ConfigError(path, problems)
@@ -482,35 +490,3 @@ def _check_metrics(config: BenchmarkConfig) -> list[Problem]:
                 )
             )
     return problems
-
-
-def _check_counters(config: BenchmarkConfig) -> list[Problem]:
-    """Counters need a backend here; a timing only counted stages report is distorted."""
-    counted = [stage for stage in config.stages if stage.counters]
-    if not counted:
-        return []
-    from pytest_benchmark_agent.engine.counters import INSTALL_HINT, backend
-
-    found = backend()
-    if found is None:
-        return [
-            (
-                f"stages ({stage.name}).counters",
-                f"asks for {stage.counters} but no counting backend is available on this "
-                "machine (perf with a hardware PMU, or valgrind's cachegrind).",
-                f"{INSTALL_HINT} (docs/benchmark/STATISTICS.md, deterministic counters).",
-            )
-            for stage in counted
-        ]
-    measures = [stage for stage in config.stages if stage.kind == "measure"]
-    if len(counted) < len(measures):
-        return []
-    return [
-        (
-            f"metrics.{name}",
-            f"is measured only under the counting backend ({found.label}), which distorts it.",
-            "drop it from metrics:, or measure it in a stage without counters:.",
-        )
-        for name in config.metrics
-        if name in found.distorts
-    ]

@@ -5,20 +5,24 @@ and a ``must_match`` param is never what varies.
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from pytest_benchmark_agent.config.models import (
     BenchmarkConfig,
     treatment_variable,
 )
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import Problem
+from pytest_benchmark_agent.util.placeholders import as_text
+
+#: The latest RELIABLE run of a benchmark, by its name: (run id, the params and seeds it used),
+#: or None. The caller reads the records (judge/review.py); the manifest check shows it as a hint.
+LatestReliable = Callable[[str], tuple[str, dict[str, Any]] | None]
 
 
-def manifest_problems(config: BenchmarkConfig, home: Path | None) -> list[Problem]:
+def manifest_problems(config: BenchmarkConfig, latest: LatestReliable | None) -> list[Problem]:
     """The manifest's params missing from ``config`` or varying where they must match;
-    ``home`` (the data directory) is where a missing one's suggested value is looked up."""
+    ``latest`` gives a missing one's suggested value (none without it)."""
     if not config.manifest:
         return []
     owner = (
@@ -33,7 +37,7 @@ def manifest_problems(config: BenchmarkConfig, home: Path | None) -> list[Proble
         for name in config.manifest
         if (config.seeds is None if name == "seeds" else name not in config.params)
     ]
-    reliable = _latest_reliable_values(home, config.name) if home and missing else None
+    reliable = latest(config.name) if latest and missing else None
     problems: list[Problem] = []
     for name, entry in config.manifest.items():
         if name in missing:
@@ -71,24 +75,3 @@ def manifest_problems(config: BenchmarkConfig, home: Path | None) -> list[Proble
                 )
             )
     return problems
-
-
-def _latest_reliable_values(home: Path, name: str) -> tuple[str, dict[str, Any]] | None:
-    """(run id, params and seeds) of the latest RELIABLE run of benchmark ``name``, if any."""
-    from pytest_benchmark_agent.config.review import (
-        latest_reliable,  # planning reads records, which import the plan
-    )
-
-    baseline = latest_reliable(home, name)
-    if baseline is None:
-        return None
-    from pytest_benchmark_agent.records.reader import load_yaml
-
-    frozen = home / "runs" / baseline.run_id / "config.yaml"
-    seeds = (
-        ((load_yaml(frozen) or {}).get("config") or {}).get("seeds") if frozen.is_file() else None
-    )
-    values = dict(baseline.params)
-    if seeds is not None:
-        values["seeds"] = seeds
-    return baseline.run_id, values

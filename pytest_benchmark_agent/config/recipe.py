@@ -33,13 +33,11 @@ from pytest_benchmark_agent.config.models import (
     BenchmarkConfig,
     ManifestEntry,
     Replicates,
-    load_config,
 )
 from pytest_benchmark_agent.config.resources import Resources
 from pytest_benchmark_agent.config.safe_yaml import read_yaml_input
 from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records import redact
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 
@@ -145,11 +143,6 @@ def apply_recipe(config: BenchmarkConfig, path: Path) -> BenchmarkConfig:
     """``config`` with its recipe's stages, manifest, metrics and resources merged in."""
     if not config.recipe:
         return config
-    from pytest_benchmark_agent.domains.api import (  # ~18 ms: only a file with a recipe pays
-        merge_metrics,
-        merge_resources,
-    )
-
     recipe = load_recipe(config.recipe, path)
     update: dict[str, Any] = {
         "stages": merge_stages(recipe.stages, config.stages),
@@ -178,21 +171,24 @@ def merge_stages(inherited: list[Stage], own: list[Stage]) -> list[Stage]:
     return merged + list(by_name.values())
 
 
-def expand(config: BenchmarkConfig, path: Path) -> BenchmarkConfig:
-    """What gate 1 checks and the plan runs: the recipe merged in, the domain compiled.
+def merge_metrics(
+    defaults: Mapping[str, MetricSpec],
+    config: BenchmarkConfig,
+) -> dict[str, MetricSpec]:
+    """Default metric specs (a recipe's or a Domain's) with the file's own: the fields a file
+    sets override the default's."""
+    merged = dict(defaults)
+    for name, spec in config.metrics.items():
+        base = merged.get(name)
+        merged[name] = (
+            spec
+            if base is None
+            else base.model_copy(update={f: getattr(spec, f) for f in spec.model_fields_set})
+        )
+    return merged
 
-    The domain layer (~2-3 ms to import) loads only for a recipe or a Python Domain."""
-    merged = apply_recipe(config, path)
-    if merged.domain == "command":
-        return merged
-    from pytest_benchmark_agent.domains.api import expand_domain  # ~18 ms: Domain files only
 
-    return expand_domain(merged, path)
-
-
-def load_benchmark(path: Path | str, overrides: dict[str, Any] | None = None) -> BenchmarkConfig:
-    """:func:`~.config.load_config`, then :func:`expand`: the config as the session runs it.
-    Its secrets are registered: every record this process writes hides them."""
-    config = expand(load_config(path, overrides), Path(path))
-    redact.register(config)
-    return config
+def merge_resources(defaults: Resources, config: BenchmarkConfig) -> Resources:
+    """Default resources with the fields the file's ``resources:`` sets overriding them."""
+    own = config.resources
+    return defaults.model_copy(update={f: getattr(own, f) for f in own.model_fields_set})

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records.fsutil import read_regular
+from pytest_benchmark_agent.util.fsutil import read_regular
 
 #: libyaml's safe loader where PyYAML was built with it (several times faster), else PyYAML's.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -292,7 +292,7 @@ def parse_value(text: str, name: str = "") -> Any:
     try:
         return parse_yaml(text, MAX_INPUT_DEPTH)
     except yaml.YAMLError as error:
-        from pytest_benchmark_agent.records.redact import redact_value
+        from pytest_benchmark_agent.util.redact import redact_value
 
         where, problem = yaml_problem(error, text)
         shown = redact_value(name, text[:80])

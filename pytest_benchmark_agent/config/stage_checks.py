@@ -13,9 +13,9 @@ from pathlib import Path
 from pytest_benchmark_agent.config.models import (
     BenchmarkConfig,
 )
-from pytest_benchmark_agent.config.placeholders import names_in
 from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.errors import Problem
+from pytest_benchmark_agent.util.placeholders import names_in
 
 
 def stage_problems(config: BenchmarkConfig) -> list[Problem]:

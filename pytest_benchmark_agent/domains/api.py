@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Literal
 
 from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.config.models import BenchmarkConfig, ManifestEntry
+from pytest_benchmark_agent.config.recipe import merge_metrics, merge_resources
 from pytest_benchmark_agent.config.resources import Resources
 from pytest_benchmark_agent.config.stage import MetricsFrom, Stage
 from pytest_benchmark_agent.errors import BenchError, ConfigError
@@ -424,28 +425,6 @@ def _names_used(code: Any) -> list[str]:
         if inspect.iscode(const):
             names += _names_used(const)
     return names
-
-
-def merge_metrics(
-    defaults: Mapping[str, MetricSpec],
-    config: BenchmarkConfig,
-) -> dict[str, MetricSpec]:
-    """Default metric specs with the file's own: the fields a file sets override the default's."""
-    merged = dict(defaults)
-    for name, spec in config.metrics.items():
-        base = merged.get(name)
-        merged[name] = (
-            spec
-            if base is None
-            else base.model_copy(update={f: getattr(spec, f) for f in spec.model_fields_set})
-        )
-    return merged
-
-
-def merge_resources(defaults: Resources, config: BenchmarkConfig) -> Resources:
-    """Default resources with the fields the file's ``resources:`` sets overriding them."""
-    own = config.resources
-    return defaults.model_copy(update={f: getattr(own, f) for f in own.model_fields_set})
 
 
 # -- registry --------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Any
 from pytest_benchmark_agent.domains.api import Domain, StageCall, measure, prep
 from pytest_benchmark_agent.domains.sqlite_fts5 import corpus
 from pytest_benchmark_agent.domains.timing import percentile
-from pytest_benchmark_agent.records.safetext import one_line
+from pytest_benchmark_agent.util.safetext import one_line
 
 #: Index settings a force-merge comparison depends on: manifest param -> index setting.
 SETTINGS = {

@@ -21,8 +21,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.domains.api import StageCall, load_class
+from pytest_benchmark_agent.util.placeholders import as_text
 
 
 def decode(text: str) -> Any:

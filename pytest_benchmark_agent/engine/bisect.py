@@ -39,11 +39,11 @@ from pytest_benchmark_agent.engine.bisect_step import evidence, judged, midpoint
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
-from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, release_lock
 from pytest_benchmark_agent.records.record import load_run
 from pytest_benchmark_agent.records.run import new_run_id
-from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.stats.units import interval, ratio
+from pytest_benchmark_agent.util.fsutil import acquire_lock, atomic_write, release_lock
+from pytest_benchmark_agent.util.safetext import one_line
 
 EXIT_FOUND, EXIT_NOT_FOUND, EXIT_BAD_INPUT, EXIT_UNDECIDED = 0, 1, 2, 3
 STATE = "state.json"

@@ -8,7 +8,7 @@ so concurrent sessions and xdist workers build each signature once and the other
 Each reuse touches the manifest, so its modification time is the entry's last use: what
 ``benchmark-agent clean`` ages and orders entries by (``cli/clean.py``).
 A signature never holds a secret param in clear: the plan keys it with an HMAC under the data
-home's own random key (``records/redact.py``), and the manifest is written redacted.
+home's own random key (``util/redact.py``), and the manifest is written redacted.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import PrepNode, content_hash
 from pytest_benchmark_agent.errors import StageFailed
-from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
-from pytest_benchmark_agent.records.fsutil import acquire_lock, atomic_write, outside, utc_now
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import acquire_lock, atomic_write, outside, utc_now
+from pytest_benchmark_agent.util.placeholders import as_text
 
 MANIFEST = "manifest.json"
 SCRATCH = "_out"

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_benchmark_agent.config import gate1
-from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.engine.execute import TrialNotPassed, interrupted_record, run_trial
 from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, build_plan
+from pytest_benchmark_agent.engine.preflight import gate_one
 from pytest_benchmark_agent.engine.preps import PrepOutcome, obtain_prep
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records import recover, redact
-from pytest_benchmark_agent.records.safetext import printable
+from pytest_benchmark_agent.records import recover
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.safetext import printable
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.engine.session import BenchSession
@@ -38,7 +39,7 @@ class BenchFile(pytest.File):
         comparing = bool(self.config.getoption("bench_against"))
         if points is None:  # a tuning round's blocks are the tuner's
             config = bench.design.apply(config, self.path, revisions=comparing)
-        gate1.check(
+        gate_one(
             config, self.path, tuning=points is not None, home=bench.home, revisions=comparing
         )
         revisions, against_config = bench.against(self.path, config)

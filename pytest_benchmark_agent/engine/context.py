@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.models import Stage
-from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.isolation import Containment, HostIsolation
 from pytest_benchmark_agent.engine.revisions import CHECKOUT_ENV
@@ -31,6 +30,7 @@ from pytest_benchmark_agent.guards.gpu import (
     pin_devices,
 )
 from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.util.placeholders import render
 
 
 @dataclass

@@ -33,9 +33,9 @@ from typing import Any
 import psutil
 
 from pytest_benchmark_agent.engine import recovery
-from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.report.progress import duration, read_heartbeat
+from pytest_benchmark_agent.util.fsutil import atomic_write
 
 PID_FILE = "session.pid"
 LOG_FILE = "session.log"

@@ -25,16 +25,17 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.engine.isolation import host_id
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.engine.session import BenchSession
-from pytest_benchmark_agent.records import recover, redact
+from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.frozen import freeze, thaw
-from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import utc_now
 
 #: The name of the benchmark's entry in a report's ``user_properties`` and in ``workeroutput``.
 KEY = "benchmark_agent"

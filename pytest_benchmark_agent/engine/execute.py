@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, exact_metrics
-from pytest_benchmark_agent.config.placeholders import names_in, render
 from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.engine import untimed
 from pytest_benchmark_agent.engine.context import (
@@ -48,9 +47,10 @@ from pytest_benchmark_agent.errors import MetricError, StageFailed
 from pytest_benchmark_agent.guards.gpu import (
     GpuUnavailable,
 )
-from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import utc_now
+from pytest_benchmark_agent.util.placeholders import names_in, render
 
 #: The reason of a trial that ``budget.wall_clock_s`` stopped while it ran.
 BUDGET_STOP = "stopped at the deadline of budget.wall_clock_s"

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_benchmark_agent.engine.execute import BUDGET_STOP
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.sequential import sequential_outcome
-from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.run import BenchRun
 from pytest_benchmark_agent.report.wrong import what_went_wrong
+from pytest_benchmark_agent.util.fsutil import utc_now
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.judge.baseline import Resolution

@@ -40,7 +40,7 @@ from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import BenchError, ConfigError
 from pytest_benchmark_agent.records.record import RunRecord, SessionOutcome, load_run
 from pytest_benchmark_agent.records.run import new_run_id
-from pytest_benchmark_agent.records.safetext import NAME_MAX, one_line
+from pytest_benchmark_agent.util.safetext import NAME_MAX, one_line
 
 #: Beyond a file's wall-clock budget, time for the session to start (collection, gate 1) and to
 #: end its run (judging, the records and reports): a generous bound, not a measured figure.

@@ -28,8 +28,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
-from pytest_benchmark_agent.records.fsutil import open_creating
 from pytest_benchmark_agent.records.recover import start_ticks
+from pytest_benchmark_agent.util.fsutil import open_creating
 
 POLICIES = ("host", "none")
 

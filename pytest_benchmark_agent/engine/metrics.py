@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.as_recorded import METRIC_NAME
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import MetricError
-from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
-from pytest_benchmark_agent.records.fsutil import NotRegularFile, outside, regular_chunks
 from pytest_benchmark_agent.stats.describe import INTEGER
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import NotRegularFile, outside, regular_chunks
+from pytest_benchmark_agent.util.placeholders import as_text
 
 _PAIR = re.compile(rf"^\s*({METRIC_NAME.pattern})\s*[=:]\s*(.*?)\s*$")
 _EFFECTIVE = "BENCH_EFFECTIVE"

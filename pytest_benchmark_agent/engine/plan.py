@@ -35,13 +35,13 @@ from pytest_benchmark_agent.config.models import (
     treatment_values,
     treatment_variable,
 )
-from pytest_benchmark_agent.config.placeholders import as_text, names_in, render
 from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.engine.revisions import CODE, Revision, Revisions
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import NotRegularFile, file_kind, regular_chunks
-from pytest_benchmark_agent.records.safetext import one_line
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import NotRegularFile, file_kind, regular_chunks
+from pytest_benchmark_agent.util.placeholders import as_text, names_in, render
+from pytest_benchmark_agent.util.safetext import one_line
 
 #: Bumped when the meaning of a signature changes, so old cache entries are never reused.
 SIGNATURE_VERSION = 1

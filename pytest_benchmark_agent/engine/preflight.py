@@ -12,6 +12,10 @@ GPU-hours are estimated before anything runs: each measure trial at its stage's
 its stage's; a plan whose estimate, or that times ``resources.price_per_gpu_hour``, exceeds
 ``budget.gpu_hours`` or ``budget.cost_usd`` is refused with the arithmetic. The tuner sizes its
 rounds with the same per-trial estimate (:func:`declared_per_trial`).
+
+Gate 1 (config/gate1.py) asks neither the records nor the machine: :func:`gate_one` runs it with
+what they say, the latest RELIABLE run's values and :func:`counter_problems` (a stage's
+``counters:`` need a counting backend here, and a timing it distorts is no metric).
 """
 
 from __future__ import annotations
@@ -21,9 +25,13 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from pytest_benchmark_agent.config import gate1
+from pytest_benchmark_agent.config.manifest import LatestReliable
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.stage import Stage
+from pytest_benchmark_agent.errors import Problem
 from pytest_benchmark_agent.guards.cgroup import MIB, CgroupMemory
 
 MARGIN = 0.10
@@ -268,3 +276,68 @@ def check_gpu_budget(
     if not over:
         return None
     return [f"the plan does not fit its budget: {'; '.join(over)}", *lines]
+
+
+def gate_one(
+    config: BenchmarkConfig,
+    path: Path,
+    *,
+    tuning: bool,
+    home: Path | None,
+    revisions: bool = False,
+) -> None:
+    """Gate 1 of ``config`` (read from ``path``), given the latest RELIABLE run under ``home``
+    (a missing manifest param's hint) and this machine's counting backend; ``revisions``:
+    under ``--bench-against``."""
+    gate1.check(
+        config,
+        path,
+        tuning=tuning,
+        latest=_latest(home) if home else None,
+        machine=counter_problems,
+        revisions=revisions,
+    )
+
+
+def _latest(home: Path) -> LatestReliable:
+    """The latest RELIABLE run under ``home``, read only when gate 1 asks (a manifest param
+    missing): the plan review's imports are not paid by every session."""
+
+    def latest(name: str) -> tuple[str, dict[str, Any]] | None:
+        from pytest_benchmark_agent.judge.review import latest_reliable_values  # ~6 ms, rare
+
+        return latest_reliable_values(home, name)
+
+    return latest
+
+
+def counter_problems(config: BenchmarkConfig) -> list[Problem]:
+    """Counters need a backend here; a timing only counted stages report is distorted."""
+    counted = [stage for stage in config.stages if stage.counters]
+    if not counted:
+        return []
+    from pytest_benchmark_agent.engine.counters import INSTALL_HINT, backend
+
+    found = backend()
+    if found is None:
+        return [
+            (
+                f"stages ({stage.name}).counters",
+                f"asks for {stage.counters} but no counting backend is available on this "
+                "machine (perf with a hardware PMU, or valgrind's cachegrind).",
+                f"{INSTALL_HINT} (docs/benchmark/STATISTICS.md, deterministic counters).",
+            )
+            for stage in counted
+        ]
+    measures = [stage for stage in config.stages if stage.kind == "measure"]
+    if len(counted) < len(measures):
+        return []
+    return [
+        (
+            f"metrics.{name}",
+            f"is measured only under the counting backend ({found.label}), which distorts it.",
+            "drop it from metrics:, or measure it in a stage without counters:.",
+        )
+        for name in config.metrics
+        if name in found.distorts
+    ]

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.engine.context import (
     StageContext,
     ceiling,
@@ -35,9 +34,10 @@ from pytest_benchmark_agent.errors import StageFailed
 from pytest_benchmark_agent.guards.gpu import (
     GpuUnavailable,
 )
-from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import release_lock
 from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import release_lock
+from pytest_benchmark_agent.util.placeholders import render
 
 
 @dataclass

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.records.fsutil import acquire_lock, release_lock, utc_now
 from pytest_benchmark_agent.records.recover import orphaned
+from pytest_benchmark_agent.util.fsutil import acquire_lock, release_lock, utc_now
 
 _LOCK = ".recover.lock"
 

@@ -25,10 +25,8 @@ from typing import Any
 
 import pytest
 
-from pytest_benchmark_agent.config import gate1
 from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
-from pytest_benchmark_agent.config.placeholders import render
-from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.engine.blocks import SessionDesign
 from pytest_benchmark_agent.engine.cache import PrepCache
@@ -38,7 +36,7 @@ from pytest_benchmark_agent.engine.counters import fingerprint_label
 from pytest_benchmark_agent.engine.finish import finish, take_caveats
 from pytest_benchmark_agent.engine.isolation import HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan
-from pytest_benchmark_agent.engine.preflight import check_gpu_budget, check_resources
+from pytest_benchmark_agent.engine.preflight import check_gpu_budget, check_resources, gate_one
 from pytest_benchmark_agent.engine.protocol import TrialProtocol
 from pytest_benchmark_agent.engine.revisions import Revisions
 from pytest_benchmark_agent.engine.stages import DEFAULT_PROGRESS_S
@@ -50,13 +48,14 @@ from pytest_benchmark_agent.judge.baseline import Resolution, check_baseline
 from pytest_benchmark_agent.judge.sequential import sequential_stop
 from pytest_benchmark_agent.records import hostcheck, recover
 from pytest_benchmark_agent.records.fingerprint import collect_fingerprint, default_code
-from pytest_benchmark_agent.records.fsutil import utc_now
 from pytest_benchmark_agent.records.reader import read_journal
 from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun, new_run_id, new_session_token
-from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.report.summary_lines import session_geomean_lines
 from pytest_benchmark_agent.report.terminal import terminal_lines
+from pytest_benchmark_agent.util.fsutil import utc_now
+from pytest_benchmark_agent.util.placeholders import render
+from pytest_benchmark_agent.util.safetext import one_line
 
 
 class BenchSession:
@@ -236,7 +235,7 @@ class BenchSession:
             return revisions, None
         own = revisions.against.folder / path.name
         against_config = self.design.apply(load_benchmark(own, self.overrides), own, revisions=True)
-        gate1.check(against_config, own, tuning=False, home=self.home, revisions=True)
+        gate_one(against_config, own, tuning=False, home=self.home, revisions=True)
         if against_config.metrics != config.metrics:
             raise ConfigError(
                 own,

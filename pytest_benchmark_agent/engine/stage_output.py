@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.engine.metrics import file_lines
-from pytest_benchmark_agent.records.fsutil import open_creating
-from pytest_benchmark_agent.records.redact import stage_text
+from pytest_benchmark_agent.util.fsutil import open_creating
+from pytest_benchmark_agent.util.redact import stage_text
 
 #: Output kept in memory up to this many bytes per stream; beyond, it streams to its file.
 SPILL_BYTES = 1 << 20

@@ -45,7 +45,7 @@ from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import VramGuard, VramReport, process_tree
 from pytest_benchmark_agent.guards.memory import GuardReport, MemoryGuard
-from pytest_benchmark_agent.records.fsutil import utc_now
+from pytest_benchmark_agent.util.fsutil import utc_now
 
 #: Run before every stage command: the stage, not a co-tenant, is the OOM-killer's first choice.
 _OOM_FIRST = "echo 1000 > /proc/self/oom_score_adj 2>/dev/null; "

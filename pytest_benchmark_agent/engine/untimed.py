@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_benchmark_agent.config.placeholders import render
 from pytest_benchmark_agent.engine.plan import TrialSpec
 from pytest_benchmark_agent.engine.stages import StageRun, run_stage
 from pytest_benchmark_agent.errors import StageFailed
 from pytest_benchmark_agent.records.frozen import freeze
-from pytest_benchmark_agent.records.fsutil import utc_now
+from pytest_benchmark_agent.util.fsutil import utc_now
+from pytest_benchmark_agent.util.placeholders import render
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.engine.context import StageContext

@@ -23,12 +23,12 @@ from typing import Any
 
 from pytest_benchmark_agent.config.gate1 import treatment_variable
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.reader import UnreadableRecord
 from pytest_benchmark_agent.records.record import load_run
 from pytest_benchmark_agent.records.writer import comparison_key, index_entries, index_entry
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.placeholders import as_text
 
 #: Tags a run needs to serve as a baseline: an UNRELIABLE run failed a gate. Each CI job is one
 #: session, so an EXPLORATORY baseline (never reproduced) is accepted, and noted.

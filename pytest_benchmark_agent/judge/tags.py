@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.judge.reproduce import Reproduction
-from pytest_benchmark_agent.records.fsutil import atomic_write, file_lock, utc_now
 from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.records.writer import (
     dump_yaml,
@@ -43,6 +42,7 @@ from pytest_benchmark_agent.records.writer import (
     index_entry,
     regenerate_index,
 )
+from pytest_benchmark_agent.util.fsutil import atomic_write, file_lock, utc_now
 
 TAGS = ("RELIABLE", "QUALIFIED", "EXPLORATORY", "UNRELIABLE")
 RANK = {"UNRELIABLE": 0, "EXPLORATORY": 1, "QUALIFIED": 2, "RELIABLE": 3}

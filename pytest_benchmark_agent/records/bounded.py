@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.records.fsutil import NotRegularFile, read_regular
+from pytest_benchmark_agent.util.fsutil import NotRegularFile, read_regular
 
 #: The largest record file read back (results.yaml, an export, a journal): a run of 100,000
 #: trials writes about 100 MiB of journal.

@@ -52,7 +52,7 @@ from typing import Any
 
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.guards import gpu as nvml
-from pytest_benchmark_agent.records.fsutil import NotRegularFile, regular_chunks
+from pytest_benchmark_agent.util.fsutil import NotRegularFile, regular_chunks
 
 SCHEMA = 1
 _TOOL = "pytest-benchmark-agent"
@@ -104,7 +104,7 @@ def _vars(names: list[str]) -> dict[str, Any]:
     patterns (~2 ms to import) load only for a benchmark that declares variables."""
     if not names:
         return {}
-    from pytest_benchmark_agent.records.redact import redact_value
+    from pytest_benchmark_agent.util.redact import redact_value
 
     return {name: redact_value(name, os.environ.get(name)) for name in names}
 
@@ -395,7 +395,7 @@ def _hash_file(digest: Any, file: Path) -> None:
     """Add a regular file's content to ``digest``; anything else counts by its type.
 
     Never blocks: a FIFO, socket or device (or a link to one, such as ``/dev/zero``) is never
-    read (:func:`~pytest_benchmark_agent.records.fsutil.regular_chunks`).
+    read (:func:`~pytest_benchmark_agent.util.fsutil.regular_chunks`).
     """
     try:
         for chunk in regular_chunks(file):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_benchmark_agent.records.safetext import one_line
+from pytest_benchmark_agent.util.safetext import one_line
 
 #: Load above this share of the usable CPUs is "busy": trials queue behind other work.
 BUSY_LOAD_SHARE = 0.5

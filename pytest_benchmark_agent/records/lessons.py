@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_benchmark_agent.records.fsutil import append_line, utc_now
+from pytest_benchmark_agent.util.fsutil import append_line, utc_now
 
 LESSONS = "lessons.md"
 RISKS = "risks.md"

@@ -31,7 +31,10 @@ from pytest_benchmark_agent.records.bounded import (
     decode_json,
     read_json,
 )
-from pytest_benchmark_agent.records.fsutil import (
+from pytest_benchmark_agent.records.reader import JOURNAL, load_results, load_yaml
+from pytest_benchmark_agent.records.run import SCHEMA_VERSION
+from pytest_benchmark_agent.records.writer import build_index_entry, dump_yaml, regenerate_index
+from pytest_benchmark_agent.util.fsutil import (
     NotRegularFile,
     atomic_write,
     file_lock,
@@ -39,10 +42,7 @@ from pytest_benchmark_agent.records.fsutil import (
     read_regular,
     utc_now,
 )
-from pytest_benchmark_agent.records.reader import JOURNAL, load_results, load_yaml
-from pytest_benchmark_agent.records.run import SCHEMA_VERSION
-from pytest_benchmark_agent.records.safetext import inert_markdown
-from pytest_benchmark_agent.records.writer import build_index_entry, dump_yaml, regenerate_index
+from pytest_benchmark_agent.util.safetext import inert_markdown
 
 FORMAT = "pytest-benchmark-agent/run"
 #: Longest run id accepted (a folder name; filesystems stop at 255 bytes).

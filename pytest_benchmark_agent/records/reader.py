@@ -20,13 +20,13 @@ import yaml
 from pytest_benchmark_agent.config.safe_yaml import parse_yaml, yaml_problem
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records.bounded import MAX_RECORD_BYTES, BadJson, decode_json
-from pytest_benchmark_agent.records.fsutil import NotRegularFile, read_regular
 from pytest_benchmark_agent.records.schema import (
     PrepEvent,
     RecordShapeError,
     TrialRecord,
     check_verdict,
 )
+from pytest_benchmark_agent.util.fsutil import NotRegularFile, read_regular
 
 JOURNAL = "trials.jsonl"
 

@@ -2,9 +2,12 @@
 
 :class:`RunRecord` is ``results.yaml`` (docs/benchmark/FORMAT.md) with the frozen config and
 the fingerprint of ``config.yaml``. The engine makes one from its live run
-(:meth:`.run.BenchRun.record`); :func:`load_run` makes one from a run folder (the one loader,
-for every version of the format). Hooks, the judge's readers, the reports, the verbs and the
-``bench`` fixture all take it. It is frozen all the way down (mappings read-only, sequences
+(:meth:`.run.BenchRun.record`); :func:`load_run` makes one from a run folder (every version of
+the format; a newer one is refused). Hooks, the judge's readers, the reports, the verbs and the
+``bench`` fixture take it; the readers that rewrite or copy a record as a document (``reclassify``,
+the recovery of a run, ``export``/``import``, the tuner's rounds) read the merged mapping of
+:func:`.reader.load_results`, and a few look up one field of ``results.yaml`` (the plan review,
+``tune --resume``). It is frozen all the way down (mappings read-only, sequences
 tuples, trials :class:`.TrialRecord`, verdicts :class:`.Verdict`), so no reader can change what
 another reads after it; only the writer calls :meth:`RunRecord.to_dict`.
 
@@ -23,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze, thaw
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, load_yaml
 from pytest_benchmark_agent.records.schema import PrepEvent, TrialRecord
 from pytest_benchmark_agent.stats.comparability import Verdict
+from pytest_benchmark_agent.util.placeholders import as_text
 
 #: The version of the record format (docs/benchmark/FORMAT.md) every record file carries.
 SCHEMA_VERSION = 1
@@ -442,8 +445,8 @@ _READERS: dict[str, Any] = {
 
 def load_run(run_dir: Path) -> RunRecord:
     """The record of the run in ``run_dir``: ``results.yaml`` with the journal merged in, and
-    ``config.yaml``'s config and fingerprint. The one loader of a run folder: UnreadableRecord
-    names the file and what is wrong (a newer format's version included)."""
+    ``config.yaml``'s config and fingerprint. UnreadableRecord names the file and what is wrong
+    (a newer format's version included)."""
     results = load_results(run_dir)
     version = results.get("schema_version")
     if isinstance(version, int) and version > SCHEMA_VERSION:

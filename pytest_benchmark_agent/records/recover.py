@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
-from pytest_benchmark_agent.records.fsutil import atomic_write
+from pytest_benchmark_agent.util.fsutil import atomic_write
 
 OWNERS = "owners"
 

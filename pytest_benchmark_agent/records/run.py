@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
-from pytest_benchmark_agent.config.placeholders import as_text
-from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze
 from pytest_benchmark_agent.records.hashseeds import hash_seed_base
 from pytest_benchmark_agent.records.record import (
@@ -33,10 +31,12 @@ from pytest_benchmark_agent.records.record import (
     PlannedTrial,
     RunRecord,
 )
-from pytest_benchmark_agent.records.safetext import NAME_MAX
 from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.placeholders import as_text
+from pytest_benchmark_agent.util.safetext import NAME_MAX
 
 if TYPE_CHECKING:  # the plan is the engine's; a record only holds it
     from pytest_benchmark_agent.engine.plan import BenchPlan, TrialSpec

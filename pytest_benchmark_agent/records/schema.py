@@ -1,9 +1,11 @@
 """The record types docs/benchmark/FORMAT.md defines (a trial, a prep event), checked where a
 record is read back, in one place.
 
-The engine still fills a record's fields as the stage runs (a plain mapping that the journal and
-``results.yaml`` write as is); what reads one back (the journal, a snapshot, an import) goes
-through ``from_dict``, so a record of the wrong shape is refused naming the field, instead of
+The engine fills a trial's fields as the stage runs, in a plain mapping; when the run is frozen
+(``BenchRun.record``) each finished trial goes through ``from_dict`` once, and that
+:class:`TrialRecord` is what hooks get and what the journal and ``results.yaml`` write (thawed,
+secrets redacted). What reads one back (the journal, a snapshot, an import) goes through
+``from_dict`` too, so a record of the wrong shape is refused naming the field, instead of
 failing later, deep in gate 2 or a report, as a ``KeyError``. Fields this version does not know
 (a newer writer's, a plugin's) are kept as they are, in ``extra``.
 """

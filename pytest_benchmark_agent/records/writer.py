@@ -5,7 +5,8 @@
 finished trial, appended at once, so a killed session keeps every sample it took) and
 ``index.json`` (the few fields ``results_index.md`` is regenerated from, so regenerating it
 never re-reads every record). ``results.yaml`` is rewritten atomically at the start, at most
-once a second (less often as it grows) while trials finish, and at the end; readers use
+every 10 s while trials finish (less often as it grows: a snapshot waits at least 100 times its
+own last cost, so rewriting it stays under ~1% of the run), and at the end; readers use
 :func:`.reader.load_results`, which merges the journal in, so a crashed run shows every trial.
 """
 
@@ -25,7 +26,6 @@ import pytest
 import yaml
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, treatment_variable
-from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.bounded import (
     MAX_STATE_BYTES,
     BadJson,
@@ -33,7 +33,17 @@ from pytest_benchmark_agent.records.bounded import (
 )
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.frozen import thaw
-from pytest_benchmark_agent.records.fsutil import (
+from pytest_benchmark_agent.records.reader import (
+    JOURNAL,
+    UnreadableRecord,
+    skip_unreadable,
+)
+from pytest_benchmark_agent.records.record import SCHEMA_VERSION, RunRecord
+from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
+from pytest_benchmark_agent.stats.units import number
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import (
     NotRegularFile,
     atomic_write,
     file_kind,
@@ -41,16 +51,7 @@ from pytest_benchmark_agent.records.fsutil import (
     open_appending,
     write_line,
 )
-from pytest_benchmark_agent.records.reader import (
-    JOURNAL,
-    UnreadableRecord,
-    skip_unreadable,
-)
-from pytest_benchmark_agent.records.record import SCHEMA_VERSION, RunRecord
-from pytest_benchmark_agent.records.safetext import inert_markdown, md
-from pytest_benchmark_agent.records.schema import TrialRecord
-from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
-from pytest_benchmark_agent.stats.units import number
+from pytest_benchmark_agent.util.safetext import inert_markdown, md
 
 #: Mid-run snapshots of results.yaml are for a reader that opens the file without the journal;
 #: every reader in this package merges trials.jsonl in, so they can be this far apart.

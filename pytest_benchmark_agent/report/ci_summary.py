@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 
 from pytest_benchmark_agent.judge.evidence import share
-from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.reader import UnreadableRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, load_run
-from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code
 from pytest_benchmark_agent.report.summary_lines import both_revisions
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
 from pytest_benchmark_agent.stats.units import interval, number, ratio
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.safetext import inert_markdown, md, md_code
 
 HEADER = [
     "| metric | baseline | this run | ratio | interval | MDE | n | CV | verdict |",

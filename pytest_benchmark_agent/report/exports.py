@@ -26,9 +26,9 @@ from typing import Any
 
 from pytest_benchmark_agent.records.frozen import thaw
 from pytest_benchmark_agent.records.record import RunRecord
-from pytest_benchmark_agent.records.safetext import md, md_code
 from pytest_benchmark_agent.stats.describe import values_text
 from pytest_benchmark_agent.stats.units import human, interval, ratio
+from pytest_benchmark_agent.util.safetext import md, md_code
 
 #: ``--format`` values of ``benchmark-agent export`` besides the portable record.
 FORMATS = ("csv", "json", "markdown")

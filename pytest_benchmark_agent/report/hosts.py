@@ -8,10 +8,10 @@ from typing import Any
 
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.records.record import RunRecord, verdict_table
-from pytest_benchmark_agent.records.safetext import md_code
 from pytest_benchmark_agent.report.summary_lines import central
 from pytest_benchmark_agent.stats.describe import describe, describe_exact
 from pytest_benchmark_agent.stats.units import interval, number, p_value, pct
+from pytest_benchmark_agent.util.safetext import md_code
 
 
 def hosts_lines(run: RunRecord) -> list[str]:

@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_benchmark_agent.config.metric import metric_role
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.records.record import RunRecord
-from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
 from pytest_benchmark_agent.stats.units import human, interval, p_value, pct, ratio, unit_of
+from pytest_benchmark_agent.util.placeholders import as_text
+from pytest_benchmark_agent.util.safetext import one_line
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}

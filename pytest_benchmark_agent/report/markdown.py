@@ -12,7 +12,7 @@ The report always has a non-empty **What Went Wrong** section (:mod:`.wrong`); t
 section is :mod:`.hosts`, the terminal's summary :mod:`.terminal`. Everything is rendered from
 the run's :class:`.RunRecord` alone (live, or read back by ``load_run``).
 
-User text (names, labels, values, reasons) goes through ``records/safetext.py`` (one line,
+User text (names, labels, values, reasons) goes through ``util/safetext.py`` (one line,
 Markdown-escaped) and the finished report through ``redact.scrub_text``: a hostile name cannot
 forge a section, and no secret reaches the file.
 """
@@ -25,11 +25,7 @@ from typing import Any
 import pytest
 
 from pytest_benchmark_agent.config.metric import exact_metrics, metric_role
-from pytest_benchmark_agent.config.placeholders import as_text
-from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.record import RunRecord
-from pytest_benchmark_agent.records.safetext import inert_markdown, md, md_code
 from pytest_benchmark_agent.report.hosts import hosts_lines
 from pytest_benchmark_agent.report.html import render_html
 from pytest_benchmark_agent.report.junit import add_run_properties
@@ -40,6 +36,10 @@ from pytest_benchmark_agent.report.wrong import what_went_wrong
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
 from pytest_benchmark_agent.stats.units import human, interval, number, p_value, pct
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import atomic_write
+from pytest_benchmark_agent.util.placeholders import as_text
+from pytest_benchmark_agent.util.safetext import inert_markdown, md, md_code
 
 
 class ReportWriter:

@@ -25,11 +25,11 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import show_value
 from pytest_benchmark_agent.stats.units import axis_label, verdict_text
+from pytest_benchmark_agent.util.safetext import one_line
 
 NO_MATPLOTLIB = (
     "matplotlib is not installed, so this report has no plots (it is a dependency: "

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
-from pytest_benchmark_agent.records.fsutil import append_line, utc_now
-from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.store import DEVIATIONS
+from pytest_benchmark_agent.util.fsutil import append_line, utc_now
+from pytest_benchmark_agent.util.safetext import one_line
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.records.record import RunRecord
@@ -134,7 +134,7 @@ def _deviation_caveat(run: RunRecord) -> str | None:
     loaded only where the data directory holds accepted deviations at all."""
     if not (run.home / DEVIATIONS).is_dir():
         return None
-    from pytest_benchmark_agent.config.review import deviation_caveat
+    from pytest_benchmark_agent.judge.review import deviation_caveat
 
     return deviation_caveat(run.home, run.name, run.model)
 

@@ -13,7 +13,7 @@ import statistics
 from typing import Any
 
 from pytest_benchmark_agent.records.record import RunRecord
-from pytest_benchmark_agent.records.safetext import md_code
+from pytest_benchmark_agent.util.safetext import md_code
 
 
 def counted_metrics(run: RunRecord) -> dict[str, str]:

@@ -25,9 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import atomic_write
-from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.records.series import RunPoint, Series
 from pytest_benchmark_agent.report.changes import (
     BISECT_NOTE,
@@ -40,6 +37,9 @@ from pytest_benchmark_agent.report.changes import (
 from pytest_benchmark_agent.report.history_chart import TAG_COLOURS, ChartPoint, chart_svg
 from pytest_benchmark_agent.stats.changepoints import ALPHA
 from pytest_benchmark_agent.stats.describe import median_interval, show_value
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import atomic_write
+from pytest_benchmark_agent.util.safetext import one_line
 
 #: The file in OUT holding each page's model hash (what makes publishing incremental).
 STATE_FILE = ".publish.json"

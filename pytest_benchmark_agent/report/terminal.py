@@ -15,11 +15,11 @@ from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, exact_metrics
 from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.judge.ci_gate import regressions
 from pytest_benchmark_agent.records.record import RunRecord
-from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.report import summary_lines
 from pytest_benchmark_agent.report.summary_lines import central, counts_text
 from pytest_benchmark_agent.stats.describe import values_text
 from pytest_benchmark_agent.stats.units import human, interval, pct, ratio
+from pytest_benchmark_agent.util.safetext import one_line
 
 
 def terminal_lines(run: RunRecord, gate: Mapping[str, Any] | None = None) -> list[str]:

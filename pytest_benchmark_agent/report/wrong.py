@@ -14,8 +14,8 @@ from collections import Counter
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.records.record import RunRecord
-from pytest_benchmark_agent.records.safetext import md, md_code
 from pytest_benchmark_agent.stats.units import pct
+from pytest_benchmark_agent.util.safetext import md, md_code
 
 #: A coefficient of variation above which small effects cannot be told from noise.
 HIGH_CV = 0.05

@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.config.recipe import load_benchmark
+from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import acquire_lock, release_lock
 from pytest_benchmark_agent.records.reader import load_results, load_yaml
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.tune.recorder import TuneRecorder, definition
@@ -28,6 +26,8 @@ from pytest_benchmark_agent.tune.rounds import RoundError, RoundOutcome, Subproc
 from pytest_benchmark_agent.tune.space import SearchSpace, load_space
 from pytest_benchmark_agent.tune.strategies import STRATEGIES
 from pytest_benchmark_agent.tune.tuner import ResumeMismatch, Tuner
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import acquire_lock, release_lock
 
 #: Held (an flock) by the process running a tune, so a ``--resume`` while it runs is refused;
 #: the kernel drops it when that process ends, however it ends.

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.report.plots import matplotlib_under
 from pytest_benchmark_agent.stats.describe import describe
 from pytest_benchmark_agent.tune.space import OPERATORS
+from pytest_benchmark_agent.util.placeholders import as_text
 
 
 def plot_objective(doc: dict[str, Any], png: Path) -> str | None:

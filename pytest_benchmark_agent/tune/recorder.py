@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import POINT, point_label
-from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
-from pytest_benchmark_agent.records.safetext import inert_markdown
 from pytest_benchmark_agent.records.writer import dump_yaml, regenerate_index
 from pytest_benchmark_agent.stats.describe import describe
 from pytest_benchmark_agent.tune.plot import plot_objective
 from pytest_benchmark_agent.tune.report import render_report, selected_text
 from pytest_benchmark_agent.tune.space import SearchSpace
 from pytest_benchmark_agent.tune.tuner import Tuner
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import atomic_write, utc_now
+from pytest_benchmark_agent.util.placeholders import as_text
+from pytest_benchmark_agent.util.safetext import inert_markdown
 
 
 def definition(config: BenchmarkConfig, space: SearchSpace) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.tune.selection import gist
+from pytest_benchmark_agent.util.placeholders import as_text
 
 
 def render_report(doc: dict[str, Any], plot_note: str | None) -> str:

@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records.fsutil import atomic_write
 from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.tune.space import Point
+from pytest_benchmark_agent.util.fsutil import atomic_write
 
 #: Seconds a round session gets to record its trials after SIGTERM before it is killed.
 STOP_GRACE_S = 30.0

@@ -24,9 +24,9 @@ from typing import Any
 
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.config.tuning import Range
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.util.placeholders import as_text
 
 Problem = tuple[str, str, str]
 Point = dict[str, Any]

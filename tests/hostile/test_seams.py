@@ -32,7 +32,7 @@ from hostilehelpers import (
     tiny_bench,
 )
 
-from pytest_benchmark_agent.records.fsutil import acquire_lock, release_lock
+from pytest_benchmark_agent.util.fsutil import acquire_lock, release_lock
 
 SECRET = "Zq7-seam-s3cret-Value"
 #: What a stage or a label may hold that no human-facing output may show raw.

@@ -19,14 +19,14 @@ from hostilehelpers import agent, assert_clean_exit, assert_no_secret, assert_tr
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.records.reader import load_yaml
-from pytest_benchmark_agent.records.redact import (
+from pytest_benchmark_agent.records.writer import dump_yaml
+from pytest_benchmark_agent.util.redact import (
     KEY_FILE,
     REDACTED,
     is_secret_name,
     register,
     scrub,
 )
-from pytest_benchmark_agent.records.writer import dump_yaml
 
 API_KEY = "ak-7Hq2pZ9wLx4Vb8Nc"
 LOGIN = "hunter2 isn't $HOME"  # shell-quoted in a command: its quoted form is hidden too

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pytest_benchmark_agent.config.placeholders import as_text, names_in
+from pytest_benchmark_agent.util.placeholders import as_text, names_in
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.config.models import BenchmarkConfig

@@ -24,15 +24,15 @@ from typing import Any
 import yaml
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
-from pytest_benchmark_agent.config.placeholders import as_text
 from pytest_benchmark_agent.config.safe_yaml import parse_value, read_input
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records import redact
-from pytest_benchmark_agent.records.fsutil import atomic_write, utc_now
 from pytest_benchmark_agent.records.lessons import Note, notes_for
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_yaml, skip_unreadable
 from pytest_benchmark_agent.records.store import DEVIATIONS, runs_in
 from pytest_benchmark_agent.records.writer import dump_yaml
+from pytest_benchmark_agent.util import redact
+from pytest_benchmark_agent.util.fsutil import atomic_write, utc_now
+from pytest_benchmark_agent.util.placeholders import as_text
 
 _MISSING = "(not declared)"
 _CELL = 36
@@ -159,6 +159,22 @@ def latest_reliable(home: Path, name: str) -> Baseline | None:
             treatments=list(frozen.get("treatments") or results.get("treatments") or []),
         )
     return None
+
+
+def latest_reliable_values(home: Path, name: str) -> tuple[str, dict[str, Any]] | None:
+    """(run id, params and seeds) of the latest RELIABLE run of benchmark ``name``, if any:
+    gate 1's hint for a manifest param the file leaves out (config/manifest.py)."""
+    baseline = latest_reliable(home, name)
+    if baseline is None:
+        return None
+    frozen = home / "runs" / baseline.run_id / "config.yaml"
+    seeds = (
+        ((load_yaml(frozen) or {}).get("config") or {}).get("seeds") if frozen.is_file() else None
+    )
+    values = dict(baseline.params)
+    if seeds is not None:
+        values["seeds"] = seeds
+    return baseline.run_id, values
 
 
 def review(home: Path, config: BenchmarkConfig) -> Review:

@@ -1,0 +1,1 @@
+"""The bottom layer every other uses: secret redaction, file helpers, safe text, templates."""
