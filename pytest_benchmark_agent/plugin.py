@@ -27,6 +27,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("benchmark_agent", "benchmark sessions (pytest-benchmark-agent)")
     _add_run_options(group)
     _add_comparison_options(group)
+    _add_design_options(group)
     _add_execution_options(group)
     for name, help_text, kind in INI_OPTIONS:
         parser.addini(name, help_text, type=kind, default=None)
@@ -108,6 +109,21 @@ def _add_comparison_options(group: pytest.OptionGroup) -> None:
         "tree's benchmark file; revision: each revision runs its own",
     )
     group.addoption(
+        "--bench-fail-on",
+        default=None,
+        type=_fail_on,
+        metavar="regression[,unjudged]",
+        help="exit 1 when the CI gate fails. regression: a primary metric regressed "
+        "beyond its fail_threshold against --bench-baseline, or a guard metric "
+        "regressed (without a baseline: a primary metric regressed against the "
+        "control); unjudged: nothing could be judged (no baseline found, not "
+        "comparable, too few replicates)",
+    )
+
+
+def _add_design_options(group: pytest.OptionGroup) -> None:
+    """What one session changes in every file's design: its blocks and its gate's threshold."""
+    group.addoption(
         "--bench-replicates",
         default=None,
         type=_lazy("replicates_option"),
@@ -135,17 +151,6 @@ def _add_comparison_options(group: pytest.OptionGroup) -> None:
         metavar="METRIC=RATIO",
         help="set by benchmark-agent bisect for each step: the ratio to GOOD halfway to BAD; "
         "blocks are added until each primary interval lies wholly on one side of it",
-    )
-    group.addoption(
-        "--bench-fail-on",
-        default=None,
-        type=_fail_on,
-        metavar="regression[,unjudged]",
-        help="exit 1 when the CI gate fails. regression: a primary metric regressed "
-        "beyond its fail_threshold against --bench-baseline, or a guard metric "
-        "regressed (without a baseline: a primary metric regressed against the "
-        "control); unjudged: nothing could be judged (no baseline found, not "
-        "comparable, too few replicates)",
     )
 
 

@@ -15,7 +15,7 @@ import yaml
 from benchhelpers import git
 
 from pytest_benchmark_agent.cli import main as cli
-from pytest_benchmark_agent.engine.bisect import STATE, Bisection
+from pytest_benchmark_agent.engine.bisect_state import STATE, Bisection
 
 WORK = """\
 import sys

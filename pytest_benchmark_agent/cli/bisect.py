@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from pytest_benchmark_agent.cli.common import home_of
-from pytest_benchmark_agent.engine import bisect
+from pytest_benchmark_agent.engine import bisect, bisect_state
 
 _EPILOG = """\
 Each commit is checked out in its own git worktree under HOME/bisect/ and measured with
@@ -44,7 +44,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     say = _stderr
     bisect.interrupt_on_sigterm()
     try:
-        state = bisect.prepare(
+        state = bisect_state.prepare(
             Path.cwd(),
             own.good,
             own.bad,
@@ -59,10 +59,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             f"state {state.state_path}"
         )
         result = bisect.bisect(state, say)
-    except bisect.BisectError as exc:
+    except bisect_state.BisectError as exc:
         print(f"benchmark-agent bisect: {exc}", file=sys.stderr)
         return bisect.EXIT_BAD_INPUT
-    except bisect.GitFailed as exc:
+    except bisect_state.GitFailed as exc:
         print(f"benchmark-agent bisect: {exc}", file=sys.stderr)
         return bisect.EXIT_UNDECIDED
     except KeyboardInterrupt:

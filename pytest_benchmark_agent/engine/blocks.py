@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_benchmark_agent.config.fields import MAX_REPLICATES
 from pytest_benchmark_agent.config.metric import COUNTERS
@@ -42,6 +44,15 @@ class SessionDesign:
     fail_thresholds: dict[str, float] = field(default_factory=dict)
     #: ``--bench-bisect-midpoint``: metric -> the midpoint ratio between GOOD and BAD.
     midpoints: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, option: Callable[[str], Any]) -> SessionDesign:
+        """The design the session's options (``config.getoption``) give."""
+        return cls(
+            replicates=option("bench_replicates"),
+            fail_thresholds=dict(option("bench_fail_threshold")),
+            midpoints=dict(option("bench_bisect_midpoint")),
+        )
 
     def apply(self, config: BenchmarkConfig, path: object, *, revisions: bool) -> BenchmarkConfig:
         """``config`` as this session runs it (see the module's docstring); a ConfigError

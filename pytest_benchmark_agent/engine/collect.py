@@ -39,9 +39,7 @@ class BenchFile(pytest.File):
         comparing = bool(self.config.getoption("bench_against"))
         if points is None:  # a tuning round's blocks are the tuner's
             config = bench.design.apply(config, self.path, revisions=comparing)
-        gate_one(
-            config, self.path, tuning=points is not None, home=bench.home, revisions=comparing
-        )
+        gate_one(config, self.path, tuning=points is not None, home=bench.home, revisions=comparing)
         revisions, against_config = bench.against(self.path, config)
         plan = build_plan(config, self.path, points, revisions, against_config)
         caveat = bench.preflight(plan)

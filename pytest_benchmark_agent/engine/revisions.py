@@ -85,7 +85,7 @@ class Revisions:
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    from pytest_benchmark_agent.engine.bisect import clean_env
+    from pytest_benchmark_agent.engine.bisect_state import clean_env
 
     return subprocess.run(
         ["git", "-C", str(root), *args], capture_output=True, text=True, env=clean_env()

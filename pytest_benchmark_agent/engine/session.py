@@ -95,12 +95,7 @@ class BenchSession:
             min(config.getoption("bench_progress_every"), DEFAULT_PROGRESS_S),
         )
         self.stage_context.warmup = config.getoption("bench_warmup") or 0
-        #: The command line's changes to every file's design (engine/blocks.py).
-        self.design = SessionDesign(
-            replicates=config.getoption("bench_replicates"),
-            fail_thresholds=dict(config.getoption("bench_fail_threshold")),
-            midpoints=dict(config.getoption("bench_bisect_midpoint")),
-        )
+        self.design = SessionDesign.from_options(config.getoption)  # the command line's
         #: Swapping and busy processes are watched from here to the first trial.
         self._host_watch = hostcheck.HostWatch()
         config.add_cleanup(self.stage_context.containment.close)

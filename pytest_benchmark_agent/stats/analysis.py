@@ -152,9 +152,8 @@ def analyze(
     counter_floors: Mapping[str, float],
     ci_level: float = CI_LEVEL,
 ) -> RunAnalysis:
-    """Compare, correct with Holm (levels from ``level_fn``), apply guards, collect caveats.
-    Intervals are at ``ci_level`` (95%; a look of the CI gate's adaptive blocks asks for its own
-    level, so that its interval and its test agree)."""
+    """Compare, correct with Holm (levels from ``level_fn``), apply guards, collect caveats;
+    intervals at ``ci_level`` (a look of the gate's adaptive blocks: its own level)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} must lie strictly between 0 and 1")
     if control not in treatments:
@@ -178,7 +177,6 @@ def analyze(
         comparisons[metric] = per
         if spec.direction == "equal" and len(set(groups[control].values())) > 1:
             caveats.append(f"{metric}: the control's own values are not all identical")
-
     family = [
         (metric, t, c.p)
         for metric, per in comparisons.items()
@@ -186,17 +184,14 @@ def analyze(
         if c.p is not None and specs[metric].direction != "equal"
     ]
     holm = holm_step_down(family, alpha, level_fn)
-    mde_level = level_fn(alpha / max(len(family), 1))
-
-    verdicts: dict[str, dict[str, Verdict]] = {}
-    for metric, per in comparisons.items():
-        spec = specs[metric]
-        verdicts[metric] = {
-            t: _at_level(
-                _verdict(spec, c, holm.get((metric, t), (1.0, False, alpha)), mde_level), ci_level
-            )
+    mde, nothing = level_fn(alpha / max(len(family), 1)), (1.0, False, alpha)
+    verdicts = {
+        metric: {
+            t: _at_level(_verdict(specs[metric], c, holm.get((metric, t), nothing), mde), ci_level)
             for t, c in per.items()
         }
+        for metric, per in comparisons.items()
+    }
     findings: list[str] = []
     _apply_guards(specs, verdicts, observations, control, others, caveats, findings)
     refusals = [
@@ -323,14 +318,10 @@ def _compare(
             f"only {blocks} complete blocks of n={list(n)}: compared unpaired with "
             "Mann-Whitney U, so drift between blocks does not cancel",
         )
-    c_units, t_units, design, note = units
+    c, t, design, note = tf(units[0]), tf(units[1]), units[2], units[3]
     if floor is not None and log_scale:
-        return counted_t_test(
-            n, tf(c_units), tf(t_units), floor, design, median_ratio, note, ci_level
-        )
-    return rank_test(
-        n, tf(c_units), tf(t_units), log_scale, rng, design, median_ratio, note, ci_level
-    )
+        return counted_t_test(n, c, t, floor, design, median_ratio, note, ci_level)
+    return rank_test(n, c, t, log_scale, rng, design, median_ratio, note, ci_level)
 
 
 def _paired_units(

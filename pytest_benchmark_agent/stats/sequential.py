@@ -6,7 +6,7 @@ spending function at geometrically spaced looks, combined with Holm as in Maurer
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -83,12 +83,7 @@ def sequential_decision(
     regressed, blocked by a guard, or a CI inside the noise band) and always at ``max_blocks``.
     Between looks the analysis is still valid as a final one (a look taken there, for a run
     that must end early, spends its own share of alpha), but ``stop`` stays False.
-
-    ``spending`` :data:`POCOCK` (the CI gate's adaptive blocks) tests every look at one constant
-    nominal level instead, and gives each look's interval at that level: an exact test reaches
-    it from the first look (the O'Brien-Fleming-like level of a first look at 8 of 40 blocks,
-    about 1e-5, needs 18 blocks), and the gate decides on the interval, so interval and test
-    must agree.
+    ``spending`` :data:`POCOCK`: :func:`pocock_level` at every look, intervals at that level.
     """
     if not 1 <= min_blocks <= max_blocks:
         raise ValueError(
@@ -104,30 +99,10 @@ def sequential_decision(
     schedule = look_schedule(min_blocks, max_blocks)
     looks = tuple(k for k in schedule if k < look) + (look,)
 
-    if spending == POCOCK:
-
-        def level_fn(share: float) -> float:
-            return pocock_level(share, schedule)
-
-        ci_level = 1 - level_fn(alpha)
-    elif spending == OBRIEN_FLEMING:
-
-        def level_fn(share: float) -> float:
-            return _nominal_levels(share, looks, max_blocks)[-1]
-
-        ci_level = CI_LEVEL
-    else:
-        raise ValueError(f"spending={spending!r}: use {OBRIEN_FLEMING!r} or {POCOCK!r}")
+    level_fn, ci_level = _spent(spending, alpha, looks, schedule, max_blocks)
+    floors = counter_floors or {}
     analysis = analyze(
-        observations,
-        specs,
-        treatments,
-        control,
-        alpha,
-        seed,
-        level_fn,
-        counter_floors or {},
-        ci_level,
+        observations, specs, treatments, control, alpha, seed, level_fn, floors, ci_level
     )
     level = level_fn(alpha)
     if look not in schedule:
@@ -144,6 +119,21 @@ def sequential_decision(
         return SequentialDecision(True, reason, analysis, look, level)
     reason = f"{look} of {max_blocks} blocks; undecided: {', '.join(open_items)}"
     return SequentialDecision(False, reason, analysis, look, level)
+
+
+def _spent(
+    spending: str,
+    alpha: float,
+    looks: tuple[int, ...],
+    schedule: tuple[int, ...],
+    max_blocks: int,
+) -> tuple[Callable[[float], float], float]:
+    """The look's nominal level for a share of alpha, and the level of its intervals."""
+    if spending == POCOCK:
+        return (lambda share: pocock_level(share, schedule)), 1 - pocock_level(alpha, schedule)
+    if spending == OBRIEN_FLEMING:
+        return (lambda share: _nominal_levels(share, looks, max_blocks)[-1]), CI_LEVEL
+    raise ValueError(f"spending={spending!r}: use {OBRIEN_FLEMING!r} or {POCOCK!r}")
 
 
 def _undecided(analysis: RunAnalysis, specs: Mapping[str, MetricRule]) -> list[str]:
@@ -175,7 +165,10 @@ def pocock_level(alpha: float, looks: tuple[int, ...]) -> float:
     chance of any false rejection at ``alpha`` (Pocock's boundary, for looks at these block
     counts): from a fixed-seed simulation of the standardized statistics' joint null
     distribution (Brownian motion, one increment per block), the 1 - alpha quantile of their
-    largest absolute value over the looks."""
+    largest absolute value over the looks. The CI gate's adaptive blocks use it, with each
+    look's interval at that level: an exact test reaches it from the first look (the
+    O'Brien-Fleming-like level of a first look at 8 of 40 blocks, about 1e-5, needs 18 blocks),
+    and the gate decides on the interval, so interval and test must agree."""
     rng = np.random.default_rng(_BOUNDARY_SEED)
     total = np.zeros(_BOUNDARY_PATHS)
     largest = np.zeros(_BOUNDARY_PATHS)
