@@ -16,7 +16,7 @@ import pytest
 
 from pytest_benchmark_agent.config import gate1
 from pytest_benchmark_agent.config.recipe import load_benchmark
-from pytest_benchmark_agent.engine.execute import TrialNotPassed, interrupted_record, run_trial
+from pytest_benchmark_agent.engine.execute import TrialNotPassed, interrupted_record
 from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, build_plan
 from pytest_benchmark_agent.engine.preps import PrepOutcome, obtain_prep
 from pytest_benchmark_agent.errors import BenchError
@@ -104,7 +104,7 @@ class BenchItem(pytest.Function):
         """Run the trial's measure stage with the prep outcomes its fixtures provided."""
         preps = [self.funcargs[node.fixture_name] for node in self.spec.needs]
         try:
-            record = run_trial(self.run, self.bench.stage_context, self.spec, preps)
+            record = self.bench.counted.trial(self, preps)
         except TrialNotPassed as exc:
             self.bench.finish_trial(self.run, exc.record)
             raise exc.cause from None
