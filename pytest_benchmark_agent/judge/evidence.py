@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.config.metric import COUNTERS
 from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.record import RunRecord, load_run
@@ -118,8 +119,26 @@ def judge_metric(said: str, verdict: Verdict, spec: Any) -> MetricGate:
     return MetricGate(
         "unjudged",
         f"{said} ({shown}): could not have seen a {share(threshold)} regression ({reach}); "
-        "add replicates",
+        "add replicates" + more_blocks(said, verdict, threshold, spec),
     )
+
+
+def more_blocks(said: str, verdict: Verdict, threshold: float, spec: Any) -> str:
+    """What an unjudged comparison would need: the blocks at which its MDE reaches
+    ``threshold`` at the noise it saw (the MDE's part above the noise band shrinks as one over
+    the root of the blocks, stats/mde.py), and for a timed metric, that counting instructions
+    decides in three (a count moves by tenths of a percent: STATISTICS.md)."""
+    units = verdict.units or min(verdict.n)
+    band = math.log1p(getattr(spec, "noise_threshold", 0.0) or 0.0)
+    room = math.log1p(threshold) - band
+    text = ""
+    if verdict.mde is not None and not math.isinf(verdict.mde) and units > 0 and room > 0:
+        excess = math.log1p(verdict.mde) - band
+        blocks = max(math.ceil(units * (excess / room) ** 2), units + 1)
+        text = f" (at this noise, about {blocks} blocks would see it)"
+    if said.split(" ", 1)[0].strip("`") not in COUNTERS:
+        text += "; or count instructions (counters: [instructions]), which decide in 3 blocks"
+    return text
 
 
 def could_never_decide(verdict: Verdict) -> bool:
