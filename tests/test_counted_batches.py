@@ -110,6 +110,9 @@ def test_a_blocks_counted_trials_run_at_once_and_are_published_one_by_one(projec
         expected += [f"started {trial['id']}", f"finished {trial['id']} passed"]
     assert hook_lines(project) == expected
     assert all(t["metrics"]["instructions"] > 0 for t in trials)
+    report = (project.runs()[0] / "report.md").read_text()
+    assert "Measurement windows: 0 overlap(s) on a host" in report  # counted beside counted
+    assert "Measurements overlapped" not in report
 
 
 def test_timed_trials_run_alone_beside_a_counted_batch(project):
