@@ -10,11 +10,15 @@ intervals. The machine's CPUs are the process's affinity, at least 2 where these
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from benchhelpers import BenchProject
 
@@ -155,3 +159,46 @@ def test_a_failing_trial_of_a_batch_fails_alone_and_the_budget_still_holds(proje
     assert len(trials) - len(ran) == 3  # the budget's rest, recorded as not run
     finished = [line for line in hook_lines(project) if line.startswith("finished")]
     assert finished == [f"finished {t['id']} {t['status']}" for t in ran]
+
+
+def test_ctrl_c_during_a_batch_stops_every_stage_and_records_the_trial_in_flight(project):
+    """Hostile: SIGINT while a block's counted trials run at once. Every stage of the batch is
+    stopped (no process of theirs is left), the item in flight is recorded ``interrupted`` and
+    the rest ``not_run``, as when one trial at a time is interrupted."""
+    marker = "300000017"  # a loop far too long to end by itself; it names the stages' processes
+    project.bench(bench([marker, f"0{marker}"], replicates=2))
+    session = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--bench", "bench.yaml", "-p", "no:cacheprovider"]
+        + ["-p", "no:randomly"],
+        cwd=project.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        hooks = project.path / "hooks.txt"
+        while not (hooks.exists() and "started" in hooks.read_text()):
+            assert session.poll() is None, session.communicate()[0]
+            time.sleep(0.2)
+        while len(stages_of(marker)) < 2:  # both trials of the block are running
+            assert session.poll() is None, session.communicate()[0]
+            time.sleep(0.2)
+        session.send_signal(signal.SIGINT)
+        output = session.communicate(timeout=300)[0]
+    finally:
+        session.kill()
+    assert session.returncode == 2, output
+    assert stages_of(marker) == []
+    trials = project.results()["trials"]
+    assert [t["status"] for t in trials] == ["interrupted", "not_run", "not_run", "not_run"]
+    assert trials[0]["reason"] == "the session was interrupted during this trial"
+
+
+def stages_of(marker: str) -> list[psutil.Process]:
+    """The live processes whose command line holds ``marker``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and any(marker in a for a in cmdline):
+            found.append(proc)
+    return found

@@ -170,8 +170,9 @@ def _blocks(items: list[Any]) -> dict[tuple[str, int], list[BenchItem]]:
 def _preps_of(member: BenchItem, first: BenchItem) -> list[PrepOutcome] | None:
     """``member``'s prep outcomes, built or reused now through ``first``'s fixture request
     (they are session fixtures); None where one could not be had (it then runs alone)."""
+    request = first._request  # pytest's item request: no public API reaches another's fixture
     try:
-        return [first._request.getfixturevalue(n.fixture_name) for n in member.spec.needs]
+        return [request.getfixturevalue(n.fixture_name) for n in member.spec.needs]
     except Exception:  # its own setup meets the same problem and reports it
         return None
 
