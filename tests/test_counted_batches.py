@@ -137,6 +137,22 @@ def test_timed_trials_run_alone_beside_a_counted_batch(project):
     assert all("wall_s" not in t["metrics"] for t in counted)  # distorted by the backend
 
 
+def test_a_counted_stage_that_reports_a_field_of_its_own_runs_alone(project):
+    """Hostile: ``counters:`` and a field the stage prints itself (which may be a time): not
+    every metric is a count, so its trials run one at a time."""
+    document = bench(["20000", "20200"], replicates=2)
+    stage = document["stages"][0]
+    stage["cmd"] += " && echo extra=1"
+    stage["metrics_from"] = {"stdout": True, "fields": ["instructions", "extra"]}
+    document["metrics"]["extra"] = {}
+    project.bench(document)
+    result = project.run("bench.yaml")
+    assert result.ret == 0, result.stdout.str()
+    trials = project.results()["trials"]
+    assert [t["status"] for t in trials] == ["passed"] * 4
+    assert sum(overlap(a, b) for a in trials for b in trials if a is not b) == 0
+
+
 def test_a_failing_trial_of_a_batch_fails_alone_and_the_budget_still_holds(project):
     """Hostile: one treatment's stage fails inside a batch, and ``budget.trials`` ends the run
     inside a block; the records are those of one trial at a time: the failure in its place

@@ -10,8 +10,9 @@ The records, the per-trial hooks (the stage's start, the trial's end) and the or
 are those of one trial at a time; only the stages ran side by side, as their ``started`` and
 ``ended`` show.
 
-A trial runs alone, as before, when any of its metrics is timed (a stage without
-``counters:``, or one that also reports a field of its own), when it has GPUs, warm-up rounds
+A trial runs alone, as before, when any of its metrics is not a count (a stage without
+``counters:``, one that also reports a field of its own, or a declared built-in metric the
+backend leaves undistorted, as perf leaves ``peak_rss_mb``), when it has GPUs, warm-up rounds
 still to run or output shown as it comes (``-s``), in an xdist worker (the controller picks
 which trials of a block it gets), and under a subreaper's containment (a stage's end would stop
 its neighbours' processes).
@@ -29,6 +30,7 @@ import psutil
 
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.engine.context import StageContext, ceiling
+from pytest_benchmark_agent.engine.counters import backend
 from pytest_benchmark_agent.engine.execute import Progress, TrialNotPassed, run_trial
 from pytest_benchmark_agent.engine.plan import TrialSpec
 from pytest_benchmark_agent.engine.preps import PrepOutcome
@@ -58,6 +60,10 @@ def counted_only(spec: TrialSpec, run: BenchRun, ctx: StageContext) -> bool:
     fields = stage.metrics_from.fields if stage.metrics_from else []
     if any(f not in BUILTIN_METRICS and f not in stage.counters for f in fields):
         return False  # a field the stage reports itself may be a time
+    found = backend()
+    judged = [m for m in run.plan.config.metrics if m in BUILTIN_METRICS]
+    if found is None or any(m not in found.distorts for m in judged):
+        return False  # a built-in the backend leaves a metric (perf: peak_rss_mb) is no count
     resources = run.plan.config.resources
     if stage.gpus if stage.gpus is not None else resources.gpus:
         return False
