@@ -127,7 +127,10 @@ def more_blocks(said: str, verdict: Verdict, threshold: float, spec: Any) -> str
     """What an unjudged comparison would need: the blocks at which its MDE reaches
     ``threshold`` at the noise it saw (the MDE's part above the noise band shrinks as one over
     the root of the blocks, stats/mde.py), and for a timed metric, that counting instructions
-    decides in three (a count moves by tenths of a percent: STATISTICS.md)."""
+    decides in three (a count moves by tenths of a percent: STATISTICS.md). Nothing for a
+    comparison across runs (``against`` a recorded baseline): there the session is the unit."""
+    if verdict.extra.get("against"):
+        return ""
     units = verdict.units or min(verdict.n)
     band = math.log1p(getattr(spec, "noise_threshold", 0.0) or 0.0)
     room = math.log1p(threshold) - band
