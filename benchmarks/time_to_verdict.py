@@ -131,8 +131,10 @@ def one_session(cell: str, seed: int, reference: bool) -> tuple[str, float]:
         }.get(cell, {"README.md": "a demo, better explained\n"})
         repo.commit("the change", **change)
         start = time.monotonic()
-        repo.bench("--bench-against", "HEAD~1")
+        done = repo.bench("--bench-against", "HEAD~1")
         seconds = time.monotonic() - start
+        if not (repo.home / "runs").is_dir():  # refused or crashed: shown, never counted
+            return f"exit {done.returncode}", seconds
         gate = (repo.record().get("ci_gate") or {}).get("outcome", "unjudged")
         return gate, seconds
 

@@ -312,6 +312,9 @@ def test_the_per_revision_environment_example_measures_each_revisions_package(
         (where,) = trial["code_from"]
         assert str(repo.home / "cache") in where and where.endswith("slowsum/__init__.py")
     assert results["revisions"]["against"]["sha"] == old
+    # it installed a copy of each commit's package: nothing built in the working tree
+    assert not (repo.path / "slowsum" / "build").exists()
+    assert not list((repo.path / "slowsum").glob("*.egg-info"))
 
 
 def test_compare_against_measures_both_revisions_in_one_session(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ recorded commit that is no commit, and ``run_to_run`` in the benchmark file.
 from __future__ import annotations
 
 import math
+import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +161,39 @@ def verdict_of(control: list[float], treatment: list[float]) -> Verdict:
     return result.verdicts["m"]["t"]
 
 
+def noisy_pair(rng: random.Random, blocks: int) -> tuple[list[float], list[float]]:
+    """A control and a treatment of no change with a 15% noise, symmetric by construction (a
+    draw and its mirror), so no draw reads as a regression."""
+    control = [100 * math.exp(rng.gauss(0, 0.005)) for _ in range(blocks)]
+    steps = [rng.gauss(0, 0.15) for _ in range(blocks // 2)]
+    steps += [-step for step in steps]
+    rng.shuffle(steps)
+    return control, [v * math.exp(step) for v, step in zip(control, steps, strict=True)]
+
+
+def test_an_unjudged_timed_metric_says_how_many_blocks_it_needs_and_that_counters_decide() -> None:
+    """The count of blocks is the MDE's arithmetic at the noise seen: that many blocks of the
+    same noise (drawn anew) reach the threshold; a counted metric is not told to count."""
+    rng = random.Random(7)
+    control, noisy = noisy_pair(rng, 8)
+    seen = verdict_of(control, noisy)
+    weak = evidence.judge_metric("`wall_s` [t]", seen, SPEC)
+    assert weak.outcome == "unjudged", weak.text
+    found = re.search(
+        r"add replicates \(at this noise, about (\d+) blocks would see it\)", weak.text
+    )
+    assert found, weak.text
+    assert weak.text.endswith(
+        "or count instructions (counters: [instructions]), which decide in 3 blocks"
+    )
+    blocks = int(found[1])
+    assert 8 < blocks < 1000
+    again = verdict_of(*noisy_pair(rng, blocks + blocks % 2))
+    assert again.mde is not None and again.mde <= 0.05
+    counted = evidence.judge_metric("`instructions` [t]", seen, SPEC)
+    assert counted.outcome == "unjudged" and "count instructions" not in counted.text
+
+
 def test_a_pass_needs_a_comparison_that_could_have_seen_the_threshold() -> None:
     quiet = [100.0, 101.0, 99.5, 100.2, 100.8, 99.9, 100.4, 100.1]
     noisy = [100.0, 130.0, 80.0, 115.0, 90.0, 125.0, 85.0, 110.0]
@@ -168,8 +203,9 @@ def test_a_pass_needs_a_comparison_that_could_have_seen_the_threshold() -> None:
     assert loose.no_change and loose.mde is not None and loose.mde > 0.05
     weak = evidence.judge_metric("`m` [t]", loose, SPEC)
     assert weak.outcome == "unjudged"
-    assert weak.text.endswith(
+    assert (
         f"could not have seen a 5% regression (MDE {evidence.share(loose.mde)}); add replicates"
+        in weak.text
     )
     slower = evidence.judge_metric("`m` [t]", verdict_of(quiet, [v * 1.2 for v in quiet]), SPEC)
     assert slower.outcome == "regressed" and ", beyond fail_threshold 5% (interval [" in slower.text

@@ -27,6 +27,8 @@ import pytest
 import yaml
 from benchhelpers import git
 
+from pytest_benchmark_agent.engine import counters
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "ci"
 WORKFLOW = EXAMPLES / "github-actions-recorded-baseline.yml"
 ONE_SESSION = EXAMPLES / "github-actions.yml"
@@ -489,3 +491,33 @@ def test_a_tool_pip_cannot_install_fails_the_install_alone(
     (error,) = _errors(pr.log)
     assert "pip could not install BENCH_TOOL" in error and str(missing) in error
     assert "command not found" not in pr.log
+
+
+@pytest.mark.skipif(counters.backend() is None, reason="no counting backend (install valgrind)")
+def test_the_one_session_gate_decides_on_counted_instructions_in_three_blocks(
+    tmp_path: Path,
+) -> None:
+    """examples/ci/bench.yaml as a repository's benchmark: a pull request doing 2% more work
+    fails the gate on its instructions at 3 blocks, with wall time measured beside them (and
+    its trials never overlapping the counted ones, which run a block at once)."""
+    repo = tmp_path / "origin"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "ci@example.com")
+    git(repo, "config", "user.name", "ci")
+    for name in ("bench.yaml", "work.py"):
+        shutil.copy(EXAMPLES / name, repo / name)
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "the counted benchmark")
+    work = (repo / "work.py").read_text().replace("STEPS = 100_000", "STEPS = 102_000")
+    document = workflow(ONE_SESSION)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    more = Runner(tmp_path, repo, "more", pull_request(repo, 1, ("work.py", work)), cache)
+    statuses = dict(more.run_job(document["jobs"]["pull-request"], job_env(document)))
+    assert statuses["Benchmark the pull request against its base, in one session"] == 1, more.log
+    summary = more.summary.read_text()
+    assert "gate **regressed**" in summary, summary
+    rows = [line for line in summary.splitlines() if line.startswith("| `")]
+    assert any(r.startswith("| `instructions` [") and "| regressed" in r for r in rows), summary
+    assert any(r.startswith("| `wall_s` [") for r in rows), summary

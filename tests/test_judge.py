@@ -466,6 +466,33 @@ def test_overlapping_measurements_fail_host_isolation_only(tmp_path: Path) -> No
     assert judge.gate_failures(run.record())[0] == []
 
 
+def test_counted_trials_side_by_side_are_no_overlap_but_a_timed_one_beside_them_is(
+    tmp_path: Path,
+) -> None:
+    """A block's counted trials run at once (engine/counted.py): their windows overlap, and a
+    count does not depend on that; a timed trial overlapping any other still fails isolation."""
+
+    def blocks_at_once(folder: Path, timed: int | None) -> BenchRun:
+        (tmp_path / folder).mkdir()
+        run = make_run(tmp_path / folder, replicates=5)
+        record(run, twice_as_slow)
+        for index, trial in enumerate(run.trials):  # a block's two at once, blocks in turn
+            second = f"{trial['replicate']:02d}"
+            trial["started"] = f"2026-12-02T10:00:{second}.000Z"
+            trial["ended"] = f"2026-12-02T10:00:{second}.900Z"
+            if index != timed:
+                trial["counted_by"] = "cachegrind 3.19.0"
+        return run
+
+    counted = blocks_at_once(Path("counted"), None).record()
+    assert counted.overlapping_measurements() == []
+    assert not any("overlapped" in f for f in judge.gate_failures(counted)[0])
+    beside = blocks_at_once(Path("beside"), 0).record()  # a timed trial beside a counted one
+    pairs = beside.overlapping_measurements()
+    assert len(pairs) == 1 and beside.trials[0].id in pairs[0]
+    assert any("overlapped" in f for f in judge.gate_failures(beside)[0])
+
+
 def test_failed_trials_qualify_and_a_guard_finding_does_not(tmp_path: Path) -> None:
     metrics = {
         "t": {"direction": "lower", "primary": True},

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_benchmark_agent.domains.load import load_benchmark
-from pytest_benchmark_agent.engine.execute import TrialNotPassed, interrupted_record, run_trial
+from pytest_benchmark_agent.engine.execute import TrialNotPassed, interrupted_record
 from pytest_benchmark_agent.engine.plan import PrepNode, TrialSpec, build_plan
 from pytest_benchmark_agent.engine.preflight import gate_one
 from pytest_benchmark_agent.engine.preps import PrepOutcome, obtain_prep
@@ -108,7 +108,7 @@ class BenchItem(pytest.Function):
         """Run the trial's measure stage with the prep outcomes its fixtures provided."""
         preps = [self.funcargs[node.fixture_name] for node in self.spec.needs]
         try:
-            record = run_trial(self.run, self.bench.stage_context, self.spec, preps)
+            record = self.bench.counted.trial(self, preps)
         except TrialNotPassed as exc:
             self.bench.finish_trial(self.run, exc.record)
             raise exc.cause from None

@@ -10,6 +10,7 @@ hook at once, so its samples are on disk before the next trial starts.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -52,14 +53,25 @@ from pytest_benchmark_agent.util import redact
 from pytest_benchmark_agent.util.fsutil import utc_now
 from pytest_benchmark_agent.util.placeholders import names_in, render
 
+#: A stage's progress callback: ``(elapsed_s, peak_rss_mb)``.
+Progress = Callable[[float, float], None]
+#: The reason of a trial that Ctrl-C (or SIGTERM) cut short.
+INTERRUPTED = "the session was interrupted during this trial"
 #: The reason of a trial that ``budget.wall_clock_s`` stopped while it ran.
 BUDGET_STOP = "stopped at the deadline of budget.wall_clock_s"
 
 
 def run_trial(
-    run: BenchRun, ctx: StageContext, spec: TrialSpec, preps: list[PrepOutcome]
+    run: BenchRun,
+    ctx: StageContext,
+    spec: TrialSpec,
+    preps: list[PrepOutcome],
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run the measure stage of one trial and return its record (not yet published).
+
+    ``progress`` marks a trial of a counted batch (:mod:`.counted`): the batch holds the host
+    lock and publishes the stage's start and progress, so the trial only reports to it.
 
     Raises :class:`TrialNotPassed` (its ``record`` built, its ``cause`` the StageFailed) when
     the trial did not pass, so pytest shows it as a failure with the stage's reason, and a
@@ -87,7 +99,7 @@ def run_trial(
     timeout_s, by_budget = _trial_timeout(ctx, run, spec.stage)
     if uses_out:  # else nothing is made unless output comes
         _trial_write(ctx, spec, record, lambda: scratch.mkdir(parents=True, exist_ok=True))
-    result = _measure(run, ctx, spec, record, values, checkout, timeout_s)
+    result = _measure(run, ctx, spec, record, values, checkout, timeout_s, progress)
     _take_metrics(run, ctx, spec, record, result, values, by_budget)
     effective = {
         **upstream_effective,
@@ -146,9 +158,10 @@ def _measure(
     values: dict[str, Any],
     checkout: Path,
     timeout_s: float | None,
+    progress: Progress | None = None,
 ) -> StageRun:
-    """The trial's warm-up rounds, setup and measure stage, alone on the host with its GPUs
-    pinned; a failed setup or GPU request fails the trial, Ctrl-C interrupts it."""
+    """The trial's warm-up rounds, setup and measure stage, alone on the host (but for its
+    counted batch: ``progress``), GPUs pinned; a failed setup fails it, Ctrl-C interrupts it."""
     command, folder = record["command"], Path(record["logs"])
     try:
         devices, env, vram_mb = pin_gpus(
@@ -179,21 +192,18 @@ def _measure(
     )
 
     def measured() -> StageRun:
-        with ctx.isolation.stage("measure"):
+        batch = progress is not None  # the batch holds the host lock and publishes the start
+        with contextlib.nullcontext() if batch else ctx.isolation.stage("measure"):
             untimed.warm_up(run, ctx, spec, record["id"], command, values, env, folder, timeout_s)
             setup = untimed.run_setup(ctx, spec, values, env, folder / "setup", timeout_s)
             if setup is not None:
                 record["setup"] = setup
-            return stage(progress=ctx.announce(run, spec.stage.name, record["id"]))
+            return stage(progress=progress or ctx.announce(run, spec.stage.name, record["id"]))
 
     try:
         return _trial_write(ctx, spec, record, measured)
     except KeyboardInterrupt:
-        record.update(
-            status="interrupted",
-            reason="the session was interrupted during this trial",
-            ended=utc_now(),
-        )
+        record.update(status="interrupted", reason=INTERRUPTED, ended=utc_now())
         raise _Interrupted(record) from None
     except StageFailed as exc:  # its setup: failed
         raise _not_passed(record, exc) from None

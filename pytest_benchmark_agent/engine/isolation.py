@@ -22,6 +22,7 @@ import functools
 import os
 import secrets
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -218,9 +219,23 @@ class Containment:
         self._pipe: int | None = None
         self._folder: Path | None = None
         self._started = False
+        #: Stages of a counted batch (engine/counted.py) take their scopes from several threads.
+        self._lock = threading.Lock()
+
+    def allows_overlap(self) -> bool:
+        """Whether stages may run at once: a subreaper's scope ends every child this process
+        gained while its stage ran, so it would kill another stage running beside it."""
+        with self._lock:
+            if not self._started:
+                self._start()
+        return self.kind != "subreaper"
 
     def stage(self) -> StageScope:
         """The scope of the next stage (the containment is set up at the first one)."""
+        with self._lock:
+            return self._next_scope()
+
+    def _next_scope(self) -> StageScope:
         if not self._started:
             self._start()
         if self._session is None:

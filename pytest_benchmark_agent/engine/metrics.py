@@ -47,8 +47,8 @@ Lines = str | Iterable[str]
 def file_lines(path: Path, max_line: int = MAX_LINE_BYTES) -> Iterator[str]:
     """The lines of ``path`` (without their ends), read in chunks; a line over ``max_line``
     bytes is skipped, so memory stays bounded whatever the file holds. Only a regular file is
-    read (:func:`~.records.fsutil.regular_chunks`): a FIFO or a device raises
-    :class:`~.records.fsutil.NotRegularFile` instead of blocking or never ending."""
+    read (:func:`~.util.fsutil.regular_chunks`): a FIFO or a device raises
+    :class:`~.util.fsutil.NotRegularFile` instead of blocking or never ending."""
     pending = bytearray()
     skipping = False  # inside a line already over the limit, until its end
     for chunk in regular_chunks(path):

@@ -37,6 +37,15 @@ CODE = "code"
 #: The environment variable every stage gets: the root of the checkout its code comes from.
 CHECKOUT_ENV = "BENCH_CHECKOUT"
 SHORT = 12
+#: A prep that installs the revision's code (at its checkout's root) into an environment of its
+#: own. It installs a copy of the commit (``git archive``): pip builds a setuptools project in
+#: its source folder, and would leave ``build/`` and ``*.egg-info`` in the user's working tree
+#: (and reuse a stale ``build/`` found there); untracked files never reach the environment.
+INSTALL_RECIPE = (
+    "(cmd: mkdir {out}/src && git -C {checkout} archive HEAD | tar -x -C {out}/src && "
+    "python -m venv {env} && {env}/bin/python -m pip install --quiet {out}/src; "
+    "produces: [env])"
+)
 
 
 @dataclass(frozen=True)
@@ -232,10 +241,9 @@ def refuse_editable_install(bench_file: Path, root: Path) -> None:
             f"{', '.join(inside)} is installed in editable mode from the working tree {root}: "
             "REV's stages would import the working tree's code, and both sides measure the same "
             "code.",
-            "install the code under test per revision: a prep stage that builds an environment "
-            "in its checkout (cmd: python -m venv {out}/env && {out}/env/bin/pip install "
-            "{checkout}; produces: [env]) and measure stages that run {env}/bin/python "
-            "(README 'Comparing two revisions'); or pip uninstall the editable package.",
+            f"install the code under test per revision: a prep stage {INSTALL_RECIPE} and "
+            "measure stages that run {env}/bin/python (README 'Comparing two revisions'); or "
+            "pip uninstall the editable package.",
         )
 
 

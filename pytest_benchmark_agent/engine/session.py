@@ -32,6 +32,7 @@ from pytest_benchmark_agent.engine.blocks import SessionDesign
 from pytest_benchmark_agent.engine.cache import PrepCache
 from pytest_benchmark_agent.engine.collect import BenchItem
 from pytest_benchmark_agent.engine.context import StageContext
+from pytest_benchmark_agent.engine.counted import CountedBatches
 from pytest_benchmark_agent.engine.counters import fingerprint_label
 from pytest_benchmark_agent.engine.finish import finish, take_caveats
 from pytest_benchmark_agent.engine.isolation import HostIsolation
@@ -96,6 +97,7 @@ class BenchSession:
         )
         self.stage_context.warmup = config.getoption("bench_warmup") or 0
         self.design = SessionDesign.from_options(config.getoption)  # the command line's
+        self.counted = CountedBatches(self.stage_context, worker=worker_id is not None)
         #: Swapping and busy processes are watched from here to the first trial.
         self._host_watch = hostcheck.HostWatch()
         config.add_cleanup(self.stage_context.containment.close)

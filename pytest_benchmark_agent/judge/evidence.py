@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_benchmark_agent.config.metric import default_fail_threshold
+from pytest_benchmark_agent.config.metric import COUNTERS, default_fail_threshold
 from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.record import RunRecord, load_run
@@ -168,8 +168,30 @@ def judge_metric(said: str, verdict: Verdict, metric: str, spec: Any) -> MetricG
     return MetricGate(
         "unjudged",
         f"{said} ({shown}): could not rule out a {limit} regression (the interval reaches "
-        f"{share(sizes[1])}) nor show one; add blocks",
+        f"{share(sizes[1])}) nor show one; add blocks"
+        + more_blocks(metric, verdict, threshold, spec),
     )
+
+
+def more_blocks(metric: str, verdict: Verdict, threshold: float, spec: Any) -> str:
+    """What an unjudged comparison would need: the blocks at which its MDE reaches
+    ``threshold`` at the noise it saw (the MDE's part above the noise band shrinks as one over
+    the root of the blocks, stats/mde.py), and for a timed metric, that counting instructions
+    decides in three (a count moves by tenths of a percent: STATISTICS.md). Nothing for a
+    comparison across runs (``against`` a recorded baseline): there the session is the unit."""
+    if verdict.extra.get("against"):
+        return ""
+    units = verdict.units or min(verdict.n)
+    band = math.log1p(getattr(spec, "noise_threshold", 0.0) or 0.0)
+    room = math.log1p(threshold) - band
+    text = ""
+    if verdict.mde is not None and not math.isinf(verdict.mde) and units > 0 and room > 0:
+        excess = math.log1p(verdict.mde) - band
+        blocks = max(math.ceil(units * (excess / room) ** 2), units + 1)
+        text = f" (at this noise, about {blocks} blocks would see it)"
+    if metric not in COUNTERS:
+        text += "; or count instructions (counters: [instructions]), which decide in 3 blocks"
+    return text
 
 
 def could_never_decide(verdict: Verdict) -> bool:

@@ -377,16 +377,23 @@ class RunRecord:
         return sorted({t.host for t in self.trials if t.host})
 
     def overlapping_measurements(self) -> list[tuple[str, str]]:
-        """Pairs of trial ids whose measurement windows overlapped on the same host."""
+        """Pairs of trial ids whose measurement windows overlapped on the same host. Two
+        counted trials side by side are no such pair: a count does not depend on what else
+        runs, and a block's counted trials run at once (engine/counted.py)."""
         pairs = []
         for host in self.hosts():
             timed = sorted(
                 (t for t in self.trials if t.host == host and t.started and t.ended),
                 key=lambda t: t.started or "",
             )
-            for earlier, later in zip(timed, timed[1:], strict=False):
-                if (later.started or "") < (earlier.ended or ""):
-                    pairs.append((earlier.id, later.id))
+            running: list[TrialRecord] = []
+            for later in timed:
+                running = [t for t in running if (later.started or "") < (t.ended or "")]
+                counted = bool(later.get("counted_by"))
+                pairs += [
+                    (t.id, later.id) for t in running if not (counted and t.get("counted_by"))
+                ]
+                running.append(later)
         return pairs
 
     def replace(self, **changes: Any) -> RunRecord:
