@@ -121,8 +121,12 @@ def gate_decision(verdict: Verdict, threshold: float, direction: str, until: str
     if direction == "equal":
         return "regressed" if verdict.regressed else "passed"
     sizes = regression_sizes(verdict.ci, direction)
-    if verdict.not_comparable or sizes is None:
+    if verdict.not_comparable:
         return None
+    if sizes is None:  # a record without an interval: its point is all there is to read
+        ratio = verdict.ratio
+        beyond = ratio is None or abs(ratio - 1) > threshold + _EPS
+        return "regressed" if verdict.regressed and beyond else None
     near, far = sizes
     if near > threshold + _EPS:
         return "regressed"
@@ -148,13 +152,15 @@ def judge_metric(said: str, verdict: Verdict, metric: str, spec: Any) -> MetricG
     limit = share(threshold)
     if decided == "regressed":
         why = (
-            "its whole interval lies beyond it"
-            if sizes and sizes[0] > threshold
-            else "a regression is shown and one beyond it is not ruled out"
+            ""  # no interval recorded: its point beyond the threshold
+            if sizes is None
+            else ": its whole interval lies beyond it"
+            if sizes[0] > threshold
+            else ": a regression is shown and one beyond it is not ruled out"
         )
         reason = f"; {verdict.reason}" if verdict.reason else ""
         return MetricGate(
-            "regressed", f"{said}, beyond fail_threshold {limit} ({shown}): {why}{reason}"
+            "regressed", f"{said}, beyond fail_threshold {limit} ({shown}){why}{reason}"
         )
     if decided == "passed":
         if spec.direction == "equal":

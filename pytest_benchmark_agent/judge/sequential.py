@@ -130,12 +130,14 @@ def _decide(record: RunRecord, blocks: int, replicates: ReplicateRange) -> rule.
             )
         )
     decision = _merged(decisions)
-    if mode == "verdicts" or blocks not in rule.look_schedule(replicates.min, replicates.max):
+    if blocks not in rule.look_schedule(replicates.min, replicates.max) or (
+        mode == "verdicts" and decision.stop
+    ):
         return decision
     settled = _gate_settled(record, decision.analysis, mode)
     if settled is not None:
         return dataclasses.replace(decision, stop=True, reason=f"{settled} after {blocks} blocks")
-    if blocks >= replicates.max:
+    if blocks >= replicates.max or mode == "verdicts":
         return decision
     # decided verdicts do not stop a run that waits for the gate (a bisect step's verdict can
     # be decided while its interval still straddles the midpoint)
@@ -167,12 +169,14 @@ def _gate_settled(record: RunRecord, result: analysis.RunAnalysis, mode: str) ->
     """Why a look may stop for the gate although a verdict is open: every primary comparison
     is decided by :func:`.evidence.gate_decision` (``gate``: regressed beyond its
     ``fail_threshold`` or that ruled out; ``midpoint``: its interval wholly on one side of the
-    bisect midpoint); None otherwise (and always for ``verdicts``). Stopping adds no false
-    verdict: the looks' levels hold whenever a run stops."""
-    if mode == "verdicts":
-        return None
+    bisect midpoint); None otherwise. ``verdicts`` stops so only when every primary metric
+    declares its ``fail_threshold``. Stopping adds no false verdict: the looks' levels hold
+    whenever a run stops."""
     specs = record.model.metrics
     primaries = primary_metrics(specs)
+    if mode == "verdicts" and any(specs[m].fail_threshold is None for m in primaries):
+        return None
+    mode = "gate" if mode == "verdicts" else mode
     decided = [
         evidence.gate_decision(
             v, evidence.fail_threshold(metric, specs[metric]), specs[metric].direction, mode
