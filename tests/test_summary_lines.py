@@ -62,8 +62,8 @@ def test_the_summary_lists_primaries_first_user_sys_and_a_line_per_comparison(
     assert table[:2] == ["score", "bonus"]
     split = next(line for line in lines if line.startswith("  cpu_s (medians)"))
     assert "a: " in split and "= user " in split and " + sys " in split
-    assert "  b is x1.50 +- 0.00 higher than a (score, interval x1.5 to x1.5, improved)" in lines
-    assert "  b is x1.50 +- 0.00 higher than a (bonus, interval x1.5 to x1.5, improved)" in lines
+    assert "  b: score 1.5x higher than a (x1.5, 95% [1.5, 1.5]) - improved" in lines
+    assert "  b: bonus 1.5x higher than a (x1.5, 95% [1.5, 1.5]) - improved" in lines
     assert (
         "  geometric mean of 2 higher-is-better ratios b/a (score, bonus): x1.5 [x1.5, x1.5]"
         in lines
