@@ -20,9 +20,9 @@ HOSTILE = "<script>alert('x')</script> & \"quoted\""
 def _far_apart(project: BenchProject, **overrides) -> Path:
     """A run whose treatment b scores about x0.07 of a, with a guard metric beside it."""
     cmd = (
-        f"{sys.executable} -S -c \"import random; b = '{{mode}}' == 'b'; "
+        f"{sys.executable} -S -c \"import random, sys; b = sys.argv[1] != 'a'; "
         "print('score=', (7 if b else 100) + random.random()); "
-        "print('size_b=', 8925000 + 1000 * random.random())\""
+        "print('size_b=', 8925000 + 1000 * random.random())\" {mode}"
     )
     document = {
         "name": "pictures",
@@ -104,9 +104,10 @@ def test_the_markdown_report_quotes_the_same_ratio_as_the_verdict_and_the_termin
 def test_both_reports_open_with_the_answer_the_tag_and_the_gate_before_any_table(
     project: BenchProject,
 ) -> None:
-    run_dir = _far_apart(project, treatments=["a", HOSTILE])
+    label = "b<i>&"  # markup in a treatment's label, which the answer names
+    run_dir = _far_apart(project, treatments=["a", label])
     results = project.results()
-    verdict = results["verdicts"]["score"][HOSTILE]
+    verdict = results["verdicts"]["score"][label]
     said = change_text("score", verdict["ratio"], verdict["ci"], "a")
     assert said.startswith(f"{1 / verdict['ratio']:.3g}x lower than a (x{verdict['ratio']:.3g}")
     report = (run_dir / "report.md").read_text()
@@ -114,14 +115,14 @@ def test_both_reports_open_with_the_answer_the_tag_and_the_gate_before_any_table
     assert answer < report.index("|") and answer < report.index("**Hypothesis:**")
     first = report[answer:].splitlines()[2]
     assert first.startswith("- **") and f"score {said} - improved**" in first
-    assert "&lt;script&gt;" in first and "<script>" not in report  # the label stays text
+    assert first.startswith("- **b&lt;i&gt;&: score")  # the label stays text
     assert f"- **Tag:** {results['tag']}" in report and "- **CI gate:** passed" in report
     # the Controls table names every treatment's value, the control's marked
     assert "| `mode` | `a` (control), `" in report
     page = (run_dir / "report.html").read_text()
     top = page[page.index('<div class="answer">') : page.index("<table")]
     assert html.escape(f"score {said} - improved", quote=True) in top
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)" in top and "<script" not in page
+    assert "b&lt;i&gt;&amp;: score" in top and "<i>" not in page
     assert "CI gate: <b>passed</b>" in top and f'class="tag">{results["tag"]}<' in top
 
 
