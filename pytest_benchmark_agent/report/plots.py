@@ -253,7 +253,7 @@ def _value_axis(axes: Any, blocks: Any) -> None:
     everything = [x for v in columns.values() for x in v]
     positive = min(everything) > 0
     if positive and max(medians) / min(medians) > LOG_RATIO:
-        _log_axis(axes)
+        log_axis(axes)
         return
     formatter = axes.yaxis.get_major_formatter()
     formatter.set_useOffset(False)
@@ -262,7 +262,7 @@ def _value_axis(axes: Any, blocks: Any) -> None:
         axes.set_ylim(bottom=0, top=max(everything) * 1.08)
 
 
-def _log_axis(axes: Any) -> None:
+def log_axis(axes: Any) -> None:
     """A logarithmic axis with ticks at 1, 2 and 5 of every decade, labelled as plain numbers
     (matplotlib's default labels only the powers of ten: two ticks over a x12 change)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
