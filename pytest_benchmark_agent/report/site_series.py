@@ -163,7 +163,8 @@ def regressions_html(items: Sequence[Mapping[str, Any]], note: str) -> list[str]
     for item in items:
         command = f"<br>test it: <code>{html_text(item['bisect'])}</code>" if item["bisect"] else ""
         body.append(
-            f"<li><b>{html_text(item['benchmark'])}</b>: <code>{html_text(item['metric'])}</code>"
+            f"<li><strong>{html_text(item['benchmark'])}</strong>: "
+            f"<code>{html_text(item['metric'])}</code>"
             f" {html_text(item['step'])} at {html_text(item['range'])}"
             f" ({html_text(item['evidence'])}){command}</li>"
         )
