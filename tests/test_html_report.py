@@ -10,6 +10,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 from benchhelpers import BenchProject, screenshot_rgb
 
 from pytest_benchmark_agent.stats.units import change_text, human
@@ -102,9 +103,11 @@ def test_the_markdown_report_quotes_the_same_ratio_as_the_verdict_and_the_termin
 
 
 def test_both_reports_open_with_the_answer_the_tag_and_the_gate_before_any_table(
-    project: BenchProject,
+    project: BenchProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     label = "b<i>&"  # markup in a treatment's label, which the answer names
+    job_summary = tmp_path / "job-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(job_summary))
     run_dir = _far_apart(project, treatments=["a", label])
     results = project.results()
     verdict = results["verdicts"]["score"][label]
@@ -124,6 +127,9 @@ def test_both_reports_open_with_the_answer_the_tag_and_the_gate_before_any_table
     assert html.escape(f"score {said} - improved", quote=True) in top
     assert "b&lt;i&gt;&amp;: score" in top and "<i>" not in page
     assert "CI gate: <b>passed</b>" in top and f'class="tag">{results["tag"]}<' in top
+    # the job summary leads with the same answer, below its heading and above its table
+    summary = job_summary.read_text()
+    assert summary.index(f"{first}\n") < summary.index("| metric |")
 
 
 def test_the_html_report_draws_its_plots_in_headless_chromium(
