@@ -1,10 +1,12 @@
 """``benchmark-agent publish OUT``: a static site of every benchmark's history (asv's
 ``publish`` the model), opened from disk: no server, no script, nothing fetched.
 
-``index.html`` lists the benchmarks with their latest run and trend; each benchmark has a page
-(its metrics, its guard metrics as a table of values) and a page per charted metric: the chart
-(:mod:`.history_chart`), the change points (:mod:`.changes`) and a table of every run with a
-relative link to its ``report.html``. Publishing is incremental: each page is built from a
+``index.html`` leads with the Regressions list, then per benchmark its latest answer, its
+primary metric over commits and each commit's CI gate (:mod:`.site_series`); each benchmark has a
+page (that chart over every commit, its metrics' latest medians per treatment, its guard metrics
+as a table of values) and a page per charted metric: the chart (:mod:`.history_chart`), the
+change points (:mod:`.changes`) and a table of every run with a relative link to its
+``report.html``. Publishing is incremental: each page is built from a
 model of plain data whose hash is kept in ``OUT/.publish.json``; a page whose model did not
 change is neither drawn nor written, so a new run rewrites its benchmark's pages and the index
 only. Every outside text (names, labels, commit subjects) goes through :func:`_text`.
@@ -97,7 +99,8 @@ def renderer_identity() -> str:
     """The package's version and a hash of the modules that draw the pages: a page drawn by
     other code is drawn again, even where its data did not change."""
     digest = hashlib.sha256()
-    for module in ("site.py", "site_series.py", "history_chart.py", "changes.py"):
+    drawing = ("site.py", "site_series.py", "history_chart.py", "changes.py", "plots.py")
+    for module in (*drawing, "../stats/units.py"):  # units: how a median is written
         digest.update((Path(__file__).parent / module).read_bytes())
     return f"{version('pytest-benchmark-agent')} {digest.hexdigest()}"
 
