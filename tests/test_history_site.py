@@ -4,8 +4,9 @@ repository of 12 commits, with a run recorded per commit by a real ``pytest --be
 The measured metric is synthetic with a known truth: 10 ms, 8% more from commit 7 on; each run
 has a machine factor uniform in +-3% and each trial a noise of CV 3% (drawn from a seeded
 generator by the test and handed to the stage through a file), so the only step is at commit 7.
-A second benchmark (whose name holds markup) is recorded at the first commit only, so a second
-``publish`` after one more run of the first must leave its pages alone.
+A second benchmark (whose name holds markup), an A/B run whose treatment b is twice as fast, is
+recorded at the first commit only, so a second ``publish`` after one more run of the first must
+leave its pages alone.
 """
 
 from __future__ import annotations
@@ -34,28 +35,33 @@ TRIALS = 5
 SEED = 38
 
 WORK = """\
-import json, os, pathlib
+import json, os, pathlib, sys
 truth = float(pathlib.Path("truth.txt").read_text())
 draws = pathlib.Path(os.environ["HISTORY_DRAWS"])
 counter = draws.with_suffix(".count")
 k = int(counter.read_text()) if counter.exists() else 0
 counter.write_text(str(k + 1))
 factor = json.loads(draws.read_text())[k]
-print(f"value_ms={10.0 * truth * factor:.6f}")
+half = 0.5 if sys.argv[1:] == ["b"] else 1.0  # the A/B benchmark's treatment b: twice as fast
+print(f"value_ms={10.0 * truth * factor * half:.6f}")
 print("rss_mb=42")
 """
 
 
-def bench(name: str) -> dict:
+def bench(name: str, ab: bool = False) -> dict:
+    """The benchmark of ``value_ms``; ``ab``: an A/B run of treatments a and b (b twice as
+    fast)."""
+    treatments = {"params": {"mode": "a"}, "treatment_variable": "mode", "treatments": ["a", "b"]}
     return {
         "name": name,
         "hypothesis": "the value stays what it was",
         "replicates": TRIALS,
+        **(treatments if ab else {}),
         "stages": [
             {
                 "name": "measure",
                 "kind": "measure",
-                "cmd": f"{sys.executable} work.py",
+                "cmd": f"{sys.executable} work.py" + (" {mode}" if ab else ""),
                 "metrics_from": {"stdout": True, "fields": ["value_ms", "rss_mb"]},
             }
         ],
@@ -115,7 +121,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[
     git(repo, "config", "user.name", "dev")
     (repo / "work.py").write_text(WORK)
     (repo / "bench.yaml").write_text(yaml.safe_dump(bench("value"), sort_keys=False))
-    (repo / "other.yaml").write_text(yaml.safe_dump(bench(OTHER), sort_keys=False))
+    (repo / "other.yaml").write_text(yaml.safe_dump(bench(OTHER, ab=True), sort_keys=False))
     rng = np.random.default_rng(SEED)
     shas = []
     for k in range(1, COMMITS + 1):
@@ -126,7 +132,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[
         git(repo, "commit", "-q", "-m", subject)
         shas.append(git(repo, "rev-parse", "HEAD"))
         files = ("bench.yaml", "other.yaml") if k == 1 else ("bench.yaml",)
-        record(repo, home, run_draws(rng) * len(files), files)
+        record(repo, home, run_draws(rng) * (3 if k == 1 else 1), files)  # A/B: 2 per block
     return repo, home, shas
 
 
@@ -157,8 +163,9 @@ def test_history_changes_names_the_step_at_commit_7_and_no_other(
     found = [line.strip() for line in out.splitlines() if line.strip().startswith("change point ")]
     before, after = shas[STEP_AT - 2], shas[STEP_AT - 1]
     assert len(found) == 1, out
-    assert found[0].startswith(f"change point {before[:7]}..{after[:7]}: +"), out
-    assert "(worse)" in found[0] and "permutation p = " in found[0]
+    assert found[0].startswith(f"change point {before[:7]}..{after[:7]}: x1.0"), out
+    assert "x slower (worse)" in found[0] and "permutation p = " in found[0]
+    assert re.search(r"median 10(\.\d+)? ms -> 10\.\d+ ms", found[0])  # in the metric's unit
     good, bad = shas[STEP_AT - 3], shas[STEP_AT]  # a commit wider each side, for bisect
     bisect = f"test it (a commit wider each side): benchmark-agent bisect {good[:12]} {bad[:12]}"
     assert f"{bisect} bench.yaml --home " in out
@@ -210,7 +217,8 @@ def test_publish_writes_a_site_of_every_benchmark_with_the_change_point(
     rows = page.split("<h2>Runs</h2>", 1)[1].count("<tr>") - 1
     assert rows == COMMITS
     assert page.count('id="PathCollection_') == COMMITS  # a point per run in the chart
-    assert f"{shas[STEP_AT - 2][:7]}..{shas[STEP_AT - 1][:7]}: +" in page
+    step = f"{shas[STEP_AT - 2][:7]}..{shas[STEP_AT - 1][:7]}: x1.0"
+    assert step in page and "x slower (worse)" in page
     assert "A change point is a hypothesis, not a verdict" in page
     assert f"bisect {shas[STEP_AT - 3][:12]} {shas[STEP_AT][:12]} bench.yaml --home " in page
     benchmark = (metric_page(out, "value").parent / "index.html").read_text()
@@ -221,6 +229,32 @@ def test_publish_writes_a_site_of_every_benchmark_with_the_change_point(
     reports = re.findall(r'<a href="([^"]*)">[^<]*</a></td><td>EXPLORATORY', page)
     assert len(reports) == COMMITS  # a link to each run's report
     assert all((metric_page(out, "value").parent / r).resolve().is_file() for r in reports)
+
+
+def test_the_index_shows_each_benchmarks_result_its_commits_and_the_regressions(
+    history: tuple[Path, Path, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, home, shas = history
+    out = tmp_path / "site"
+    site_of(home, out, repo, monkeypatch)
+    index = (out / "index.html").read_text()
+    # the Regressions list: the step at commit 7 with its ratio, range and bisect command
+    regressions = index.split("<h2>Regressions</h2>", 1)[1].split("<h2>", 1)[0]
+    assert regressions.count("<li>") == 1
+    assert f"x slower (worse) at {shas[STEP_AT - 2][:7]}..{shas[STEP_AT - 1][:7]}" in regressions
+    assert f"bisect {shas[STEP_AT - 3][:12]} {shas[STEP_AT][:12]} bench.yaml" in regressions
+    # a chart per benchmark (a point per commit), and each commit's CI gate beside its median
+    value = index.split('index.html">value</a></h2>', 1)[1].split("<h2>", 1)[0]
+    assert value.count("<svg") == 1 and value.count('id="PathCollection_') == COMMITS
+    assert f"<code>{shas[-1][:10]}</code>" in value and "<td>unjudged</td>" in value
+    assert re.search(r'<span class="n">1\d\.\d+ ms</span>', value)  # a median, with its unit
+    # the A/B benchmark: its result in words, its treatment charted and tabled beside the control
+    other = index.split(html.escape(OTHER, quote=True) + "</a></h2>", 1)[1].split("<h2>", 1)[0]
+    assert re.search(r'class="answer">b: value_ms [\d.]+x faster than a \(x0\.[45]\d*, 95% ', other)
+    assert "b (treatment)" in other and "<th>b (median)</th>" in other
+    assert re.search(r'<span class="n">[45]\.\d+ ms</span>', other)
+    page = (metric_page(out, OTHER).parent / "index.html").read_text()
+    assert "b (treatment)" in page and "<th>a (control)</th><th>b</th>" in page
 
 
 def test_outside_text_is_escaped_on_every_page(
@@ -331,6 +365,11 @@ def test_the_metric_page_draws_its_chart_in_headless_chromium(
     repo, home, _ = history
     out = tmp_path / "site"
     site_of(home, out, repo, monkeypatch)
+    for page in (out / "index.html", metric_page(out, OTHER).parent / "index.html"):
+        shown = screenshot_rgb(page, tmp_path, "1100x900")  # the index, a benchmark's page
+        orange = (abs(shown[..., 0] - 255) < 12) & (abs(shown[..., 1] - 127) < 12)
+        purple = (abs(shown[..., 0] - 148) < 12) & (abs(shown[..., 1] - 103) < 12)
+        assert orange.sum() > 50 and purple.sum() > 20, (page, orange.sum(), purple.sum())
     rgb = screenshot_rgb(metric_page(out, "value"), tmp_path, "1100x800")
     assert rgb.std() > 10  # not blank
     orange = (abs(rgb[..., 0] - 255) < 12) & (abs(rgb[..., 1] - 127) < 12) & (rgb[..., 2] < 40)

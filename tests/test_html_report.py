@@ -5,13 +5,15 @@ chromium is installed, a headless screenshot showing that the plots drew."""
 
 from __future__ import annotations
 
+import html
 import re
 import sys
 from pathlib import Path
 
+import pytest
 from benchhelpers import BenchProject, screenshot_rgb
 
-from pytest_benchmark_agent.stats.units import human
+from pytest_benchmark_agent.stats.units import change_text, human
 
 HOSTILE = "<script>alert('x')</script> & \"quoted\""
 
@@ -19,9 +21,9 @@ HOSTILE = "<script>alert('x')</script> & \"quoted\""
 def _far_apart(project: BenchProject, **overrides) -> Path:
     """A run whose treatment b scores about x0.07 of a, with a guard metric beside it."""
     cmd = (
-        f"{sys.executable} -S -c \"import random; b = '{{mode}}' == 'b'; "
+        f"{sys.executable} -S -c \"import random, sys; b = sys.argv[1] != 'a'; "
         "print('score=', (7 if b else 100) + random.random()); "
-        "print('size_b=', 8925000 + 1000 * random.random())\""
+        "print('size_b=', 8925000 + 1000 * random.random())\" {mode}"
     )
     document = {
         "name": "pictures",
@@ -91,13 +93,43 @@ def test_the_markdown_report_quotes_the_same_ratio_as_the_verdict_and_the_termin
     verdict = project.results()["verdicts"]["score"]["b"]
     report = (run_dir / "report.md").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| `b` | 7 |"))
-    assert f"| {verdict['ratio']:.4g} | improved |" in row  # the summary's ratio is gate 2's
+    assert f"| x{verdict['ratio']:.4g} | improved |" in row  # the summary's ratio is gate 2's
     assert "ratio of medians" not in report
     assert "| 8.512 MiB |" in report and "e+06" not in report
     terminal = project.run(subprocess=True).stdout.str()
     assert re.search(r"score .* x0\.0\d+ improved", terminal)
     again = project.results()["verdicts"]["score"]["b"]["ratio"]
     assert f"x{again:.3g} improved" in terminal
+
+
+def test_both_reports_open_with_the_answer_the_tag_and_the_gate_before_any_table(
+    project: BenchProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    label = "b<i>&"  # markup in a treatment's label, which the answer names
+    job_summary = tmp_path / "job-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(job_summary))
+    run_dir = _far_apart(project, treatments=["a", label])
+    results = project.results()
+    verdict = results["verdicts"]["score"][label]
+    said = change_text("score", verdict["ratio"], verdict["ci"], "a")
+    assert said.startswith(f"{1 / verdict['ratio']:.3g}x lower than a (x{verdict['ratio']:.3g}")
+    report = (run_dir / "report.md").read_text()
+    answer = report.index("## Answer")
+    assert answer < report.index("|") and answer < report.index("**Hypothesis:**")
+    first = report[answer:].splitlines()[2]
+    assert first.startswith("- **") and f"score {said} - improved**" in first
+    assert first.startswith("- **b&lt;i&gt;&: score")  # the label stays text
+    assert f"- **Tag:** {results['tag']}" in report and "- **CI gate:** passed" in report
+    # the Controls table names every treatment's value, the control's marked
+    assert "| `mode` | `a` (control), `" in report
+    page = (run_dir / "report.html").read_text()
+    top = page[page.index('<div class="answer">') : page.index("<table")]
+    assert html.escape(f"score {said} - improved", quote=True) in top
+    assert "b&lt;i&gt;&amp;: score" in top and "<i>" not in page
+    assert "CI gate: <b>passed</b>" in top and f'class="tag">{results["tag"]}<' in top
+    # the job summary leads with the same answer, below its heading and above its table
+    summary = job_summary.read_text()
+    assert summary.index(f"{first}\n") < summary.index("| metric |")
 
 
 def test_the_html_report_draws_its_plots_in_headless_chromium(

@@ -405,7 +405,8 @@ def test_a_look_stops_once_the_gate_can_decide_when_fail_threshold_is_declared(
         return
     assert reason == (
         "sequential replication stopped after 10 of 20 blocks: the CI gate can decide: every "
-        "primary metric regressed beyond its fail_threshold or its interval rules that out after 10 blocks"
+        "primary metric regressed beyond its fail_threshold or its interval rules that out "
+        "after 10 blocks"
     )
     assert outcome.stopped and outcome.decided == reason
     assert ci_gate(judged(run, outcome))["outcome"] == "passed"

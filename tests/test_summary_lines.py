@@ -62,8 +62,8 @@ def test_the_summary_lists_primaries_first_user_sys_and_a_line_per_comparison(
     assert table[:2] == ["score", "bonus"]
     split = next(line for line in lines if line.startswith("  cpu_s (medians)"))
     assert "a: " in split and "= user " in split and " + sys " in split
-    assert "  b is x1.50 +- 0.00 higher than a (score, interval x1.5 to x1.5, improved)" in lines
-    assert "  b is x1.50 +- 0.00 higher than a (bonus, interval x1.5 to x1.5, improved)" in lines
+    assert "  b: score 1.5x higher than a (x1.5, 95% [1.5, 1.5]) - improved" in lines
+    assert "  b: bonus 1.5x higher than a (x1.5, 95% [1.5, 1.5]) - improved" in lines
     assert (
         "  geometric mean of 2 higher-is-better ratios b/a (score, bonus): x1.5 [x1.5, x1.5]"
         in lines
@@ -84,6 +84,11 @@ def test_a_secondary_metrics_verdict_against_the_baseline_is_listed(
     assert against[:2] == ["`score`", "`score`"] and "`bonus`" in against  # primary first
     bonus_b = next(line for line in lines if line.startswith("    `bonus` [b] "))
     assert "regressed x0.333" in bonus_b
+    # report.md opens with the primary's verdicts against the baseline too, in the same words
+    (run_dir,) = [path for path in project.runs() if path.name != "r1"]
+    report = (run_dir / "report.md").read_text()
+    answer = report.split("## Answer", 1)[1].split("## Run", 1)[0]
+    assert "- **this session [b]: score 3x lower than baseline r1 (x0.333" in answer
 
 
 def test_outliers_beyond_tukeys_fences_are_counted_per_metric(project: BenchProject) -> None:

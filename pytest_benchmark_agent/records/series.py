@@ -3,9 +3,10 @@
 
 Each finished run becomes a :class:`RunPoint`: its identity, tag, CI gate outcome, the commit it
 measured, and per metric the values of its control's passed trials (the control is what a run
-of one configuration measures, and what every run of a benchmark shares). The series is ordered
-by commit when the runs' repository is known (the order of ``git log --topo-order`` of a
-revision: the branch's history), else by time. A run whose commit is not on that history (another
+of one configuration measures, and what every run of a benchmark shares); beside it each other
+treatment's values and gate 2's verdicts, so an A/B run's result is charted too. The series is
+ordered by commit when the runs' repository is known (the order of ``git log --topo-order`` of
+a revision: the branch's history), else by time. A run whose commit is not on that history (another
 branch, uncommitted changes) is left out of a commit-ordered series and counted.
 """
 
@@ -22,6 +23,7 @@ from pytest_benchmark_agent.records.frozen import thaw
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.records.store import runs_in
+from pytest_benchmark_agent.stats.comparability import Verdict
 
 #: Run states whose figures are whole (a killed run's are not).
 FINISHED_STATES = frozenset({"complete", "halted"})
@@ -57,6 +59,12 @@ class RunPoint:
     values: dict[str, list[float]]
     guard_values: dict[str, list[Any]] = field(default_factory=dict)
     git: Commit | None = None
+    #: The control's label, and each other treatment's charted values (label -> metric ->
+    #: its passed trials' values): what an A/B run found, beside the control's series.
+    control: str = ""
+    treatment_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    #: Gate 2's verdicts of the charted metrics (metric -> treatment -> verdict).
+    verdicts: dict[str, dict[str, Verdict]] = field(default_factory=dict)
 
 
 @dataclass
@@ -92,12 +100,16 @@ def _point(run_dir: Path) -> RunPoint | None:
     specs = _mapping(record.config.get("metrics"))
     identity = _mapping(record.fingerprint.get("code_identity"))
     values: dict[str, list[Any]] = {}
-    for trial in record.passed():
-        if trial.treatment == record.control:
-            for metric, value in trial.metrics.items():
-                values.setdefault(str(metric), []).append(value)
-    numeric = {m: [float(v) for v in vs if _is_number(v)] for m, vs in values.items()}
+    others: dict[str, dict[str, list[float]]] = {}
     guarded = {m for m, spec in specs.items() if _is_guard(_mapping(spec))}
+    charted = {m for m in specs if m not in guarded}
+    for trial in record.passed():
+        for metric, value in trial.metrics.items():
+            if trial.treatment == record.control:
+                values.setdefault(str(metric), []).append(value)
+            elif metric in charted and _is_number(value):
+                others.setdefault(trial.treatment, {}).setdefault(metric, []).append(float(value))
+    numeric = {m: [float(v) for v in vs if _is_number(v)] for m, vs in values.items()}
     return RunPoint(
         run_id=run_dir.name,
         name=record.name,
@@ -112,6 +124,9 @@ def _point(run_dir: Path) -> RunPoint | None:
         metrics={str(m): thaw(s) for m, s in specs.items()},
         values={m: v for m, v in numeric.items() if v and m in specs and m not in guarded},
         guard_values={m: v for m, v in values.items() if m in guarded},
+        control=record.control,
+        treatment_values=others,
+        verdicts={m: dict(per) for m, per in record.verdicts.items() if m in charted},
     )
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from pytest_benchmark_agent.records.series import RunPoint, Series
 from pytest_benchmark_agent.stats.changepoints import ChangePoint, find_change_points
+from pytest_benchmark_agent.stats.units import change_words, human
+from pytest_benchmark_agent.stats.units import ratio as ratio_text
 
 #: What every list of change points says about them.
 HYPOTHESIS = (
@@ -38,15 +40,26 @@ class Change:
     #: docs/benchmark/STATISTICS.md's calibration); bisecting costs a session per halving.
     good: RunPoint
     bad: RunPoint
+    #: The metric stepping: its name says its unit and whether "faster" or "higher" fits.
+    metric: str = ""
+
+    @property
+    def worse(self) -> bool:
+        """Whether the step goes against the metric's direction (a regression)."""
+        ratio = self.point.ratio
+        return ratio is not None and (ratio > 1) == (self.direction == "lower")
 
     @property
     def step(self) -> str:
-        """The step as a signed percentage and what it means for the metric's direction."""
+        """The step in the one ratio form (after over before, :func:`.units.change_words`) and
+        what it means for the metric's direction: ``x1.08, 1.08x slower (worse)``."""
         ratio = self.point.ratio
         if ratio is None:
             return "from zero"
-        worse = (ratio > 1) == (self.direction == "lower")
-        return f"{100 * (ratio - 1):+.1f}% ({'worse' if worse else 'better'})"
+        return (
+            f"{ratio_text(ratio, 3)}, {change_words(self.metric, ratio)} "
+            f"({'worse' if self.worse else 'better'})"
+        )
 
     @property
     def range(self) -> str:
@@ -60,7 +73,7 @@ class Change:
         p = self.point
         return (
             f"E-Divisive permutation p = {p.p_value:.3g} ({p.permutations} permutations); "
-            f"median {p.before:.4g} -> {p.after:.4g}"
+            f"median {human(p.before, self.metric)} -> {human(p.after, self.metric)}"
         )
 
 
@@ -90,6 +103,7 @@ def metric_changes(series: Series, metric: str) -> tuple[list[RunPoint], list[Ch
             points[f.index],
             direction,
             *_widened(points, f.index, edges[k - 1], edges[k + 1]),
+            metric,
         )
         for k, f in enumerate(found, 1)
     ]

@@ -4,8 +4,9 @@ Registered by the plugin in the session's controller only (never in an xdist wor
 variable is set; at each run's end it appends one section: a heading naming the benchmark,
 both sides' code and the gate's outcome, a table (metric, baseline, this run, ratio, interval,
 MDE, n, CV, verdict: the evidence the gate read) and the gate's reasons, the first saying how it
-was judged. Against a baseline the rows are the verdicts judged with the session as the unit
-(``baseline.judged``); without one, the run's own verdicts.
+was judged. Below the heading, the answer as the reports open with it (:mod:`.headline`: each
+primary comparison in the one ratio form). Against a baseline the rows are the verdicts judged
+with the session as the unit (``baseline.judged``); without one, the run's own verdicts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pytest_benchmark_agent.judge.evidence import share
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.reader import UnreadableRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, load_run
+from pytest_benchmark_agent.report.headline import headline
 from pytest_benchmark_agent.report.summary_lines import both_revisions
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
@@ -97,6 +99,7 @@ def render(run: RunRecord) -> list[str]:
             "",
         ]
         lines += _baseline_table(run, base)
+    lines[2:2] = [f"- **{md(answer)}**" for answer in headline(run).answers] + [""]
     lines += ["", *[f"- {_cell(reason)}" for reason in gate.get("reasons") or []]]
     return lines
 

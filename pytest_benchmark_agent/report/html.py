@@ -19,6 +19,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.metric import metric_role
 from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.report.headline import headline
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
 from pytest_benchmark_agent.stats.units import human, interval, p_value, pct, ratio, unit_of
@@ -26,10 +27,15 @@ from pytest_benchmark_agent.util.placeholders import as_text
 from pytest_benchmark_agent.util.safetext import one_line
 
 _STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1240px;color:#222;padding:0 1em}
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
-table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em}
-th{background:#f3f3f3;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.2em .45em}
+th{background:#f3f3f3;text-align:left;white-space:nowrap}td{white-space:nowrap}
+td:last-child{white-space:normal}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.wide{overflow-x:auto;max-width:100%}
+.answer{font-size:1.2em;margin:.8em 0;padding:.5em .8em;background:#f6f8fa;
+border-left:4px solid #888}.answer p{margin:.2em 0}.answer .about{font-size:.75em}
+.warn{background:#fff8e1;border-left:4px solid #f0b400;padding:.3em .8em;margin:.3em 0}
 .verdict{font-weight:bold}.improved{color:#17692b}.regressed{color:#a3141d}
 .tag{display:inline-block;padding:0 .5em;border-radius:3px;background:#eee;font-weight:bold}
 .plot svg{max-width:100%;height:auto}code{background:#f6f6f6;padding:0 .2em}
@@ -53,6 +59,7 @@ def render_html(
         f"<title>{e(run.name)}: {e(run.run_id)}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>{e(run.name)} <small>{e(run.run_id)}</small></h1>",
+        *_answer(run),
         *_head_table(run),
         "<h2>Results</h2>",
     ]
@@ -71,6 +78,25 @@ def render_html(
     parts += ["</ul>", *_controls(run), *_hosts_and_preps(run)]
     parts += ["<h2>Environment</h2>", _environment(run), "</body></html>"]
     return "\n".join(parts) + "\n"
+
+
+def _answer(run: RunRecord) -> list[str]:
+    """The answer first (:mod:`.headline`): each primary comparison, its verdict coloured, the
+    tag, the CI gate and the machine's warnings, before any table."""
+    said = headline(run)
+    parts = ['<div class="answer">']
+    for answer in said.answers:
+        word = answer.rsplit(" - ", 1)[-1]
+        style = f' class="verdict {word}"' if word in ("improved", "regressed") else ""
+        parts.append(f"<p{style}>{_text(answer)}</p>")
+    about = f'Tag: <span class="tag">{_text(said.tag)}</span>'
+    about += f" ({_text(said.tag_reason)})" if said.tag_reason else ""
+    if said.gate:
+        about += f"<br>CI gate: <b>{_text(said.gate)}</b>"
+        about += f": {_text(said.gate_reason)}" if said.gate_reason else ""
+    parts.append(f'<p class="about">{about}</p>')
+    parts.append("</div>")
+    return parts + [f'<p class="warn">Machine: {_text(w)}</p>' for w in said.warnings]
 
 
 def _head_table(run: RunRecord) -> list[str]:
@@ -101,11 +127,10 @@ def _controls(run: RunRecord) -> list[str]:
     """Every declared parameter, its value and whether it is the treatment variable."""
     parts = ["<h2>Controls</h2>", "<table><tr><th>param</th><th>value</th><th>role</th></tr>"]
     for name, value in run.model.params.items():
-        role = "TREATMENT" if name == run.treatment_variable else "CONTROL"
-        parts.append(
-            f"<tr><td><code>{_text(name)}</code></td><td><code>{_text(as_text(value))}</code>"
-            f"</td><td>{role}</td></tr>"
-        )
+        role, shown = "CONTROL", f"<code>{_text(as_text(value))}</code>"
+        if name == run.treatment_variable:  # every treatment's value, not the control's alone
+            role, shown = "TREATMENT", _treatment_values(run)
+        parts.append(f"<tr><td><code>{_text(name)}</code></td><td>{shown}</td><td>{role}</td></tr>")
     return [*parts, "</table>"]
 
 
@@ -175,7 +200,7 @@ def _summary(
             if direction == "equal" or guard
             else ["verdict", "ratio", "95% CI", "p", "p (Holm)", "MDE", "why"]
         )
-    rows = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    rows = ['<div class="wide"><table><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for label, row in per.items():
         cells = [
             f"<code>{_text(label)}</code>" + (" (control)" if label == run.control else ""),
@@ -192,7 +217,7 @@ def _summary(
             cells += _verdict_cells(verdicts.get(label), direction == "equal" or guard)
         cells = [c if c.startswith("<td") else f"<td>{c}</td>" for c in cells]
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return rows + ["</table>"]
+    return rows + ["</table></div>"]
 
 
 def _verdict_cells(v: Verdict | None, bounds_only: bool) -> list[str]:
@@ -215,7 +240,12 @@ def _verdict_cells(v: Verdict | None, bounds_only: bool) -> list[str]:
 def _treatments(run: RunRecord) -> str:
     if run.one_configuration:
         return f"one configuration, <code>{_text(run.control)}</code>"
-    return f"<code>{_text(run.treatment_variable)}</code> = " + ", ".join(
+    return f"<code>{_text(run.treatment_variable)}</code> = {_treatment_values(run)}"
+
+
+def _treatment_values(run: RunRecord) -> str:
+    """Every treatment's value, the control's marked."""
+    return ", ".join(
         f"<code>{_text(t)}</code>" + (" (control)" if t == run.control else "")
         for t in run.treatments
     )

@@ -26,6 +26,7 @@ import pytest
 
 from pytest_benchmark_agent.config.metric import exact_metrics, metric_role
 from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.report.headline import headline
 from pytest_benchmark_agent.report.hosts import hosts_lines
 from pytest_benchmark_agent.report.html import render_html
 from pytest_benchmark_agent.report.junit import add_run_properties
@@ -35,7 +36,8 @@ from pytest_benchmark_agent.report.summary_lines import counts_text
 from pytest_benchmark_agent.report.wrong import what_went_wrong
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
-from pytest_benchmark_agent.stats.units import human, interval, number, p_value, pct
+from pytest_benchmark_agent.stats.units import human, interval, p_value, pct
+from pytest_benchmark_agent.stats.units import ratio as ratio_text
 from pytest_benchmark_agent.util import redact
 from pytest_benchmark_agent.util.fsutil import atomic_write
 from pytest_benchmark_agent.util.placeholders import as_text
@@ -96,6 +98,7 @@ def render_report(
     lines = [
         f"# {md(run.name)}: {run.run_id}",
         "",
+        *_answer(run),
         f"- **Hypothesis:** {md(config.hypothesis or '(none stated)')}",
         _treatment_line(run),
         f"- **State:** {state}",
@@ -134,6 +137,18 @@ def render_report(
     return "\n".join(lines) + "\n"
 
 
+def _answer(run: RunRecord) -> list[str]:
+    """The answer first (:mod:`.headline`): each primary comparison, the tag, the CI gate and
+    the machine's warnings, before any table."""
+    said = headline(run)
+    lines = ["## Answer", ""] + [f"- **{md(answer)}**" for answer in said.answers]
+    lines.append(f"- **Tag:** {md(said.tag_text())}")
+    if said.gate:
+        lines.append(f"- **CI gate:** {md(said.gate_text())}")
+    lines += [f"- **Machine warning:** {md(warning)}" for warning in said.warnings]
+    return [*lines, "", "## Run", ""]
+
+
 def _controls(run: RunRecord) -> list[str]:
     """Every declared parameter, its value and whether it is the treatment variable."""
     lines = [
@@ -151,8 +166,13 @@ def _controls(run: RunRecord) -> list[str]:
         "|---|---|---|",
     ]
     for name, value in run.model.params.items():
-        role = "TREATMENT" if name == run.treatment_variable else "CONTROL"
-        lines.append(f"| {md_code(name)} | {md_code(as_text(value))} | {role} |")
+        if name == run.treatment_variable:  # every treatment's value, not the control's alone
+            shown = ", ".join(
+                md_code(t) + (" (control)" if t == run.control else "") for t in run.treatments
+            )
+            lines.append(f"| {md_code(name)} | {shown} | TREATMENT |")
+            continue
+        lines.append(f"| {md_code(name)} | {md_code(as_text(value))} | CONTROL |")
     return lines
 
 
@@ -304,7 +324,7 @@ def _treatment_table(run: RunRecord, metric: str, per: dict[str, Any]) -> list[s
             f"{row.get('n', 0)} | "
             + " | ".join(human(row.get(k), metric) for k in ("median", "mean", "stdev"))
             + f" | {pct(row.get('cv'))} | {human(row.get('min'), metric)} | "
-            f"{human(row.get('max'), metric)} | {number(ratio)} | "
+            f"{human(row.get('max'), metric)} | {ratio_text(ratio)} | "
             f"{verdict.word if verdict is not None else '-'} |"
         )
     return lines
@@ -353,7 +373,7 @@ def _verdict_table(
         cv = ((summary or {}).get(label) or {}).get("cv")
         design = (v.design or "-") + (f" ({v.units})" if v.units else "")
         lines.append(
-            f"| {md_code(label)} | **{v.word}** | {number(v.ratio)} | {interval(v.ci)} | "
+            f"| {md_code(label)} | **{v.word}** | {ratio_text(v.ratio)} | {interval(v.ci)} | "
             f"{p_value(v.p)} | {p_value(v.p_holm)} | "
             + (" / ".join(str(x) for x in v.n) if any(v.n) else "-")
             + f" | {pct(cv)} | {pct(v.mde)} | {design} | {v.reason or '-'} |"

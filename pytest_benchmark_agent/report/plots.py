@@ -40,6 +40,8 @@ SINGLE_BLOCK = (
     "one trial of one configuration passed, so this report has no plots (its tables show "
     "every sample)"
 )
+#: The narrowest plot, in inches (about 700 pixels on a page: wide enough to read).
+MIN_WIDTH = 7.0
 #: Medians further apart than this factor get a logarithmic axis.
 LOG_RATIO = 5.0
 _JITTER = (0.0, -0.06, 0.06, -0.12, 0.12, -0.03, 0.03, -0.09, 0.09)
@@ -145,12 +147,13 @@ def _figure(
         for key, values in recorded.items()
     }
     ticks = [show_value(value) for value in categories]
-    width, left = 2.0 + 1.4 * len(treatments), 0.2
+    width = max(MIN_WIDTH, 2.0 + 1.4 * len(treatments))  # a readable page width, not a stamp
+    left = 0.9 / width
     if exact:  # room for the values, verbatim, as the y labels (about 0.06 inch a character)
         margin = 0.4 + 0.06 * max(map(len, ticks))
         width, left = width + margin, (0.4 + margin) / (width + margin)
-    figure = Figure(figsize=(width, 3.6), dpi=100)
-    figure.subplots_adjust(left=left, right=0.96, top=0.88, bottom=0.12)
+    figure = Figure(figsize=(width, 4.2), dpi=100)
+    figure.subplots_adjust(left=left, right=0.97, top=0.9, bottom=0.13)
     axes = figure.subplots()
     _draw_blocks(axes, blocks, position, medians=not exact)
     if exact:
@@ -250,13 +253,24 @@ def _value_axis(axes: Any, blocks: Any) -> None:
     everything = [x for v in columns.values() for x in v]
     positive = min(everything) > 0
     if positive and max(medians) / min(medians) > LOG_RATIO:
-        axes.set_yscale("log")
+        log_axis(axes)
         return
     formatter = axes.yaxis.get_major_formatter()
     formatter.set_useOffset(False)
     formatter.set_scientific(False)
     if positive:
         axes.set_ylim(bottom=0, top=max(everything) * 1.08)
+
+
+def log_axis(axes: Any) -> None:
+    """A logarithmic axis with ticks at 1, 2 and 5 of every decade, labelled as plain numbers
+    (matplotlib's default labels only the powers of ten: two ticks over a x12 change)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axes.set_yscale("log")
+    axes.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _said(verdict: Verdict) -> str:

@@ -1,10 +1,12 @@
 """``benchmark-agent publish OUT``: a static site of every benchmark's history (asv's
 ``publish`` the model), opened from disk: no server, no script, nothing fetched.
 
-``index.html`` lists the benchmarks with their latest run and trend; each benchmark has a page
-(its metrics, its guard metrics as a table of values) and a page per charted metric: the chart
-(:mod:`.history_chart`), the change points (:mod:`.changes`) and a table of every run with a
-relative link to its ``report.html``. Publishing is incremental: each page is built from a
+``index.html`` leads with the Regressions list, then per benchmark its latest answer, its
+primary metric over commits and each commit's CI gate (:mod:`.site_series`); each benchmark has a
+page (that chart over every commit, its metrics' latest medians per treatment, its guard metrics
+as a table of values) and a page per charted metric: the chart (:mod:`.history_chart`), the
+change points (:mod:`.changes`) and a table of every run with a relative link to its
+``report.html``. Publishing is incremental: each page is built from a
 model of plain data whose hash is kept in ``OUT/.publish.json``; a page whose model did not
 change is neither drawn nor written, so a new run rewrites its benchmark's pages and the index
 only. Every outside text (names, labels, commit subjects) goes through :func:`_text`.
@@ -17,6 +19,7 @@ import html
 import json
 import os
 import re
+import statistics
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +29,7 @@ from typing import Any
 
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records.series import RunPoint, Series
+from pytest_benchmark_agent.report import site_series
 from pytest_benchmark_agent.report.changes import (
     BISECT_NOTE,
     HYPOTHESIS,
@@ -34,9 +38,10 @@ from pytest_benchmark_agent.report.changes import (
     metric_changes,
     run_value,
 )
-from pytest_benchmark_agent.report.history_chart import TAG_COLOURS, ChartPoint, chart_svg
+from pytest_benchmark_agent.report.history_chart import TAG_COLOURS
 from pytest_benchmark_agent.stats.changepoints import ALPHA
 from pytest_benchmark_agent.stats.describe import median_interval, show_value
+from pytest_benchmark_agent.stats.units import human
 from pytest_benchmark_agent.util import redact
 from pytest_benchmark_agent.util.fsutil import atomic_write
 from pytest_benchmark_agent.util.safetext import one_line
@@ -45,10 +50,15 @@ from pytest_benchmark_agent.util.safetext import one_line
 STATE_FILE = ".publish.json"
 #: The coverage asked of each run's interval for its median.
 LEVEL = 0.95
+#: The commits the index lists per benchmark (its page lists all).
+INDEX_COMMITS = 8
 _STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
-table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.25em .6em}
-th{background:#f3f3f3;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1240px;color:#222;padding:0 1em}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.2em .45em}
+th{background:#f3f3f3;text-align:left}td{white-space:nowrap}
+td.n{text-align:right;font-variant-numeric:tabular-nums}.wide{overflow-x:auto;max-width:100%}
+td .subject{display:inline-block;max-width:12em;overflow:hidden;text-overflow:ellipsis;
+vertical-align:bottom}.answer{font-size:1.1em;font-weight:bold;margin:.3em 0}
 .chart svg{max-width:100%;height:auto}code{background:#f6f6f6;padding:0 .2em}
 .note{background:#fff8e1;border-left:4px solid #f0b400;padding:.4em .8em}
 """
@@ -89,7 +99,8 @@ def renderer_identity() -> str:
     """The package's version and a hash of the modules that draw the pages: a page drawn by
     other code is drawn again, even where its data did not change."""
     digest = hashlib.sha256()
-    for module in ("site.py", "history_chart.py", "changes.py"):
+    drawing = ("site.py", "site_series.py", "history_chart.py", "changes.py", "plots.py")
+    for module in (*drawing, "../stats/units.py"):  # units: how a median is written
         digest.update((Path(__file__).parent / module).read_bytes())
     return f"{version('pytest-benchmark-agent')} {digest.hexdigest()}"
 
@@ -135,29 +146,39 @@ def publish(site: Site, series: list[Series]) -> Published:
 
 
 def _benchmark_pages(site: Site, one: Series, folder: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The pages of one benchmark (its own and one per charted metric) and its index row."""
+    """The pages of one benchmark (its own and one per charted metric) and its index entry:
+    the primary metric's chart over commits, the latest run's answer, its regressions."""
     pages: dict[str, Any] = {}
     metrics = _charted(one.points)
-    rows = []
+    rows, charts, regressions = [], {}, []
     for metric in metrics:
         points, changes = metric_changes(one, metric)
         page = f"{folder}/{slug(metric)}.html"
         model = _metric_model(site, one, metric, points, changes, depth=1)
         pages[page] = (model, _metric_page)
+        charts[metric] = model["chart"]
+        regressions += site_series.regression_items(one.name, changes, site.top, site.home)
+        latest = model["chart"]["points"][-1] if model["chart"]["points"] else {}
         rows.append(
             {
                 "metric": metric,
                 "href": page.split("/", 1)[1],
                 "runs": len(points),
+                "latest": {"control": latest.get("median")} | (latest.get("treatments") or {}),
                 "changes": [_change_text(c) for c in changes],
             }
         )
     guards = sorted({m for p in one.points for m in p.guard_values})
+    latest_point = one.points[-1] if one.points else None
+    answers = site_series.answer_lines(latest_point)
     benchmark = {
         "name": one.name,
         "by_commit": one.by_commit,
         "left_out": one.left_out,
         "metrics": rows,
+        "primary": charts[metrics[0]] if metrics else None,
+        "answers": answers,
+        "control": latest_point.control if latest_point else "control",
         "guards": guards,
         "runs": [
             _run_row(site, p, depth=1) | {"guards": {g: _guard_text(p, g) for g in guards}}
@@ -165,13 +186,14 @@ def _benchmark_pages(site: Site, one: Series, folder: str) -> tuple[dict[str, An
         ],
     }
     pages[f"{folder}/index.html"] = (benchmark, _benchmark_page)
-    latest = one.points[-1] if one.points else None
     summary = {
         "name": one.name,
         "href": f"{folder}/index.html",
         "runs": len(one.points),
-        "latest": _run_row(site, latest, depth=0) if latest else None,
-        "trend": _trend(one, metrics[0]) if metrics else "no charted metric",
+        "latest": _run_row(site, latest_point, depth=0) if latest_point else None,
+        "primary": benchmark["primary"],
+        "answers": answers,
+        "regressions": regressions,
     }
     return pages, summary
 
@@ -184,20 +206,6 @@ def _charted(points: list[RunPoint]) -> list[str]:
             primary = bool((point.metrics.get(metric) or {}).get("primary"))
             seen[metric] = seen.get(metric, False) or primary
     return sorted(seen, key=lambda m: not seen[m])
-
-
-def _trend(one: Series, metric: str) -> str:
-    """The primary metric's latest figure against the first, and its latest change point."""
-    points, changes = metric_changes(one, metric)
-    if not points:
-        return "-"
-    first, last = run_value(points[0], metric), run_value(points[-1], metric)
-    text = f"{metric}: {last:.4g}"
-    if first and len(points) > 1:
-        text += f" ({100 * (last / first - 1):+.1f}% since the first of {len(points)} runs)"
-    if changes:
-        text += f"; latest change point {changes[-1].range}: {changes[-1].step}"
-    return text
 
 
 def _change_text(change: Change) -> str:
@@ -242,15 +250,19 @@ def _metric_model(
                 "high": high,
                 "coverage": coverage,
                 "n": len(point.values[metric]),
+                "treatments": {
+                    label: statistics.median(per[metric])
+                    for label, per in point.treatment_values.items()
+                    if per.get(metric)
+                },
             }
         )
-    index = {p.run_id: k for k, p in enumerate(points)}
     return {
         "name": one.name,
         "metric": metric,
         "by_commit": one.by_commit,
         "runs": runs,
-        "steps": [index[c.after.run_id] for c in changes],
+        "chart": site_series.chart_model(one, metric, points, changes),
         "changes": [
             {"text": _change_text(c), "bisect": bisect_command(c, site.top, site.home)}
             for c in changes
@@ -286,9 +298,23 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _index_page(model: Mapping[str, Any]) -> str:
+    """Each benchmark's latest answer and its primary metric over commits (with each commit's
+    CI gate), under the Regressions list; then the table of benchmarks."""
+    body = [
+        "<h1>Benchmark history</h1>",
+        f"<p>Published from {_text(model['source'])}.</p>",
+        *site_series.regressions_html(
+            [r for b in model["benchmarks"] for r in b["regressions"]], HYPOTHESIS
+        ),
+    ]
     rows = []
     for b in model["benchmarks"]:
         latest = b["latest"] or {}
+        body.append(f"<h2>{_link(b['href'], b['name'])}</h2>")
+        body += [f'<p class="answer">{_text(a)}</p>' for a in b["answers"]]
+        if b["primary"]:
+            body.append(site_series.chart_html(b["primary"], compact=True))
+            body += site_series.commits_table(b["primary"], last=INDEX_COMMITS)
         rows.append(
             [
                 _link(b["href"], b["name"]),
@@ -296,32 +322,38 @@ def _index_page(model: Mapping[str, Any]) -> str:
                 _link(latest.get("report"), latest.get("run_id", "-")),
                 _text(latest.get("tag", "-")),
                 _text(latest.get("ci_gate", "-")),
-                _text(latest.get("commit", "-")),
-                _text(b["trend"]),
+                f"<code>{_text(latest.get('commit', '-'))}</code>",
             ]
         )
-    head = ["benchmark", "runs", "latest run", "its tag", "its CI gate", "its commit", "trend"]
-    return _page(
-        "Benchmark history",
-        [
-            "<h1>Benchmark history</h1>",
-            f"<p>Published from {_text(model['source'])}.</p>",
-            *_table(head, rows),
-        ],
-    )
+    head = ["benchmark", "runs", "latest run", "its tag", "its CI gate", "its commit"]
+    body += ["<h2>Benchmarks</h2>", *_table(head, rows)]
+    return _page("Benchmark history", body)
 
 
 def _benchmark_page(model: Mapping[str, Any]) -> str:
+    """The latest answer, the primary metric over every commit, each metric's latest medians
+    per treatment (in its unit) with its change points, and the guard metrics' values."""
     body = [
         f"<h1>{_text(model['name'])}</h1>",
         '<p><a href="../index.html">all benchmarks</a></p>',
+        *(f'<p class="answer">{_text(a)}</p>' for a in model["answers"]),
+    ]
+    if model["primary"]:
+        body.append(site_series.chart_html(model["primary"]))
+        body += site_series.commits_table(model["primary"])
+    labels = sorted({t for m in model["metrics"] for t in m["latest"]} - {"control"})
+    body += [
         "<h2>Metrics</h2>",
+        "<p>Each metric's medians at the latest commit (the control's, then each treatment's); "
+        "its page charts it over every commit.</p>",
         *_table(
-            ["metric", "runs", "change points"],
+            ["metric", "runs", f"{_text(model['control'])} (control)"]
+            + [*(_text(t) for t in labels), "change points"],
             [
                 [
                     _link(m["href"], m["metric"]),
                     str(m["runs"]),
+                    *(_text(human(m["latest"].get(t), m["metric"])) for t in ["control", *labels]),
                     "<br>".join(_text(c) for c in m["changes"]) or "none found",
                 ]
                 for m in model["metrics"]
@@ -357,36 +389,22 @@ def _left_out(model: Mapping[str, Any]) -> list[str]:
 
 
 def _metric_page(model: Mapping[str, Any]) -> str:
-    runs = model["runs"]
-    x_title = "commit (git order)" if model["by_commit"] else "run (time order)"
-    svg = chart_svg(
-        model["metric"],
-        [
-            ChartPoint(
-                r["commit"][:7] if model["by_commit"] else r["started"][:16],
-                r["median"],
-                r["low"],
-                r["high"],
-                r["tag"],
-            )
-            for r in runs
-        ],
-        model["steps"],
-        x_title,
-    )
+    """The metric over commits (every treatment), its change points and every run."""
+    chart = model["chart"]
     body = [
         f"<h1>{_text(model['name'])}: {_text(model['metric'])}</h1>",
         '<p><a href="index.html">the benchmark</a> · '
         '<a href="../index.html">all benchmarks</a></p>',
-        f'<div class="chart">{svg}</div>',
-        "<p>Each point is a run: the median of its control's passed trials, with a "
-        f"distribution-free interval for it (coverage {LEVEL:.0%} where the trials allow; "
-        "with fewer, their range: the table gives each one's coverage). Colour: the run's tag ("
+        site_series.chart_html(chart),
+        "<p>Each point is a commit (a run's time, outside git): the median of its runs' control "
+        "trials, pooled, with a distribution-free interval for it (the order statistics "
+        f"covering at least {LEVEL:.0%} where the trials allow, with fewer their range; the "
+        "table gives each run's exact coverage). Colour: the tag of the commit's latest run ("
         + ", ".join(f'<span style="color:{c}">{t}</span>' for t, c in TAG_COLOURS.items())
-        + ").</p>",
+        + "); a line per other treatment, at its median.</p>",
         *_change_list(model["changes"]),
         "<h2>Runs</h2>",
-        *_runs_table(runs),
+        *_runs_table(model["metric"], model["runs"]),
     ]
     return _page(f"{model['name']}: {model['metric']}", body)
 
@@ -406,21 +424,25 @@ def _change_list(changes: list[Mapping[str, Any]]) -> list[str]:
     return [*body, "<ul>", *items, "</ul>"]
 
 
-def _runs_table(runs: list[Mapping[str, Any]]) -> list[str]:
-    return _table(
-        ["#", "commit", "date", "subject", "run (report)", "tag", "CI gate", "median", "interval"],
+def _runs_table(metric: str, runs: list[Mapping[str, Any]]) -> list[str]:
+    """Every run: its commit, report, tag and gate, the control's median with its interval
+    (and that interval's exact coverage) and each treatment's median, in the metric's unit."""
+    labels = sorted({t for r in runs for t in r["treatments"]})
+    head = ["commit", "subject", "run (report)", "tag / CI gate", "median"]
+    head += ["interval (coverage, n)", *(f"{_text(t)} (median)" for t in labels)]
+    rows = [
         [
-            [
-                str(k),
-                _text(r["commit"]),
-                _text(r["date"]),
-                _text(r["subject"]),
-                _link(r["report"], r["run_id"]),
-                _text(r["tag"]),
-                _text(r["ci_gate"]),
-                f"{r['median']:.6g}",
-                f"[{r['low']:.6g}, {r['high']:.6g}] ({r['coverage']:.0%}, n {r['n']})",
-            ]
-            for k, r in enumerate(runs, 1)
-        ],
-    )
+            f"<code>{_text(r['commit'])}</code>",
+            f'<span class="subject">{_text(r["subject"])}</span>',
+            _link(r["report"], r["run_id"]),
+            _text(f"{r['tag']} / {r['ci_gate']}"),
+            _text(human(r["median"], metric)),
+            _text(
+                f"[{human(r['low'], metric)}, {human(r['high'], metric)}] "
+                f"({r['coverage']:.0%}, n {r['n']})"
+            ),
+            *(_text(human(r["treatments"].get(t), metric)) for t in labels),
+        ]
+        for r in runs
+    ]
+    return ['<div class="wide">', *_table(head, rows), "</div>"]

@@ -1,7 +1,7 @@
 """What the terminal summary adds below a run's table, as hyperfine and criterion print it.
 
 The CPU time's user and system parts beside ``cpu_s``, how many samples each metric has beyond
-Tukey's fences, one line per comparison (``b is x1.32 +- 0.04 faster than a``), and the
+Tukey's fences, one line per comparison (``b: wall_s 1.32x faster than a (x0.758, ...)``), and the
 geometric mean of the ratios of one direction (within a run, and across a session's files).
 Every figure comes from the recorded trials and gate 2's verdicts; nothing is judged here.
 The few texts the terminal, report.md and the job summary share (the trial counts, a median or
@@ -18,12 +18,10 @@ from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import tukey_outliers, values_text
 from pytest_benchmark_agent.stats.geomean import GeoMean, geometric_mean
-from pytest_benchmark_agent.stats.units import human, ratio, unit_of
+from pytest_benchmark_agent.stats.units import change_text, human, ratio
 
 #: How many hex digits name a commit (``engine.revisions.SHORT``, which the reports sit below).
 _SHORT = 12
-
-_TIME_UNITS = ("s", "ms", "us", "ns")
 
 
 def primary_first(metrics: Iterable[str], specs: Mapping[str, Any]) -> list[str]:
@@ -98,8 +96,8 @@ def outlier_lines(run: RunRecord) -> list[str]:
 
 
 def comparison_lines(run: RunRecord) -> list[str]:
-    """One hyperfine line per treatment and judged metric with a ratio and its interval,
-    primaries first: ``b is x1.32 +- 0.04 faster than a (wall_s, interval x1.28 to x1.36)``."""
+    """One line per treatment and judged metric with a ratio, primaries first:
+    ``b: wall_s 1.32x faster than a (x0.758, 95% [0.74, 0.78]) - improved``."""
     specs = run.model.metrics
     lines = []
     for metric in primary_first(run.verdicts, specs):
@@ -113,24 +111,22 @@ def comparison_lines(run: RunRecord) -> list[str]:
     return lines
 
 
+#: A verdict as the comparison line ends with it (others as recorded).
+_VERDICT_WORDS = {"no_change": "no change detected", "not_comparable": "not comparable"}
+
+
 def comparison_text(label: str, control: str, metric: str, verdict: Verdict) -> str:
-    """``label is xF +- H <word> than control (metric, interval ...)`` from a verdict's ratio
-    (label over control) and interval; "" without a ratio. F is at least 1: the ratio or its
-    inverse, whichever says "faster"/"slower" (times) or "higher"/"lower" (other metrics)."""
-    value, ci = verdict.ratio, verdict.ci
-    if not isinstance(value, (int, float)) or value <= 0:
+    """``label: metric 48x faster than control (x0.0209, 95% [0.0185, 0.0275]) - improved``,
+    the one line a comparison is said in (terminal, report.md, report.html): the words and
+    the interval come from gate 2's ratio (label over control) by :func:`.units.change_text`.
+    "" without a ratio."""
+    said = change_text(metric, verdict.ratio, verdict.ci, control, verdict.extra.get("ci_level"))
+    if not said:
         return ""
-    timed = unit_of(metric) in _TIME_UNITS
-    if value < 1:
-        factor, word = 1 / value, "faster" if timed else "lower"
-        bounds = (1 / ci[1], 1 / ci[0]) if ci and min(ci) > 0 else None
-    else:
-        factor, word = value, "slower" if timed else "higher"
-        bounds = (ci[0], ci[1]) if ci else None
-    spread = f" +- {(bounds[1] - bounds[0]) / 2:.2f}" if bounds else ""
-    interval = f", interval {ratio(bounds[0], 3)} to {ratio(bounds[1], 3)}" if bounds else ""
-    judged = f", {verdict.word}" if verdict.verdict else ""
-    return f"{label} is x{factor:.2f}{spread} {word} than {control} ({metric}{interval}{judged})"
+    judged = _VERDICT_WORDS.get(verdict.word, verdict.word)
+    if verdict.verdict == "not_comparable" and verdict.reason:
+        judged += f": {verdict.reason}"
+    return f"{label}: {metric} {said}" + (f" - {judged}" if judged else "")
 
 
 def run_geomeans(run: RunRecord) -> dict[str, dict[str, GeoMean]]:

@@ -119,3 +119,43 @@ def verdict_text(verdict: Any) -> str:
     if verdict.ci:
         text += f" {interval(verdict.ci)}"
     return text
+
+
+#: The units of a time: a change of one is "faster"/"slower", of anything else "higher"/"lower".
+TIME_UNITS = ("s", "ms", "us", "ns")
+
+
+def is_time(metric: str) -> bool:
+    """Whether ``metric``'s name declares a time (``p50_ms``, ``cpu_s``, ``wall_ns``)."""
+    return unit_of(metric) in TIME_UNITS
+
+
+def change_words(metric: str, value: Any) -> str:
+    """A ratio (this over that) as a person says it: ``48x faster``, ``1.75x slower`` for a
+    time, ``250x lower``, ``1.5x higher`` for anything else, ``the same`` at x1; the factor is
+    the ratio or its inverse, whichever is at least 1 (three significant figures). "" for
+    none or a ratio that is not positive."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        return ""
+    if not math.isfinite(value):
+        return ""
+    factor = 1 / value if value < 1 else value
+    if f"{factor:.3g}" == "1":
+        return "the same"
+    down, up = ("faster", "slower") if is_time(metric) else ("lower", "higher")
+    return f"{factor:.3g}x {down if value < 1 else up}"
+
+
+def change_text(metric: str, value: Any, ci: Any, than: str = "", level: Any = None) -> str:
+    """The one way a comparison's ratio is said everywhere (terminal, reports, job summary,
+    site): ``48x faster than none (x0.0209, 95% [0.0185, 0.0275])``. The words come from the
+    ratio itself and the interval is the ratio's own (no symmetric "+-" that would allow what
+    the interval rules out), at its ``level`` (95% unless a look of adaptive blocks set
+    another); ``than`` names the other side. "" without a ratio."""
+    words = change_words(metric, value)
+    if not words:
+        return ""
+    other = f" than {than}" if than and words != "the same" else (f" as {than}" if than else "")
+    shown = f"{100 * level:.3g}%" if isinstance(level, float) else "95%"
+    bounds = f", {shown} {interval(ci)}" if ci and None not in ci else ""
+    return f"{words}{other} ({ratio(value, 3)}{bounds})"

@@ -28,6 +28,8 @@ from hostilehelpers import (
 #: The headings the engine writes in ``results_index.md`` and ``report.md``.
 INDEX_HEADINGS = {"# Benchmark results", "## RELIABLE", "## QUALIFIED", "## UNRELIABLE"}
 REPORT_HEADINGS = {
+    "## Answer",
+    "## Run",
     "## Controls",
     "## Results",
     "## What Went Wrong",
