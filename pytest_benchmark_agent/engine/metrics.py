@@ -2,7 +2,8 @@
 
 Metrics come from stdout (``name=value``, ``name: value`` or one JSON object line) or from a
 file (JSON object or the same lines). A declared metric that is missing, or not a finite
-number, is an error, never a silent 0. A ``direction: equal`` metric (a checksum, a hash) is
+number, is an error, never a silent 0; so is one beyond ``MAX_MAGNITUDE`` (``1e308``), which
+the statistics could not square. A ``direction: equal`` metric (a checksum, a hash) is
 kept exactly as the stage wrote it: an integer of any size as an ``int``, any other token (hex,
 base64, text) as a ``str``, never rounded through a float. ``BENCH_EFFECTIVE name=value`` lines
 on stdout and ``{out}/effective.json`` report the parameters a stage really used.
@@ -28,7 +29,7 @@ from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.records import redact
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.fsutil import NotRegularFile, outside, regular_chunks
-from pytest_benchmark_agent.stats.describe import INTEGER
+from pytest_benchmark_agent.stats.describe import INTEGER, MAX_MAGNITUDE
 
 _PAIR = re.compile(rf"^\s*({METRIC_NAME.pattern})\s*[=:]\s*(.*?)\s*$")
 _EFFECTIVE = "BENCH_EFFECTIVE"
@@ -145,6 +146,12 @@ def _number(name: str, raw: Any, source: str) -> float:
         ) from None
     if not math.isfinite(value):
         raise MetricError(f"metric '{name}' on {source} is {raw!r}, not a finite number.")
+    if abs(value) > MAX_MAGNITUDE:
+        raise MetricError(
+            f"metric '{name}' on {source} is {raw!r}, beyond ±{MAX_MAGNITUDE:g}, the largest "
+            "magnitude a trial records (its statistics square it); the stage must report it "
+            f"in a larger unit{hint}."
+        )
     return value
 
 

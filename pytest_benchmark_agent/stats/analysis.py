@@ -273,6 +273,14 @@ def _compare(
     c_med = float(np.median(list(control.values())))
     t_med = float(np.median(list(treated.values())))
     median_ratio = t_med / c_med if c_med != 0 else None
+    if median_ratio is not None and not np.isfinite(median_ratio):
+        return Comparison(
+            n,
+            refusal=Refused(
+                Refusal.FAILED,
+                f"relative effect beyond a float: the medians {t_med:g} / {c_med:g} overflow",
+            ),
+        )
     values = [*control.values(), *treated.values()]
     if min(values) == max(values):
         return Comparison(
