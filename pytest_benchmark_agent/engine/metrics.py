@@ -43,6 +43,33 @@ MAX_LINE_BYTES = 1 << 20
 _TAIL_LINES = 5
 #: Text or a stream of lines: what the readers below accept.
 Lines = str | Iterable[str]
+#: A failure reason quotes a stage's last lines up to this many characters in all, each line
+#: cut to :data:`QUOTE_LINE_CHARS`: every record, export and terminal repeats the reason, and a
+#: 300 KB line was printed whole.
+QUOTE_CHARS = 4096
+QUOTE_LINE_CHARS = 1024
+
+
+def quoted(lines: Sequence[str], first_cut: bool = False) -> str:
+    """The last of ``lines`` that fit :data:`QUOTE_CHARS` (the last one always), each longer
+    than :data:`QUOTE_LINE_CHARS` cut, saying how long it was (``first_cut``: the first line
+    was read from its middle, so its length is a lower bound)."""
+    kept: list[str] = []
+    size = 0
+    for index in range(len(lines) - 1, -1, -1):
+        line = _cut(lines[index], partial=first_cut and index == 0)
+        size += len(line) + 1
+        if kept and size > QUOTE_CHARS:
+            break
+        kept.append(line)
+    return "\n".join(reversed(kept))
+
+
+def _cut(line: str, partial: bool) -> str:
+    if len(line) <= QUOTE_LINE_CHARS:
+        return line
+    length = f"over {len(line):,}" if partial else f"{len(line):,}"
+    return f"{line[:QUOTE_LINE_CHARS]} [cut: the line is {length} characters long]"
 
 
 def file_lines(path: Path, max_line: int = MAX_LINE_BYTES) -> Iterator[str]:
@@ -114,7 +141,7 @@ def parse_metrics(
     values: dict[str, Value] = {}
     for name in fields:
         if name not in pairs:
-            tail = "\n".join(last) or "(nothing)"
+            tail = quoted(last) or "(nothing)"
             what = "<value>" if name in exact else "<number>"
             raise MetricError(
                 f"metric '{name}' was not reported on {source}; it must print "

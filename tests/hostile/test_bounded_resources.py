@@ -144,3 +144,24 @@ def assert_stopped_by_budget(trials: list[dict]) -> None:
         assert trial["status"] in {"interrupted", "not_run"}, trial
         if trial["status"] == "interrupted":
             assert trial["reason"].startswith(BUDGET_STOP), trial
+
+
+def test_a_failure_reason_quotes_a_few_kb_of_a_long_line(project: BenchProject) -> None:
+    """Issue 45: a stage's last line of 300 KB was quoted whole in the failure reason, so in
+    every record, export and terminal. The reason quotes a few KB, the line cut and its length
+    given: stdout's in full, stderr's as read from its last 64 KiB (so "over")."""
+    document = tiny_bench()
+    document["stages"][1]["cmd"] = (
+        "if [ {mode} = a ]; then head -c 300000 /dev/zero | tr '\\0' x; echo; "
+        "else head -c 300000 /dev/zero | tr '\\0' y >&2; exit 3; fi"
+    )
+    project.bench(document)
+    text = assert_clean_exit(project.run(), {1})
+    first, second = project.results()["trials"]
+    assert "metric 'score' was not reported on stdout" in first["reason"]
+    assert "[cut: the line is 300,000 characters long]" in first["reason"]
+    assert "exited with code 3" in second["reason"]
+    assert "[cut: the line is over 65,536 characters long]" in second["reason"]
+    for trial in (first, second):
+        assert len(trial["reason"]) < 8192
+    assert max(len(line) for line in text.splitlines()) < 8192

@@ -118,3 +118,27 @@ def test_a_prep_artifact_cut_short_by_a_full_disk_is_never_reused(
     [manifest] = (small_home / "cache").glob("*/manifest.json")
     [artifact] = json.loads(manifest.read_text())["artifacts"].values()
     assert artifact["bytes"] == 16 << 20
+
+
+def test_output_a_full_disk_takes_only_part_of_fails_its_trial_with_the_disk_error(
+    project: BenchProject, small_home: Path
+) -> None:
+    """Issue 45: with 512 KiB left, the stage's 700 KB of stdout was written in part (an
+    unbuffered write said so and raised nothing), its metric line was lost, and the trial failed
+    as ``metric 'score' was not reported``. It now fails with the disk's error and the file."""
+    filler = small_home / "filler"
+    project.bench(
+        with_measure(
+            f"head -c 64M /dev/zero > {filler} 2>/dev/null; truncate -s -512K {filler}; "
+            "head -c 700000 /dev/zero | tr '\\0' x; echo; echo score=1; echo mode={mode}"
+        )
+    )
+    text = assert_clean_exit(project.run(), {2})
+    assert "the disk is full" in text
+    [run_dir] = project.runs()
+    first = load_results(run_dir)["trials"][0]
+    assert first["status"] == "failed"
+    assert "could not keep its output" in first["reason"]
+    assert "stdout.txt" in first["reason"] and ENOSPC_TEXT in first["reason"]
+    assert "was not reported" not in first["reason"]
+    assert_trials_on_disk(run_dir)
