@@ -177,15 +177,9 @@ def _measure(
 
     def measured() -> tuple[StageRun, bool]:
         with ctx.isolation.stage("measure"):
-            untimed.warm_up(run, ctx, spec, record["id"], command, values, env, folder, limit)
-            setup = untimed.run_setup(ctx, spec, values, env, folder / "setup", limit)
-            if setup is not None:
-                record["setup"] = setup
-            if untimed.spent(limit):
-                raise untimed.BudgetSpent("before its measure stage")
-            timeout_s, by_budget = limit()
+            timeout_s, budget = untimed.before_measure(run, ctx, spec, record, values, env, limit)
             progress = ctx.announce(run, spec.stage.name, record["id"])
-            return stage(timeout_s=timeout_s, progress=progress), by_budget
+            return stage(timeout_s=timeout_s, progress=progress), budget
 
     try:
         return _trial_write(ctx, spec, record, measured)

@@ -73,6 +73,28 @@ def _untimed_stage(
     )
 
 
+def before_measure(
+    run: BenchRun,
+    ctx: StageContext,
+    spec: TrialSpec,
+    record: dict[str, Any],
+    values: Mapping[str, Any],
+    env: Mapping[str, str],
+    limit: Limit,
+) -> tuple[float | None, bool]:
+    """A trial's untimed part: its configuration's warm-up rounds, then its setup (recorded on
+    the trial's ``record``); returns the measure stage's timeout and whether it is the budget's.
+    Raises :class:`BudgetSpent` when the budget leaves no time for the measure stage."""
+    folder = Path(record["logs"])
+    warm_up(run, ctx, spec, record["id"], record["command"], values, env, folder, limit)
+    setup = run_setup(ctx, spec, values, env, folder / "setup", limit)
+    if setup is not None:
+        record["setup"] = setup
+    if spent(limit):
+        raise BudgetSpent("before its measure stage")
+    return limit()
+
+
 def run_setup(
     ctx: StageContext,
     spec: TrialSpec,

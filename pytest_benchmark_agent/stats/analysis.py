@@ -274,13 +274,7 @@ def _compare(
     t_med = float(np.median(list(treated.values())))
     median_ratio = t_med / c_med if c_med != 0 else None
     if median_ratio is not None and not np.isfinite(median_ratio):
-        return Comparison(
-            n,
-            refusal=Refused(
-                Refusal.FAILED,
-                f"relative effect beyond a float: the medians {t_med:g} / {c_med:g} overflow",
-            ),
-        )
+        return _beyond_a_float(n, t_med, c_med)
     values = [*control.values(), *treated.values()]
     if min(values) == max(values):
         return Comparison(
@@ -321,6 +315,13 @@ def _compare(
     if floor is not None and log_scale:
         return counted_t_test(n, tf(c_units), tf(t_units), floor, design, median_ratio, note)
     return rank_test(n, tf(c_units), tf(t_units), log_scale, rng, design, median_ratio, note)
+
+
+def _beyond_a_float(n: tuple[int, int], t_med: float, c_med: float) -> Comparison:
+    """The refusal of a comparison whose ratio of medians overflows a float (``1e150`` over
+    ``1e-300``): no effect, interval or verdict can be given as a ratio."""
+    reason = f"relative effect beyond a float: the medians {t_med:g} / {c_med:g} overflow"
+    return Comparison(n, refusal=Refused(Refusal.FAILED, reason))
 
 
 def _paired_units(
