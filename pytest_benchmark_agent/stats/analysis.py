@@ -63,7 +63,7 @@ from pytest_benchmark_agent.stats.comparability import (
     usable,
 )
 from pytest_benchmark_agent.stats.comparison import Comparison, Key
-from pytest_benchmark_agent.stats.describe import show_value
+from pytest_benchmark_agent.stats.describe import median, show_value
 from pytest_benchmark_agent.stats.holm import holm_step_down
 from pytest_benchmark_agent.stats.mde import min_detectable_effect
 from pytest_benchmark_agent.stats.paired import counted_t_test, min_blocks_to_decide, rank_test
@@ -270,8 +270,8 @@ def _compare(
         return Comparison(n, refusal=refused)
     if spec.direction == "equal":
         return _identity(n, control, treated)
-    c_med = float(np.median(list(control.values())))
-    t_med = float(np.median(list(treated.values())))
+    c_med = median(list(control.values()))  # never inf for two values near the float limit
+    t_med = median(list(treated.values()))
     median_ratio = t_med / c_med if c_med != 0 else None
     if median_ratio is not None and not np.isfinite(median_ratio):
         return _beyond_a_float(n, t_med, c_med)

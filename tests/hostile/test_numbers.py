@@ -89,3 +89,29 @@ def test_status_of_a_run_left_running_counts_its_recorded_trials(project: BenchP
     record.write_text(record.read_text().replace("state: complete", "state: running", 1))
     status = assert_clean_exit(agent(project, "status"), {1})
     assert "2 trial(s) recorded are kept" in status and "trials done" not in status
+
+
+def test_a_run_left_running_with_1e308_in_its_journal_is_finalized(project: BenchProject) -> None:
+    """The record an earlier version left: its trials hold ``1e308`` (no trial refused it) and
+    its session died summarizing them. A later verb finalizes it: summaries, gate 2 and the
+    report computed without overflowing (no plot: matplotlib's ticks overflow on it), where
+    every verb said the run "could not be finalized"."""
+    document = tiny_bench(replicates=2)
+    document["stages"][1]["cmd"] = "echo score=1e100; echo mode={mode}"
+    project.bench(document)
+    assert_clean_exit(project.run(subprocess=True), {0})
+    [run_dir] = project.runs()
+    journal, record = run_dir / "trials.jsonl", run_dir / "results.yaml"
+    journal.write_text(journal.read_text().replace("1e+100", "1e+308"))
+    text = record.read_text().replace("1.0e+100", "1.0e+308")
+    record.write_text(text.replace("state: complete", "state: running", 1))
+    for leftover in ("report.md", "index.json", "plot-score.png"):
+        (run_dir / leftover).unlink()
+    history = assert_clean_exit(agent(project, "history"), {0})
+    assert "could not be finalized" not in history and "overflow" not in history
+    results = project.results()
+    assert results["state"] == "interrupted"
+    assert results["summary"]["score"]["b"]["median"] == 1e308
+    assert results["summary"]["score"]["b"]["ratio_to_control"] == 1.0
+    assert (run_dir / "report.md").is_file() and (run_dir / "index.json").is_file()
+    assert not (run_dir / "plot-score.png").exists()
