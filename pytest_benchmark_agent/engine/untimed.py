@@ -207,8 +207,9 @@ def _round(
 def _failure(result: StageRun) -> str | None:
     """How an untimed stage failed (``timed out``, ``exited with code 3``, its output not
     kept on a full disk), or None."""
-    for error in result.output_errors():
-        return f"could not keep its output: {error.filename}: {error.strerror or error}"
+    errors = result.output_errors()
+    if errors:
+        return f"could not keep its output: {errors[0].filename}: {errors[0].strerror}"
     if result.timed_out:
         return "timed out"
     if result.guard_events:
