@@ -2,11 +2,12 @@
 
 Metrics come from stdout (``name=value``, ``name: value`` or one JSON object line) or from a
 file (JSON object or the same lines). A declared metric that is missing, or not a finite
-number, is an error, never a silent 0; so is one beyond ``MAX_MAGNITUDE`` (``1e308``), which
-the statistics could not square. A ``direction: equal`` metric (a checksum, a hash) is
-kept exactly as the stage wrote it: an integer of any size as an ``int``, any other token (hex,
-base64, text) as a ``str``, never rounded through a float. ``BENCH_EFFECTIVE name=value`` lines
-on stdout and ``{out}/effective.json`` report the parameters a stage really used.
+number, is an error, never a silent 0; so is one beyond ``MAX_MAGNITUDE`` (``1e150``: the
+statistics square what they are given, and ``1e308`` overflowed them). A ``direction: equal``
+metric (a checksum, a hash) is kept exactly as the stage wrote it: an integer of any size as an
+``int``, any other token (hex, base64, text) as a ``str``, never rounded through a float.
+``BENCH_EFFECTIVE name=value`` lines on stdout and ``{out}/effective.json`` report the
+parameters a stage really used.
 
 Output is read as a stream of lines (:func:`file_lines`), never whole: a stage may print
 hundreds of megabytes, and the harness must not hold them (docs/benchmark/RELIABILITY.md). A
