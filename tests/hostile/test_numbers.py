@@ -13,6 +13,7 @@ from benchhelpers import BenchProject
 from hostilehelpers import agent, assert_clean_exit, assert_trials_on_disk, tiny_bench
 
 from pytest_benchmark_agent.stats.describe import describe, median_ratio
+from pytest_benchmark_agent.stats.geomean import geometric_mean
 
 
 def finished(project: BenchProject, exits: set[int]) -> dict:
@@ -115,3 +116,14 @@ def test_a_run_left_running_with_1e308_in_its_journal_is_finalized(project: Benc
     assert results["summary"]["score"]["b"]["ratio_to_control"] == 1.0
     assert (run_dir / "report.md").is_file() and (run_dir / "index.json").is_file()
     assert not (run_dir / "plot-score.png").exists()
+
+
+def test_a_ratio_past_a_floats_range_is_left_out_of_the_geometric_mean() -> None:
+    """A ratio (or an interval end) that overflowed to ``inf`` made the session's geometric
+    mean ``inf``: it is left out, as a ratio of none is."""
+    inf = float("inf")
+    both = geometric_mean([("a", inf, (1.0, inf)), ("b", 2.0, (1.0, 3.0)), ("c", 8.0, (4.0, 16.0))])
+    assert both is not None and both.ratio == 4.0 and both.names == ("b", "c")
+    assert both.ci is not None and both.ci[1] < inf
+    unbounded = geometric_mean([("a", 2.0, (1.0, inf)), ("b", 2.0, (1.0, 3.0))])
+    assert unbounded is not None and unbounded.ratio == 2.0 and unbounded.ci is None
