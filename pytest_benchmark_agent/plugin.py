@@ -450,14 +450,17 @@ def _lazy(name: str) -> Any:
 
 
 def _warmup_rounds(text: str) -> int:
-    """``--bench-warmup N``: a whole number of rounds, 0 or more."""
+    """``--bench-warmup N``: a whole number of rounds, 0 to ``MAX_WARMUP``."""
+    from pytest_benchmark_agent.config.fields import MAX_WARMUP
+
     try:
         rounds = int(text)
     except ValueError:
         rounds = -1
-    if rounds < 0:
+    if not 0 <= rounds <= MAX_WARMUP:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give a whole number of warm-up rounds, 0 or more, e.g. --bench-warmup 1"
+            f"{text!r}: give a whole number of warm-up rounds, 0 to {MAX_WARMUP}, "
+            "e.g. --bench-warmup 1"
         )
     return rounds
 

@@ -64,6 +64,16 @@ ReplicateCount = _number(int, "integer", ge=1, le=MAX_REPLICATES)
 NonNegativeInt = _number(int, "integer", ge=0)
 
 
+#: The most warm-up rounds a measure stage may ask for, per configuration: like
+#: :data:`MAX_REPLICATES`, a plan is refused past it (``warmup: 1000000`` ran on for as long as
+#: the budget had, and past it).
+MAX_WARMUP = 1_000
+
+
+#: A count of warm-up rounds: 0 or more, at most :data:`MAX_WARMUP`.
+WarmupCount = _number(int, "integer", ge=0, le=MAX_WARMUP)
+
+
 Float = _number(float, "number")
 
 

@@ -12,7 +12,13 @@ from pydantic import (
     model_validator,
 )
 
-from pytest_benchmark_agent.config.fields import FileModel, NonNegative, NonNegativeInt, Positive
+from pytest_benchmark_agent.config.fields import (
+    FileModel,
+    NonNegative,
+    NonNegativeInt,
+    Positive,
+    WarmupCount,
+)
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, COUNTERS
 
 
@@ -66,7 +72,7 @@ class Stage(FileModel):
     timeout_s: Positive | None = None
     #: Untimed rounds of a measure stage per configuration before its first trial (a cold
     #: first run, caches and imports, is never measured); ``--bench-warmup`` where unset.
-    warmup: NonNegativeInt | None = None
+    warmup: WarmupCount | None = None
     #: Run before every trial of a measure stage (and every warm-up round), outside its
     #: metrics: hyperfine's ``--prepare`` (reset a table, drop a cache).
     setup: str | None = None

@@ -259,7 +259,7 @@ def run_status(run_dir: Path) -> RunStatus:
     where = (
         (
             f"; last heartbeat {duration(time.time() - beat['updated_unix'])} ago, "
-            f"{beat['trials_done']} of {beat['trials_total']} trials done"
+            f"{beat['trials_total']} trials planned"
             f"{', stage ' + beat['stage'] if beat.get('stage') else ''}"
         )
         if beat

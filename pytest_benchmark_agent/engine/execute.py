@@ -57,8 +57,6 @@ from pytest_benchmark_agent.util.placeholders import names_in, render
 Progress = Callable[[float, float], None]
 #: The reason of a trial that Ctrl-C (or SIGTERM) cut short.
 INTERRUPTED = "the session was interrupted during this trial"
-#: The reason of a trial that ``budget.wall_clock_s`` stopped while it ran.
-BUDGET_STOP = "stopped at the deadline of budget.wall_clock_s"
 
 
 def run_trial(
@@ -96,10 +94,10 @@ def run_trial(
     }
     command = render(spec.stage.cmd or "", values)
     record.update(command=command, logs=str(folder))
-    timeout_s, by_budget = _trial_timeout(ctx, run, spec.stage)
+    limit = functools.partial(_trial_timeout, ctx, run, spec.stage)
     if uses_out:  # else nothing is made unless output comes
         _trial_write(ctx, spec, record, lambda: scratch.mkdir(parents=True, exist_ok=True))
-    result = _measure(run, ctx, spec, record, values, checkout, timeout_s, progress)
+    result, by_budget = _measure(run, ctx, spec, record, values, checkout, limit, progress)
     _take_metrics(run, ctx, spec, record, result, values, by_budget)
     effective = {
         **upstream_effective,
@@ -157,11 +155,13 @@ def _measure(
     record: dict[str, Any],
     values: dict[str, Any],
     checkout: Path,
-    timeout_s: float | None,
+    limit: untimed.Limit,
     progress: Progress | None = None,
-) -> StageRun:
+) -> tuple[StageRun, bool]:
     """The trial's warm-up rounds, setup and measure stage, alone on the host (but for its
-    counted batch: ``progress``), GPUs pinned; a failed setup fails it, Ctrl-C interrupts it."""
+    counted batch: ``progress``) with its GPUs pinned, and whether the measure stage's timeout
+    was the budget's; a failed setup or GPU request fails the trial, a budget spent before the
+    measure stage or Ctrl-C interrupts it."""
     command, folder = record["command"], Path(record["logs"])
     try:
         devices, env, vram_mb = pin_gpus(
@@ -178,7 +178,6 @@ def _measure(
         cwd=spec.cwd,
         env=env,
         log_dir=folder,
-        timeout_s=timeout_s,
         cgroup=ctx.cgroup,
         mem_ceiling_mb=ceiling(run, spec.stage),
         progress_every_s=ctx.progress_every_s,
@@ -191,14 +190,12 @@ def _measure(
         hash_seed_base=run.hash_seed_base,
     )
 
-    def measured() -> StageRun:
+    def measured() -> tuple[StageRun, bool]:
         batch = progress is not None  # the batch holds the host lock and publishes the start
         with contextlib.nullcontext() if batch else ctx.isolation.stage("measure"):
-            untimed.warm_up(run, ctx, spec, record["id"], command, values, env, folder, timeout_s)
-            setup = untimed.run_setup(ctx, spec, values, env, folder / "setup", timeout_s)
-            if setup is not None:
-                record["setup"] = setup
-            return stage(progress=progress or ctx.announce(run, spec.stage.name, record["id"]))
+            timeout_s, budget = untimed.before_measure(run, ctx, spec, record, values, env, limit)
+            shown = progress or ctx.announce(run, spec.stage.name, record["id"])
+            return stage(timeout_s=timeout_s, progress=shown), budget
 
     try:
         return _trial_write(ctx, spec, record, measured)
@@ -207,6 +204,8 @@ def _measure(
         raise _Interrupted(record) from None
     except StageFailed as exc:  # its setup: failed
         raise _not_passed(record, exc) from None
+    except untimed.BudgetSpent as exc:
+        raise _budget_stopped(record, str(exc)) from None
 
 
 def _take_metrics(
@@ -227,8 +226,7 @@ def _take_metrics(
     for name in result.distorted:  # measured under a counting backend: no verdict uses it
         del record["metrics"][name]
     if by_budget and result.timed_out:
-        record.update(status="interrupted", reason=f"{BUDGET_STOP} (the trial was cut short)")
-        raise TrialNotPassed(record, pytest.skip.Exception(record["reason"]))
+        raise _budget_stopped(record, "(the trial was cut short)")
     try:
         check_exit(result, ctx)
         record["metrics"].update(result.counts_or_error())
@@ -292,6 +290,13 @@ def interrupted_record(exc: BaseException) -> dict[str, Any] | None:
     return exc.record if isinstance(exc, _Interrupted) else None
 
 
+def _budget_stopped(record: dict[str, Any], when: str) -> TrialNotPassed:
+    """The trial ``budget.wall_clock_s`` stopped (``when``: before or during which part):
+    interrupted by the budget, shown as a skip."""
+    record.update(status="interrupted", reason=f"{untimed.BUDGET_STOP} {when}", ended=utc_now())
+    return TrialNotPassed(record, pytest.skip.Exception(record["reason"]))
+
+
 def _not_passed(record: dict[str, Any], exc: StageFailed) -> TrialNotPassed:
     record.update(status=exc.status, reason=redact.stage_text(str(exc)))
     return TrialNotPassed(record, exc)
@@ -309,7 +314,7 @@ def _trial_timeout(ctx: StageContext, run: BenchRun, stage: Stage) -> tuple[floa
     deadline = ctx.deadlines.get(run.run_id)
     if deadline is None:
         return stage.timeout_s, False
-    left = max(deadline - time.monotonic(), 1e-3)
+    left = max(deadline - time.monotonic(), untimed.SPENT_S)
     if stage.timeout_s is not None and stage.timeout_s <= left:
         return stage.timeout_s, False
     return left, True

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_benchmark_agent.engine.execute import BUDGET_STOP
+from pytest_benchmark_agent.engine.untimed import BUDGET_STOP
 from pytest_benchmark_agent.judge import gate2 as judge
 from pytest_benchmark_agent.judge.sequential import sequential_outcome
 from pytest_benchmark_agent.records.record import RunRecord

@@ -2,10 +2,12 @@
 
 Metrics come from stdout (``name=value``, ``name: value`` or one JSON object line) or from a
 file (JSON object or the same lines). A declared metric that is missing, or not a finite
-number, is an error, never a silent 0. A ``direction: equal`` metric (a checksum, a hash) is
-kept exactly as the stage wrote it: an integer of any size as an ``int``, any other token (hex,
-base64, text) as a ``str``, never rounded through a float. ``BENCH_EFFECTIVE name=value`` lines
-on stdout and ``{out}/effective.json`` report the parameters a stage really used.
+number, is an error, never a silent 0; so is one beyond ``MAX_MAGNITUDE`` (``1e150``: the
+statistics square what they are given, and ``1e308`` overflowed them). A ``direction: equal``
+metric (a checksum, a hash) is kept exactly as the stage wrote it: an integer of any size as an
+``int``, any other token (hex, base64, text) as a ``str``, never rounded through a float.
+``BENCH_EFFECTIVE name=value`` lines on stdout and ``{out}/effective.json`` report the
+parameters a stage really used.
 
 Output is read as a stream of lines (:func:`file_lines`), never whole: a stage may print
 hundreds of megabytes, and the harness must not hold them (docs/benchmark/RELIABILITY.md). A
@@ -25,7 +27,7 @@ from typing import Any
 from pytest_benchmark_agent.config.as_recorded import METRIC_NAME
 from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
-from pytest_benchmark_agent.stats.describe import INTEGER
+from pytest_benchmark_agent.stats.describe import INTEGER, MAX_MAGNITUDE
 from pytest_benchmark_agent.util import redact
 from pytest_benchmark_agent.util.fsutil import NotRegularFile, outside, regular_chunks
 from pytest_benchmark_agent.util.placeholders import as_text
@@ -42,6 +44,33 @@ MAX_LINE_BYTES = 1 << 20
 _TAIL_LINES = 5
 #: Text or a stream of lines: what the readers below accept.
 Lines = str | Iterable[str]
+#: A failure reason quotes a stage's last lines up to this many characters in all, each line
+#: cut to :data:`QUOTE_LINE_CHARS`: every record, export and terminal repeats the reason, and a
+#: 300 KB line was printed whole.
+QUOTE_CHARS = 4096
+QUOTE_LINE_CHARS = 1024
+
+
+def quoted(lines: Sequence[str], first_cut: bool = False) -> str:
+    """The last of ``lines`` that fit :data:`QUOTE_CHARS` (the last one always), each longer
+    than :data:`QUOTE_LINE_CHARS` cut, saying how long it was (``first_cut``: the first line
+    was read from its middle, so its length is a lower bound)."""
+    kept: list[str] = []
+    size = 0
+    for index in range(len(lines) - 1, -1, -1):
+        line = _cut(lines[index], partial=first_cut and index == 0)
+        size += len(line) + 1
+        if kept and size > QUOTE_CHARS:
+            break
+        kept.append(line)
+    return "\n".join(reversed(kept))
+
+
+def _cut(line: str, partial: bool) -> str:
+    if len(line) <= QUOTE_LINE_CHARS:
+        return line
+    length = f"over {len(line):,}" if partial else f"{len(line):,}"
+    return f"{line[:QUOTE_LINE_CHARS]} [cut: the line is {length} characters long]"
 
 
 def file_lines(path: Path, max_line: int = MAX_LINE_BYTES) -> Iterator[str]:
@@ -113,7 +142,7 @@ def parse_metrics(
     values: dict[str, Value] = {}
     for name in fields:
         if name not in pairs:
-            tail = "\n".join(last) or "(nothing)"
+            tail = quoted(last) or "(nothing)"
             what = "<value>" if name in exact else "<number>"
             raise MetricError(
                 f"metric '{name}' was not reported on {source}; it must print "
@@ -145,6 +174,12 @@ def _number(name: str, raw: Any, source: str) -> float:
         ) from None
     if not math.isfinite(value):
         raise MetricError(f"metric '{name}' on {source} is {raw!r}, not a finite number.")
+    if abs(value) > MAX_MAGNITUDE:
+        raise MetricError(
+            f"metric '{name}' on {source} is {raw!r}, beyond ±{MAX_MAGNITUDE:g}, the largest "
+            "magnitude a trial records (its statistics square it); the stage must report it "
+            f"in a larger unit{hint}."
+        )
     return value
 
 

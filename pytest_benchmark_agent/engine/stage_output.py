@@ -6,6 +6,7 @@ a tail without ever holding a chatty stage's whole output (engine/stages.py read
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -61,9 +62,10 @@ class StageOutput:
     to ``path`` once past the spill size.
 
     The file (and its folder) is created only when the stage wrote something. A write that
-    fails (a full disk) is kept as :attr:`error`, the part written is emptied (room for the
-    run's records, which matter more than a log cut short) and the rest of the output is
-    discarded, so the stage is still read to its end (it never blocks on a full pipe).
+    fails, or writes only part of its chunk and then fails (a full disk), is kept as
+    :attr:`error`, the part written is emptied (room for the run's records, which matter more
+    than a log cut short) and the rest of the output is discarded, so the stage is
+    still read to its end (it never blocks on a full pipe).
     """
 
     def __init__(
@@ -97,7 +99,7 @@ class StageOutput:
             if len(self._buffer) > self._spill:
                 self._guarded(self._spill_buffer)
         else:
-            self._guarded(lambda: self._file.write(chunk))
+            self._guarded(lambda: self._write_all(chunk))
 
     def go_live(self) -> None:
         """From now on every chunk goes to the file as it is read (the stage runs long)."""
@@ -121,8 +123,19 @@ class StageOutput:
 
     def _spill_buffer(self) -> None:
         self._file = self._open()
-        self._file.write(self._buffer)
+        self._write_all(self._buffer)
         self._buffer = bytearray()
+
+    def _write_all(self, data: bytes | bytearray) -> None:
+        """Write all of ``data``: an unbuffered write may write part of it and say so (a disk
+        with less room than the chunk), and the part left was lost without an error; written
+        again, the rest raises the disk's error (ENOSPC) instead."""
+        view = memoryview(data)
+        while view:
+            written = self._file.write(view)
+            if not written:
+                raise OSError(errno.EIO, "the write wrote nothing", str(self.path))
+            view = view[written:]
 
     def _guarded(self, action: Callable[[], object]) -> None:
         try:
@@ -152,13 +165,18 @@ class StageOutput:
             return self._buffer.decode(errors="replace").splitlines()
         return file_lines(self.path)
 
-    def tail(self, limit: int = _TAIL_BYTES) -> str:
-        """The output's last ``limit`` bytes at most, as text."""
+    def last_lines(self, count: int, limit: int = _TAIL_BYTES) -> tuple[list[str], bool]:
+        """The last ``count`` lines of the output's last ``limit`` bytes, and whether the first
+        of them was read from its middle (the output is longer and they are all its lines)."""
         if self._file is None:
-            return self._buffer[-limit:].decode(errors="replace")
-        with open(self.path, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - limit))
-            return handle.read(limit).decode(errors="replace")
+            data, size = bytes(self._buffer[-limit:]), len(self._buffer)
+        else:
+            with open(self.path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                handle.seek(max(0, size - limit))
+                data = handle.read(limit)
+        lines = data.decode(errors="replace").rstrip().splitlines()
+        return lines[-count:], size > len(data) and len(lines) <= count
 
     def _open(self) -> Any:
         fd = open_creating(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)

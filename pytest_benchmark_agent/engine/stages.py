@@ -40,6 +40,7 @@ from typing import Any
 
 from pytest_benchmark_agent.engine.counters import Counting, counting
 from pytest_benchmark_agent.engine.isolation import Containment, StageScope
+from pytest_benchmark_agent.engine.metrics import quoted
 from pytest_benchmark_agent.engine.stage_output import StageOutput
 from pytest_benchmark_agent.errors import MetricError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
@@ -114,10 +115,10 @@ class StageRun:
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
         """The last ``lines`` of stderr, which a failure reason quotes in every record, export
-        and terminal: redacted as the stream was read (:class:`.stage_output.StreamRedactor`)."""
-        text = self.stderr_log.tail()
-        tail = text.rstrip().splitlines()[-lines:]
-        return "\n".join(tail) if tail else "(stderr was empty)"
+        and terminal: redacted as the stream was read (:class:`.stage_output.StreamRedactor`),
+        a few KB at most (:func:`.metrics.quoted`: a long line is cut, saying how long)."""
+        tail, first_cut = self.stderr_log.last_lines(lines)
+        return quoted(tail, first_cut) if tail else "(stderr was empty)"
 
     def as_record(self) -> dict[str, Any]:
         """The run for a trial or prep record; ``stdout``/``stderr`` name only files written."""

@@ -7,11 +7,16 @@ the trial's metrics; its failure fails the trial, naming the setup. ``warmup: N`
 trial in this process: the first run of a session (cold caches, first imports, a page cache not
 yet filled) is never a sample. Each round is published as a ``warmup`` record (FORMAT.md), kept
 apart from the trials, so no verdict, summary or count reads it.
+
+Both keep to ``budget.wall_clock_s``: each round and setup is given the time the budget has left
+(a :data:`Limit` asked afresh each time), a round cut short by it is the last, none starts once
+it is spent, and a setup it stops interrupts the trial (:class:`BudgetSpent`), as a measured
+stage it stops does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +30,24 @@ from pytest_benchmark_agent.util.placeholders import render
 if TYPE_CHECKING:
     from pytest_benchmark_agent.engine.context import StageContext
     from pytest_benchmark_agent.records.run import BenchRun
+
+#: The reason of a trial (or a warm-up round) that ``budget.wall_clock_s`` stopped.
+BUDGET_STOP = "stopped at the deadline of budget.wall_clock_s"
+#: The shortest timeout a stage is given (a timeout of 0 is none): at it the budget is spent.
+SPENT_S = 1e-3
+#: A stage's timeout now, and whether it is the time ``budget.wall_clock_s`` has left.
+Limit = Callable[[], tuple[float | None, bool]]
+
+
+class BudgetSpent(Exception):
+    """``budget.wall_clock_s`` ran out before or during a trial's setup: the trial is
+    interrupted by the budget (its message says when), not failed."""
+
+
+def spent(limit: Limit) -> bool:
+    """Whether the budget behind ``limit`` has no time left to start a stage."""
+    timeout_s, by_budget = limit()
+    return by_budget and timeout_s is not None and timeout_s <= SPENT_S
 
 
 def _untimed_stage(
@@ -50,22 +73,50 @@ def _untimed_stage(
     )
 
 
+def before_measure(
+    run: BenchRun,
+    ctx: StageContext,
+    spec: TrialSpec,
+    record: dict[str, Any],
+    values: Mapping[str, Any],
+    env: Mapping[str, str],
+    limit: Limit,
+) -> tuple[float | None, bool]:
+    """A trial's untimed part: its configuration's warm-up rounds, then its setup (recorded on
+    the trial's ``record``); returns the measure stage's timeout and whether it is the budget's.
+    Raises :class:`BudgetSpent` when the budget leaves no time for the measure stage."""
+    folder = Path(record["logs"])
+    warm_up(run, ctx, spec, record["id"], record["command"], values, env, folder, limit)
+    setup = run_setup(ctx, spec, values, env, folder / "setup", limit)
+    if setup is not None:
+        record["setup"] = setup
+    if spent(limit):
+        raise BudgetSpent("before its measure stage")
+    return limit()
+
+
 def run_setup(
     ctx: StageContext,
     spec: TrialSpec,
     values: Mapping[str, Any],
     env: Mapping[str, str],
     log_dir: Path,
-    timeout_s: float | None,
+    limit: Limit,
 ) -> dict[str, Any] | None:
     """Run the stage's ``setup:`` (every substituted value quoted) and return its record
     (command, exit code, wall and CPU time); None without one. A setup that fails raises
-    :class:`StageFailed` naming it, with its stderr."""
+    :class:`StageFailed` naming it, with its stderr; one the budget leaves no time for, or
+    stops, :class:`BudgetSpent`."""
     template = spec.stage.setup
     if template is None:
         return None
+    if spent(limit):
+        raise BudgetSpent("before its setup: command")
     command = render(template, values)
+    timeout_s, by_budget = limit()
     result = _untimed_stage(ctx, spec, f"{spec.stage.name} setup", command, env, log_dir, timeout_s)
+    if by_budget and result.timed_out:
+        raise BudgetSpent("during its setup: command")
     record = _timing(result)
     what = _failure(result)
     if what:
@@ -86,12 +137,13 @@ def warm_up(
     values: Mapping[str, Any],
     env: Mapping[str, str],
     folder: Path,
-    timeout_s: float | None,
+    limit: Limit,
 ) -> None:
     """Run the configuration's untimed rounds once per process, before its first trial.
 
     A round that fails is recorded as failed and the trial still runs: its own record says
-    whether the command works; the warm-up only keeps the first sample from being cold.
+    whether the command works; the warm-up only keeps the first sample from being cold. The
+    rounds end where ``budget.wall_clock_s`` does: a round it cuts short is the last.
     """
     rounds = spec.stage.warmup if spec.stage.warmup is not None else ctx.warmup
     key = (run.run_id, spec.stage.name, spec.treatment_label, spec.seed)
@@ -99,6 +151,8 @@ def warm_up(
         return
     ctx.warmed.add(key)
     for number in range(rounds):
+        if spent(limit):
+            return
         round_dir = folder.parent / f"{folder.name}-warmup{number}"
         record: dict[str, Any] = {
             "kind": "warmup",
@@ -109,24 +163,53 @@ def warm_up(
             "round": number,
             "command": command,
         }
-        try:
-            setup = run_setup(ctx, spec, values, env, round_dir / "setup", timeout_s)
-            if setup is not None:
-                record["setup"] = setup
-            result = _untimed_stage(ctx, spec, spec.stage.name, command, env, round_dir, timeout_s)
-        except StageFailed as exc:
-            record.update(status="failed", reason=str(exc), ended=utc_now())
-        else:
-            record.update(_timing(result))
-            why = _failure(result)
-            record["status"] = "failed" if why else "passed"
-            if why:
-                record["reason"] = f"the warm-up round {why}"
+        going_on = _round(ctx, spec, command, values, env, round_dir, limit, record)
         _publish(run, ctx, record)
+        if not going_on:
+            return
+
+
+def _round(
+    ctx: StageContext,
+    spec: TrialSpec,
+    command: str,
+    values: Mapping[str, Any],
+    env: Mapping[str, str],
+    round_dir: Path,
+    limit: Limit,
+    record: dict[str, Any],
+) -> bool:
+    """One warm-up round (its setup, then the command), its outcome put on ``record``;
+    False when ``budget.wall_clock_s`` stopped it, so no further round starts."""
+    try:
+        setup = run_setup(ctx, spec, values, env, round_dir / "setup", limit)
+        if setup is not None:
+            record["setup"] = setup
+        timeout_s, by_budget = limit()
+        result = _untimed_stage(ctx, spec, spec.stage.name, command, env, round_dir, timeout_s)
+    except StageFailed as exc:
+        record.update(status="failed", reason=str(exc), ended=utc_now())
+        return True
+    except BudgetSpent as exc:
+        record.update(status="failed", reason=f"{BUDGET_STOP} {exc}", ended=utc_now())
+        return False
+    record.update(_timing(result))
+    if by_budget and result.timed_out:
+        record.update(status="failed", reason=f"{BUDGET_STOP} (the round was cut short)")
+        return False
+    why = _failure(result)
+    record["status"] = "failed" if why else "passed"
+    if why:
+        record["reason"] = f"the warm-up round {why}"
+    return True
 
 
 def _failure(result: StageRun) -> str | None:
-    """How an untimed stage failed (``timed out``, ``exited with code 3``), or None."""
+    """How an untimed stage failed (``timed out``, ``exited with code 3``, its output not
+    kept on a full disk), or None."""
+    errors = result.output_errors()
+    if errors:
+        return f"could not keep its output: {errors[0].filename}: {errors[0].strerror}"
     if result.timed_out:
         return "timed out"
     if result.guard_events:

@@ -132,7 +132,11 @@ class RecordWriter:
         fd = self._journals.get(run.run_id)
         if fd is None:
             fd = self._journals[run.run_id] = open_appending(_folder(run) / JOURNAL)
-        write_line(fd, _journal_line(redact.scrub(line)))
+        try:
+            write_line(fd, _journal_line(redact.scrub(line)))
+        except OSError as exc:  # a write (ENOSPC) names no file: the reason names the journal
+            exc.filename = exc.filename or str(_folder(run) / JOURNAL)
+            raise
 
     def _snapshot(self, run: RunRecord, results: dict[str, Any] | None = None) -> None:
         start = time.monotonic()

@@ -20,14 +20,13 @@ from __future__ import annotations
 import io
 import os
 import re
-import statistics
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats.comparability import Verdict
-from pytest_benchmark_agent.stats.describe import show_value
+from pytest_benchmark_agent.stats.describe import MAX_MAGNITUDE, median, show_value
 from pytest_benchmark_agent.stats.units import axis_label, verdict_text
 from pytest_benchmark_agent.util.safetext import one_line
 
@@ -140,6 +139,8 @@ def _figure(
     categories = _categories(recorded, position) if exact else {}
     if exact and len(categories) < 2:  # one value everywhere: a plot of it shows nothing the
         return None  # table does not (a hash given a plot was a user's complaint)
+    if not exact and _beyond_the_bound(recorded):
+        return None
     blocks = {
         key: {
             label: float(categories[value] if exact else value) for label, value in values.items()
@@ -183,6 +184,13 @@ def _recorded(
             key = (trial.host, trial.replicate, trial.seed)
             recorded.setdefault(key, {})[trial.treatment] = value
     return recorded
+
+
+def _beyond_the_bound(recorded: Mapping[Any, Mapping[str, Any]]) -> bool:
+    """Whether a value is beyond :data:`~.describe.MAX_MAGNITUDE` (an older record's ``1e308``,
+    which a trial now refuses): matplotlib's tick locator overflows on it, so the metric gets
+    no plot; its table has every number."""
+    return any(abs(v) > MAX_MAGNITUDE for values in recorded.values() for v in values.values())
 
 
 def _categories(
@@ -232,7 +240,7 @@ def _draw_blocks(
         axes.scatter([x for x, _ in points], [y for _, y in points], s=16, zorder=2)
         if medians:
             axes.hlines(
-                statistics.median(y for _, y in points),
+                median([y for _, y in points]),
                 i - 0.25,
                 i + 0.25,
                 colors="black",
@@ -249,7 +257,7 @@ def _value_axis(axes: Any, blocks: Any) -> None:
     for values in blocks:
         for label, value in values.items():
             columns.setdefault(label, []).append(value)
-    medians = [statistics.median(v) for v in columns.values()]
+    medians = [median(v) for v in columns.values()]
     everything = [x for v in columns.values() for x in v]
     positive = min(everything) > 0
     if positive and max(medians) / min(medians) > LOG_RATIO:

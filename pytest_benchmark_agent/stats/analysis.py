@@ -64,7 +64,7 @@ from pytest_benchmark_agent.stats.comparability import (
     usable,
 )
 from pytest_benchmark_agent.stats.comparison import CI_LEVEL, Comparison, Key
-from pytest_benchmark_agent.stats.describe import show_value
+from pytest_benchmark_agent.stats.describe import median, show_value
 from pytest_benchmark_agent.stats.holm import holm_step_down
 from pytest_benchmark_agent.stats.mde import min_detectable_effect
 from pytest_benchmark_agent.stats.paired import counted_t_test, min_blocks_to_decide, rank_test
@@ -279,9 +279,11 @@ def _compare(
         return Comparison(n, refusal=refused)
     if spec.direction == "equal":
         return _identity(n, control, treated)
-    c_med = float(np.median(list(control.values())))
-    t_med = float(np.median(list(treated.values())))
+    c_med = median(list(control.values()))  # never inf for two values near the float limit
+    t_med = median(list(treated.values()))
     median_ratio = t_med / c_med if c_med != 0 else None
+    if median_ratio is not None and not np.isfinite(median_ratio):
+        return _beyond_a_float(n, t_med, c_med)
     values = [*control.values(), *treated.values()]
     if min(values) == max(values):
         return Comparison(
@@ -322,6 +324,13 @@ def _compare(
     if floor is not None and log_scale:
         return counted_t_test(n, c, t, floor, design, median_ratio, note, ci_level)
     return rank_test(n, c, t, log_scale, rng, design, median_ratio, note, ci_level)
+
+
+def _beyond_a_float(n: tuple[int, int], t_med: float, c_med: float) -> Comparison:
+    """The refusal of a comparison whose ratio of medians overflows a float (``1e150`` over
+    ``1e-300``): no effect, interval or verdict can be given as a ratio."""
+    reason = f"relative effect beyond a float: the medians {t_med:g} / {c_med:g} overflow"
+    return Comparison(n, refusal=Refused(Refusal.FAILED, reason))
 
 
 def _paired_units(

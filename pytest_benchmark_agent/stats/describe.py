@@ -2,6 +2,11 @@
 
 A ``direction: equal`` metric (a checksum, a hash) is described by its distinct values and how
 often each occurred, never by a mean, a median or a CV: its values are identities, not numbers.
+
+A recorded number is any finite float: a trial refuses one beyond :data:`MAX_MAGNITUDE`, but an
+older record or an import may hold ``1e308``. The summaries here cannot overflow on it: a value
+that does not fit a float (the stdev of ``-1e308`` and ``1e308``, a ratio of ``1e150`` to
+``1e-300``) is recorded as none, never raised and never ``inf``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ from typing import Any
 #: An integer as written in canonical form (no sign but ``-``, no leading zero): kept as an
 #: ``int``; ``007`` or ``+7`` stay text, so the value reads back exactly as it was written.
 INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+#: The largest magnitude a trial records: its square, summed over any sample count the engine
+#: runs, is still a finite float, so every variance, test statistic and ratio of two recorded
+#: values computes (engine/metrics refuses a value beyond it, naming the metric).
+MAX_MAGNITUDE = 1e150
 
 
 def show_value(value: Any) -> str:
@@ -39,17 +48,43 @@ def describe(values: Sequence[Any]) -> dict[str, Any]:
         return {"n": 0}
     if any(isinstance(value, str) for value in values):
         return describe_exact(values)
-    mean = statistics.fmean(values)
-    stdev = statistics.stdev(values) if n > 1 else 0.0
+    mean, stdev = _mean_stdev(values)
     return {
         "n": n,
-        "median": _round(statistics.median(values)),
+        "median": _round(median(values)),
         "mean": _round(mean),
         "stdev": _round(stdev),
-        "cv": _round(stdev / abs(mean)) if mean else None,
+        "cv": _finite_round(stdev / abs(mean)) if mean and stdev is not None else None,
         "min": _round(min(values)),
         "max": _round(max(values)),
     }
+
+
+def _mean_stdev(values: Sequence[float]) -> tuple[float, float | None]:
+    """The mean and sample stdev of ``values``; where their sum overflows a float they are
+    computed on the values scaled down by a power of two (exact), and a stdev that does not fit
+    a float even so is None."""
+    try:
+        mean = statistics.fmean(values)
+        return mean, statistics.stdev(values) if len(values) > 1 else 0.0
+    except OverflowError:
+        exponent = math.frexp(max(abs(value) for value in values))[1]
+        scaled = [math.ldexp(value, -exponent) for value in values]
+        mean = math.ldexp(statistics.fmean(scaled), exponent)  # at most the largest value
+        try:
+            return mean, math.ldexp(statistics.stdev(scaled), exponent)
+        except OverflowError:
+            return mean, None
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of ``values``, the middle two halved before they are added (the same float
+    as their sum halved, which overflows for two values near the float limit)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return ordered[middle - 1] / 2 + ordered[middle] / 2
 
 
 def describe_exact(values: Sequence[Any]) -> dict[str, Any]:
@@ -79,11 +114,16 @@ def median_ratio(treatment: dict[str, Any], control: dict[str, Any]) -> float | 
     """Treatment median over control median (None when either side is empty or zero)."""
     if not treatment.get("n") or not control.get("n") or not control["median"]:
         return None
-    return _round(treatment["median"] / control["median"])
+    return _finite_round(treatment["median"] / control["median"])
 
 
-def _round(value: float) -> float:
-    return float(f"{value:.6g}")
+def _round(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.6g}")
+
+
+def _finite_round(value: float) -> float | None:
+    """``value`` rounded, or None when a quotient overflowed to ``inf``."""
+    return _round(value) if math.isfinite(value) else None
 
 
 def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:

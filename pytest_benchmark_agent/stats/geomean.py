@@ -36,13 +36,16 @@ class GeoMean:
 def geometric_mean(
     parts: Iterable[tuple[str, float, Sequence[float] | None]],
 ) -> GeoMean | None:
-    """The geometric mean of ``(name, ratio, interval)`` parts with a positive ratio; None for
-    fewer than two (one ratio is its own summary)."""
-    kept = [(name, r, ci) for name, r, ci in parts if r is not None and r > 0]
+    """The geometric mean of ``(name, ratio, interval)`` parts with a positive, finite ratio
+    (one past a float's range says nothing a mean could use); None for fewer than two (one
+    ratio is its own summary)."""
+    kept = [(name, r, ci) for name, r, ci in parts if r is not None and 0 < r < math.inf]
     if len(kept) < 2:
         return None
     ratio = math.exp(sum(math.log(r) for _, r, _ in kept) / len(kept))
-    bounded = all(ci is not None and len(ci) == 2 and min(ci) > 0 for _, _, ci in kept)
+    bounded = all(
+        ci is not None and len(ci) == 2 and 0 < min(ci) and max(ci) < math.inf for _, _, ci in kept
+    )
     ci = None
     if bounded:
         low = math.exp(sum(math.log(c[0]) for _, _, c in kept) / len(kept))  # type: ignore[index]

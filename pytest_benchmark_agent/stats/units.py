@@ -62,7 +62,11 @@ def human(value: Any, metric: str = "") -> str:
 
 
 def plain(value: float) -> str:
-    """Four significant figures below 100,000, else the integer part with separators."""
+    """Four significant figures below 100,000, else the integer part with separators (a float
+    from 10^15 on, past a float's exact digits, in four figures with its exponent: ``1e150``
+    is not 151 digits of noise)."""
+    if not isinstance(value, int) and abs(value) >= 1e15:
+        return f"{value:.3e}"
     if isinstance(value, int) or abs(value) >= 1e5:
         return f"{value:,.0f}"
     if value != 0 and abs(value) < 1e-3:

@@ -46,9 +46,11 @@ def atomic_write(path: Path, text: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not exc.filename:  # a write (ENOSPC) names no file
+            exc.filename = str(path)
         raise
     fsync_dir(path.parent)
 

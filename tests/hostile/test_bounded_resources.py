@@ -18,7 +18,7 @@ import pytest
 from benchhelpers import BenchProject
 from hostilehelpers import assert_clean_exit, tiny_bench
 
-from pytest_benchmark_agent.engine.execute import BUDGET_STOP
+from pytest_benchmark_agent.engine.untimed import BUDGET_STOP
 
 GROWTH_LIMIT_MB = 50
 #: Runs pytest in this process and prints its RSS growth: peak (``ru_maxrss``) over the RSS
@@ -92,3 +92,76 @@ def test_the_wall_clock_budget_stops_a_running_trial_at_its_deadline(
     assert first["status"] == "interrupted" and first["reason"].startswith(BUDGET_STOP)
     assert first["exit_code"] == -9  # killed at the deadline, not left to sleep on
     assert second["status"] == "not_run"
+
+
+def test_a_warmup_beyond_the_cap_is_refused_by_gate_1(project: BenchProject) -> None:
+    """Issue 45: ``warmup: 1000000`` passed gate 1 (replicates were capped, warm-ups not)."""
+    document = tiny_bench()
+    document["stages"][1]["warmup"] = 1_000_000
+    project.bench(document)
+    text = assert_clean_exit(project.run(), {2})
+    assert "stages[1] (measure).warmup: Input should be less than or equal to 1000" in text
+    assert not project.runs()
+    option = assert_clean_exit(project.run("--bench-warmup", "1000000"), {4})
+    assert "give a whole number of warm-up rounds, 0 to 1000" in option
+
+
+def test_the_wall_clock_budget_ends_the_warmup_rounds(project: BenchProject) -> None:
+    """Issue 45: the budget did not stop warm-ups (``warmup: 1000000`` ran on at 90 s of a 5 s
+    budget). Each round takes at least a second, so at most six fit a 5 s budget (the last cut
+    short), of 30 asked for; no trial is measured after it (however loaded the machine, the
+    budget may be spent before the first round or the first trial: the bounds still hold)."""
+    document = tiny_bench(budget={"wall_clock_s": 5})
+    document["stages"][1]["warmup"] = 30
+    document["stages"][1]["cmd"] = "sleep 1; echo score=1; echo mode={mode}"
+    project.bench(document)
+    assert_clean_exit(project.run(), {0})
+    results = project.results()
+    assert results["state"] == "halted"
+    warmups = results["warmups"]
+    assert len(warmups) <= 6
+    assert all(w["status"] == "passed" or w["reason"].startswith(BUDGET_STOP) for w in warmups)
+    assert_stopped_by_budget(results["trials"])
+
+
+def test_the_wall_clock_budget_stops_a_setup_as_it_stops_a_trial(project: BenchProject) -> None:
+    """A ``setup:`` the budget stops interrupts its trial (the run is halted), where it failed
+    the trial as ``its setup: command timed out``."""
+    document = tiny_bench(budget={"wall_clock_s": 2})
+    document["stages"][1]["setup"] = "sleep 600"
+    project.bench(document)
+    assert_clean_exit(project.run(), {0})
+    results = project.results()
+    assert results["state"] == "halted"
+    assert_stopped_by_budget(results["trials"])
+    first = results["trials"][0]
+    assert first["status"] == "not_run" or first["reason"].endswith("during its setup: command")
+
+
+def assert_stopped_by_budget(trials: list[dict]) -> None:
+    """Assert no trial passed or failed: each was interrupted by the budget or not run."""
+    for trial in trials:
+        assert trial["status"] in {"interrupted", "not_run"}, trial
+        if trial["status"] == "interrupted":
+            assert trial["reason"].startswith(BUDGET_STOP), trial
+
+
+def test_a_failure_reason_quotes_a_few_kb_of_a_long_line(project: BenchProject) -> None:
+    """Issue 45: a stage's last line of 300 KB was quoted whole in the failure reason, so in
+    every record, export and terminal. The reason quotes a few KB, the line cut and its length
+    given: stdout's in full, stderr's as read from its last 64 KiB (so "over")."""
+    document = tiny_bench()
+    document["stages"][1]["cmd"] = (
+        "if [ {mode} = a ]; then head -c 300000 /dev/zero | tr '\\0' x; echo; "
+        "else head -c 300000 /dev/zero | tr '\\0' y >&2; exit 3; fi"
+    )
+    project.bench(document)
+    text = assert_clean_exit(project.run(), {1})
+    first, second = project.results()["trials"]
+    assert "metric 'score' was not reported on stdout" in first["reason"]
+    assert "[cut: the line is 300,000 characters long]" in first["reason"]
+    assert "exited with code 3" in second["reason"]
+    assert "[cut: the line is over 65,536 characters long]" in second["reason"]
+    for trial in (first, second):
+        assert len(trial["reason"]) < 8192
+    assert max(len(line) for line in text.splitlines()) < 8192

@@ -118,3 +118,70 @@ def test_a_prep_artifact_cut_short_by_a_full_disk_is_never_reused(
     [manifest] = (small_home / "cache").glob("*/manifest.json")
     [artifact] = json.loads(manifest.read_text())["artifacts"].values()
     assert artifact["bytes"] == 16 << 20
+
+
+def test_output_a_full_disk_takes_only_part_of_fails_its_trial_with_the_disk_error(
+    project: BenchProject, small_home: Path
+) -> None:
+    """Issue 45: with 512 KiB left, the stage's 700 KB of stdout was written in part (an
+    unbuffered write said so and raised nothing), its metric line was lost, and the trial failed
+    as ``metric 'score' was not reported``. It now fails with the disk's error and the file."""
+    filler = small_home / "filler"
+    project.bench(
+        with_measure(
+            f"head -c 64M /dev/zero > {filler} 2>/dev/null; truncate -s -512K {filler}; "
+            "head -c 700000 /dev/zero | tr '\\0' x; echo; echo score=1; echo mode={mode}"
+        )
+    )
+    text = assert_clean_exit(project.run(), {2})
+    assert "the disk is full" in text
+    [run_dir] = project.runs()
+    first = load_results(run_dir)["trials"][0]
+    assert first["status"] == "failed"
+    assert "could not keep its output" in first["reason"]
+    assert "stdout.txt" in first["reason"] and ENOSPC_TEXT in first["reason"]
+    assert "was not reported" not in first["reason"]
+    assert_trials_on_disk(run_dir)
+
+
+def test_a_warmup_round_whose_output_a_full_disk_refused_says_so(
+    project: BenchProject, small_home: Path
+) -> None:
+    """The first run (the warm-up round) leaves 512 KiB on the disk and prints 700 KB; the
+    trial after it frees the room. The round is recorded failed with the disk's error and its
+    file, where it was recorded as passed."""
+    filler = small_home / "filler"
+    document = with_measure(
+        f"if [ -f warmed ]; then rm -f {filler}; else touch warmed; "
+        f"head -c 64M /dev/zero > {filler} 2>/dev/null; truncate -s -512K {filler}; fi; "
+        "head -c 700000 /dev/zero | tr '\\0' x; echo; echo score=1; echo mode={mode}",
+    )
+    del document["treatment_variable"], document["treatments"]
+    document["stages"][1]["warmup"] = 1
+    project.bench(document)
+    assert_clean_exit(project.run(), {0})
+    results = load_results(project.runs()[-1])
+    [warmup] = results["warmups"]
+    assert warmup["status"] == "failed"
+    assert warmup["reason"].startswith("the warm-up round could not keep its output: ")
+    assert "stdout.txt" in warmup["reason"] and ENOSPC_TEXT in warmup["reason"]
+    assert [t["status"] for t in results["trials"]] == ["passed"]
+
+
+def test_a_record_a_full_disk_refused_names_its_file(
+    project: BenchProject, small_home: Path
+) -> None:
+    """The warm-up round fills the disk, so its journal line cannot be written: the trial
+    fails naming ``trials.jsonl``, where the reason said ``(path unknown)`` (a failed write
+    names no file)."""
+    filler = small_home / "filler"
+    document = with_measure(
+        f"head -c 64M /dev/zero > {filler} 2>/dev/null; echo score=1; echo mode={{mode}}"
+    )
+    del document["treatment_variable"], document["treatments"]
+    document["stages"][1]["warmup"] = 1
+    project.bench(document)
+    text = assert_clean_exit(project.run(), {2})
+    [run_dir] = project.runs()
+    assert f"could not write its records: {run_dir / 'trials.jsonl'}: {ENOSPC_TEXT}" in text
+    assert "(path unknown)" not in text
