@@ -35,6 +35,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, load_config
 from pytest_benchmark_agent.engine.bisect_step import evidence, judged
+from pytest_benchmark_agent.engine.worktrees import guard
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
@@ -258,8 +259,9 @@ def _config_at(top: Path, sha: str, rel: str) -> BenchmarkConfig:
 def remove_worktree(repo: Path, tree: Path) -> None:
     """Remove a worktree of ours (a leftover of an interrupted bisection too): its folder and
     git's record of it, even with the folder gone. No ``git worktree prune``: it would also drop
-    the records of the user's own worktrees whose folders are absent (an unmounted disk)."""
-    git(repo, "worktree", "remove", "--force", str(tree), check=False)
+    the records of the user's own worktrees whose folders are absent (an unmounted disk).
+    ``--force`` twice: a worktree whose ``add`` was killed is left locked."""
+    git(repo, "worktree", "remove", "--force", "--force", str(tree), check=False)
     shutil.rmtree(tree, ignore_errors=True)
 
 
@@ -270,6 +272,7 @@ def run_pytest(state: Bisection, sha: str, run_id: str, extra: Sequence[str]) ->
     tree = state.folder / "worktrees" / sha
     remove_worktree(repo, tree)
     tree.parent.mkdir(parents=True, exist_ok=True)
+    guard(Path(state.home))  # a plain pytest of the project never collects the worktree
     git(repo, "worktree", "add", "--force", "--detach", "--quiet", str(tree), sha)
     log = state.folder / "logs" / f"{run_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
