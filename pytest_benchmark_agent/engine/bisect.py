@@ -35,7 +35,6 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, load_config
 from pytest_benchmark_agent.engine.bisect_step import evidence, judged
-from pytest_benchmark_agent.engine.worktrees import guard
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
@@ -272,7 +271,6 @@ def run_pytest(state: Bisection, sha: str, run_id: str, extra: Sequence[str]) ->
     tree = state.folder / "worktrees" / sha
     remove_worktree(repo, tree)
     tree.parent.mkdir(parents=True, exist_ok=True)
-    guard(Path(state.home))  # a plain pytest of the project never collects the worktree
     git(repo, "worktree", "add", "--force", "--detach", "--quiet", str(tree), sha)
     log = state.folder / "logs" / f"{run_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
