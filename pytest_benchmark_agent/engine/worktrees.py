@@ -8,7 +8,8 @@ which removes both; SIGKILL (or the OOM killer) does not, so every later session
 (:func:`.recovery.recover_orphans`) sweeps a folder whose every owner is gone: ``git worktree
 remove --force --force`` in its repository (which drops git's record even when the folder is
 gone, and a worktree a kill left locked mid-``add``), then the folder. No ``git worktree prune``:
-it would also drop the records of the user's own worktrees whose folders are absent.
+it would also drop the records of the user's own worktrees whose folders are absent. A folder
+made before claims existed is swept once every run of its session has finished.
 
 The data home also gets a ``conftest.py`` that makes pytest ignore everything under it, so a
 plain ``pytest`` of the project (no ``testpaths``) never collects a worktree's copy of the
@@ -75,26 +76,45 @@ def release(folder: Path) -> None:
 
 
 def sweep(home: Path) -> list[Path]:
-    """Remove the worktrees of every session folder whose owners are all gone; returns the
-    folders removed. A folder with no claim (made before claims existed) is left alone."""
+    """Remove the worktrees of every session folder whose session is gone (:func:`_gone`);
+    returns the folders removed. A data home holding worktrees gets its guard (one written
+    before the guard existed too)."""
     try:
         folders = sorted((home / AGAINST).iterdir())
     except OSError:
         return []
+    with contextlib.suppress(OSError):
+        guard(home)
     swept = []
     for folder in folders:
-        if folder.name.startswith(".") or folder.is_symlink() or not abandoned(folder):
+        if folder.name.startswith(".") or folder.is_symlink() or not _gone(folder, home):
             continue
         lock = acquire_lock(folder / _LOCK, wait=False)
         if lock is None:
             continue  # another process is sweeping it
         try:
-            if abandoned(folder):
+            if _gone(folder, home):
                 _remove_folder(folder)
                 swept.append(folder)
         finally:
             release_lock(lock)
     return swept
+
+
+def _gone(folder: Path, home: Path) -> bool:
+    """Whether the session that made ``folder`` is gone: every owner of its claim gone, or for
+    a folder with no claim (made before claims existed, named by its session's token
+    ``<stamp>-<suffix>``) its session's runs (``runs/<stamp>-<name>-<suffix>``) all finished
+    (``index.json``: ended, or finalized since its session died). No run: left alone."""
+    if os.path.lexists(folder / OWNERS):
+        return abandoned(folder)
+    stamp, _, suffix = folder.name.rpartition("-")
+    try:
+        names = os.listdir(home / "runs") if stamp and suffix else []
+    except OSError:
+        return False
+    runs = [name for name in names if name.startswith(f"{stamp}-") and name.endswith(f"-{suffix}")]
+    return bool(runs) and all((home / "runs" / name / "index.json").exists() for name in runs)
 
 
 def _remove_folder(folder: Path) -> None:
@@ -110,8 +130,9 @@ def _remove_folder(folder: Path) -> None:
         if path.is_dir() and not path.is_symlink() and path.name != OWNERS
     }
     for tree in sorted(trees):
-        if repo is not None:
-            remove_worktree(repo, tree)
+        owner = repo or _common_dir(tree)
+        if owner is not None:
+            remove_worktree(owner, tree)
         shutil.rmtree(tree, ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)
     where = f" of {repo}" if repo is not None else ""
@@ -130,6 +151,21 @@ def _repository(folder: Path) -> Path | None:
         return None
     text = named.get("repository") if isinstance(named, dict) else None
     return Path(text) if isinstance(text, str) and os.path.isdir(text) else None
+
+
+def _common_dir(tree: Path) -> Path | None:
+    """The git folder of the repository ``tree`` is a worktree of, as its ``.git`` file names
+    it (a folder with no ``repository.json``: made before it was written)."""
+    from pytest_benchmark_agent.engine.bisect import clean_env
+
+    if not (tree / ".git").is_file():
+        return None
+    asked = ["rev-parse", "--path-format=absolute", "--git-common-dir"]
+    done = subprocess.run(
+        ["git", "-C", str(tree), *asked], capture_output=True, text=True, env=clean_env()
+    )
+    common = Path(done.stdout.strip())
+    return common if done.returncode == 0 and common.is_absolute() and common.is_dir() else None
 
 
 def _worktrees_under(repo: Path, folder: Path) -> list[Path]:

@@ -218,14 +218,36 @@ def test_a_folder_naming_no_repository_is_still_removed(tmp_path: Path) -> None:
 
 
 def test_a_folder_without_claims_or_with_a_live_owner_is_left_alone(tmp_path: Path) -> None:
+    """No claim and no finished run of its session (or a name that is no token), or a live
+    owner: the session may still be using its worktree."""
     home = tmp_path / "home"
-    unclaimed = home / "against" / "old"
-    (unclaimed / "abc-123").mkdir(parents=True)
+    running = home / "runs" / "2026-01-02T03-04-05-owners-ab12"
+    running.mkdir(parents=True)
+    unclaimed = [home / "against" / name for name in ("old", "2026-01-02T03-04-05-ab12")]
+    for folder in unclaimed:
+        (folder / "abc-123").mkdir(parents=True)
     live = home / "against" / "live"
     recover.claim(live)
     (home / "against" / "a-file").write_text("not a folder")
     assert worktrees.sweep(home) == []
-    assert (unclaimed / "abc-123").is_dir() and live.is_dir()
+    assert all((folder / "abc-123").is_dir() for folder in unclaimed) and live.is_dir()
+    assert (home / worktrees.GUARD).read_text() == worktrees.GUARD_TEXT
+
+
+def test_an_unclaimed_worktree_of_a_finished_session_is_removed(tmp_path: Path) -> None:
+    """A worktree left before claims existed: its repository read from its ``.git`` file, once
+    its session's run has finished (here finalized after a kill)."""
+    project = Project(tmp_path)
+    home = project.home
+    folder = home / "against" / "2026-01-02T03-04-05-ab12"
+    folder.mkdir(parents=True)
+    git(project.path, "worktree", "add", "-q", "--detach", str(folder / "abc-123"), "HEAD~1")
+    run = home / "runs" / "2026-01-02T03-04-05-owners-ab12"
+    run.mkdir(parents=True)
+    (run / "index.json").write_text("{}")
+    assert worktrees.sweep(home) == [folder]
+    _assert_removed(project)
+    _assert_collects_only_its_own_tests(project)
 
 
 def test_the_guard_is_rewritten_when_it_was_changed(tmp_path: Path) -> None:
