@@ -136,9 +136,13 @@ def test_sequential_replication_stops_every_xdist_worker(project: BenchProject) 
     assert record["state"] == "complete" and record["sequential"]["blocks_used"] == 8
     counts = record["counts"]
     assert counts["passed"] >= 16 and counts["passed"] + counts["not_run"] == 24
-    assert counts["not_run"] >= 4  # at most a block per worker was already running
+    # How many trials ran late is the machine's load, not a bound (issue 45, point 8): a worker
+    # sees the decision only in the journal the controller writes as reports arrive, and a busy
+    # controller writes it blocks late. Whatever ran late is counted and left out of the verdict.
     assert record["sequential"]["late_trials"] == counts["passed"] - 16
     assert record["verdicts"]["t"]["b"]["n"] == [8, 8]
+    not_run = [t for t in record["trials"] if t["status"] == "not_run"]
+    assert all(t["reason"] == record["decided"] for t in not_run), not_run
 
 
 # -- the baseline gate ----------------------------------------------------------------------------

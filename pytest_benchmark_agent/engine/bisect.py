@@ -65,8 +65,9 @@ def _short(sha: str) -> str:
 def remove_worktree(repo: Path, tree: Path) -> None:
     """Remove a worktree of ours (a leftover of an interrupted bisection too): its folder and
     git's record of it, even with the folder gone. No ``git worktree prune``: it would also drop
-    the records of the user's own worktrees whose folders are absent (an unmounted disk)."""
-    git(repo, "worktree", "remove", "--force", str(tree), check=False)
+    the records of the user's own worktrees whose folders are absent (an unmounted disk).
+    ``--force`` twice: a worktree whose ``add`` was killed is left locked."""
+    git(repo, "worktree", "remove", "--force", "--force", str(tree), check=False)
     shutil.rmtree(tree, ignore_errors=True)
 
 

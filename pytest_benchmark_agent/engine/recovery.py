@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_benchmark_agent.engine.worktrees import sweep
 from pytest_benchmark_agent.records.recover import orphaned
 from pytest_benchmark_agent.util.fsutil import acquire_lock, release_lock, utc_now
 
@@ -26,13 +27,16 @@ _LOCK = ".recover.lock"
 def recover_orphans(home: Path, *, by: str, hook: Any = None) -> list[str]:
     """Finalize every run in ``home`` whose owners are gone (``by``: who found it, for the
     record; ``hook``: the session's hook relay, None outside a session); returns their ids.
-    One that cannot be finalized is skipped with a warning."""
+    One that cannot be finalized is skipped with a warning. Then the worktrees of sessions
+    that are gone are removed (:func:`.worktrees.sweep`)."""
     runs = home / "runs"
     try:
         names = sorted(name for name in os.listdir(runs) if not name.startswith("."))
     except OSError:
-        return []
-    return [name for name in names if recover_run(runs / name, by=by, hook=hook)]
+        names = []
+    finalized = [name for name in names if recover_run(runs / name, by=by, hook=hook)]
+    sweep(home)
+    return finalized
 
 
 def recover_run(run_dir: Path, *, by: str, hook: Any = None) -> bool:

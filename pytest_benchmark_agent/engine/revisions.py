@@ -18,7 +18,6 @@ collection error, pytest exit code 2).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import posixpath
@@ -29,6 +28,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.engine import worktrees
 from pytest_benchmark_agent.errors import ConfigError
 
 OPTION = "--bench-against"
@@ -156,10 +156,11 @@ def check_out(bench_file: Path, ref: str, home: Path, token: str, file_from: str
         )
     refuse_editable_install(bench_file, root)
     which = hashlib.sha256(str(bench_file.resolve()).encode()).hexdigest()[:8]
-    tree = home / "against" / token / f"{sha[:SHORT]}-{which}"
-    tree.parent.mkdir(parents=True, exist_ok=True)
+    tree = home / worktrees.AGAINST / token / f"{sha[:SHORT]}-{which}"
+    worktrees.own(tree.parent, root, home)  # a session killed from here on is swept up later
     added = _git(root, "worktree", "add", "--force", "--detach", "--quiet", str(tree), sha)
     if added.returncode != 0:
+        remove(root, tree)
         raise _refuse(
             bench_file,
             f"could not check `{ref}` out into {tree}: {added.stderr.strip()}",
@@ -199,12 +200,11 @@ def _tree(root: Path, sha: str) -> str:
 
 def remove(root: Path, tree: Path) -> None:
     """Remove REV's worktree: its folder and git's record of it (see :func:`.bisect
-    .remove_worktree`, which this reuses)."""
+    .remove_worktree`, which this reuses), then the session's claim on it."""
     from pytest_benchmark_agent.engine.bisect import remove_worktree
 
     remove_worktree(root, tree)
-    with contextlib.suppress(OSError):  # the session's folder, once empty
-        tree.parent.rmdir()
+    worktrees.release(tree.parent)  # the session's folder, its claim with it
 
 
 def editable_sources() -> dict[str, Path]:

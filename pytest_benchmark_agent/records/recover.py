@@ -112,10 +112,14 @@ def owner_state(owner: dict[str, Any]) -> str:
 
 def orphaned(run_dir: Path) -> bool:
     """Whether ``run_dir`` is unfinished and every one of its owners is gone."""
-    if (run_dir / "index.json").exists():
-        return False
+    return not (run_dir / "index.json").exists() and abandoned(run_dir)
+
+
+def abandoned(folder: Path) -> bool:
+    """Whether ``folder`` (a run, or a session's worktrees) is claimed and every one of its
+    owners is gone."""
     try:
-        files = list((run_dir / OWNERS).iterdir())
+        files = list((folder / OWNERS).iterdir())
     except OSError:
         return False
     states = []
