@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
-from pytest_benchmark_agent.util.fsutil import acquire_lock, atomic_write, release_lock
 from pytest_benchmark_agent.records.recover import OWNERS, abandoned, claim
+from pytest_benchmark_agent.util.fsutil import acquire_lock, atomic_write, release_lock
 
 #: Where ``--bench-against`` sessions add their worktrees, one folder per session.
 AGAINST = "against"
