@@ -98,8 +98,7 @@ class BenchSession:
         self.stage_context.warmup = config.getoption("bench_warmup") or 0
         self.design = SessionDesign.from_options(config.getoption)  # the command line's
         self.counted = CountedBatches(self.stage_context, worker=worker_id is not None)
-        #: Swapping and busy processes are watched from here to the first trial.
-        self._host_watch = hostcheck.HostWatch()
+        self._host_watch = hostcheck.HostWatch()  # swapping, busy processes: to the 1st trial
         config.add_cleanup(self.stage_context.containment.close)
         self.runs: list[BenchRun] = []
         self.protocol = TrialProtocol(config)

@@ -286,15 +286,8 @@ def _compare(
         return _beyond_a_float(n, t_med, c_med)
     values = [*control.values(), *treated.values()]
     if min(values) == max(values):
-        return Comparison(
-            n,
-            ci=(1.0, 1.0),
-            p=1.0,
-            test="identical values",
-            design="none",
-            units=min(n),
-            median_ratio=median_ratio,
-        )
+        same = {"test": "identical values", "design": "none", "median_ratio": median_ratio}
+        return Comparison(n, ci=(1.0, 1.0), p=1.0, units=min(n), **same)
     log_scale = min(values) > 0
     if not log_scale and c_med == 0:
         return Comparison(
