@@ -349,12 +349,13 @@ def test_bisect_names_the_costlier_commit_while_the_machine_shifts_between_sessi
     done = counts.bisect(repo, shas[0], shas[-1])
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(f"first bad commit: {shas[slow]} commit {slow}")
+    # the first bad commit lies wholly beyond the midpoint BAD's ratio set
     assert re.search(
-        r"^  cost x1\.1\d* \[\S+, \S+\] MDE \S+ \(fail_threshold 5%\): regressed", done.stdout, re.M
+        r"^  cost x1\.1\d* \[\S+, \S+\] MDE \S+: beyond midpoint x1\.\d+", done.stdout, re.M
     )
     # each step measured GOOD and its commit in one session: one run per step
-    steps = re.findall(r"^  [0-9a-f]{7} (good|bad|skip) +run (\S+)", done.stdout, re.M)
-    assert steps and len({run for _, run in steps}) == len(steps)
+    steps = re.findall(r"^ +run (\S+): cost x", done.stdout, re.M)
+    assert steps and len(set(steps)) == len(steps)
     assert len(list((repo.home / "runs").iterdir())) == len(steps)
 
 
@@ -372,7 +373,12 @@ def test_options_that_cannot_go_with_it_are_refused(tmp_path: Path) -> None:
     assert git(repo.path, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
-def test_sequential_replicates_with_a_treatment_variable_are_refused(tmp_path: Path) -> None:
+def test_sequential_replicates_with_a_treatment_variable_compare_each_pair(
+    tmp_path: Path,
+) -> None:
+    """A range works for every file shape (issue 44): each treatment under HEAD is judged
+    against itself under REV at each look, at alpha / pairs, and the run stops when the gate
+    can decide every pair."""
     repo = Repo(tmp_path)
     document = bench_file(
         params={"scale": 1},
@@ -381,12 +387,16 @@ def test_sequential_replicates_with_a_treatment_variable_are_refused(tmp_path: P
         replicates={"min": 8, "max": 16},
     )
     document["stages"][0]["cmd"] += " {scale}"
-    repo.base(document)
-    repo.commit("docs only", **{"README.md": "more\n"})
+    old = repo.base(document)
+    new = repo.commit("docs only", **{"README.md": "more\n"})
     done = repo.bench("--bench-against", "HEAD~1")
-    assert (
-        done.returncode == 2 and "- replicates: {min, max} with a treatment variable" in done.stdout
-    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = repo.record()
+    assert set(results["verdicts"]["cost"]) == {f"{new[:12]},scale={k}" for k in (1, 2)}
+    sequential = results["sequential"]
+    assert sequential["min"] == 8 and 8 <= sequential["blocks_used"] <= 16
+    assert results["ci_gate"]["outcome"] == "passed", results["ci_gate"]
+    assert all(f"against {old[:12]},scale=" in r for r in results["ci_gate"]["reasons"][1:])
 
 
 def test_too_few_blocks_to_compare_the_revisions_warn_and_leave_the_gate_unjudged(

@@ -184,8 +184,8 @@ def test_a_commit_that_only_edits_the_readme_passes(history: dict[str, Any]) -> 
     assert done.returncode == 0, done.stdout + done.stderr
     b, c = history["b"], history["c"]
     assert (
-        "  CI gate: passed: no primary metric regressed beyond its fail_threshold against "
-        f"baseline at-b ({b} -> {c})" in done.stdout
+        "  CI gate: passed: every primary metric's interval rules out a regression beyond its "
+        f"fail_threshold against baseline at-b ({b} -> {c})" in done.stdout
     )
     record = history["repo"].record("at-c")
     assert record["baseline"]["code"] == {"baseline": b, "this": c, "changed": True}

@@ -280,3 +280,24 @@ def test_a_hostile_bench_replicates_is_a_usage_error_naming_the_fix(tmp_path: Pa
     done = repo.bench("--bench-replicates", "9:3")
     assert done.returncode == 4
     assert "--bench-replicates 8:40" in done.stderr and not (repo.home / "runs").exists()
+
+
+def test_unjudged_is_a_warning_in_the_job_summary_and_fails_only_when_asked(
+    tmp_path: Path,
+) -> None:
+    """Two blocks can decide nothing: the gate is unjudged, the job summary warns, and the
+    session passes unless --bench-fail-on names unjudged."""
+    repo = Repo(tmp_path, noise_seed=9)
+    repo.base(defaults())
+    repo.commit("docs only", **{"README.md": "docs\n"})
+    summary = tmp_path / "summary.md"
+    repo.env["GITHUB_STEP_SUMMARY"] = str(summary)
+    done = repo.bench("--bench-against", "HEAD~1", "--bench-replicates", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = summary.read_text()
+    assert "gate **unjudged**" in text and "> [!WARNING]" in text
+    assert "it fails the job only with `--bench-fail-on=unjudged`" in text
+    strict = repo.bench(
+        "--bench-against", "HEAD~1", "--bench-replicates", "2", "--bench-fail-on=unjudged"
+    )
+    assert strict.returncode == 1, strict.stdout + strict.stderr

@@ -157,7 +157,8 @@ def replicates_cannot_decide(config: BenchmarkConfig, revisions: bool = False) -
         f"comparison(s) ({len(family)} metric(s) x {others} treatment(s) against "
         f"{'itself under REV' if revisions else 'the control'}). "
         f"The run goes ahead: its verdicts will say 'could never decide', it will be "
-        f"EXPLORATORY and its CI gate unjudged (--bench-fail-on=unjudged fails it). To decide, "
+        f"EXPLORATORY and its CI gate unjudged unless an interval lies wholly beyond "
+        f"fail_threshold (--bench-fail-on=unjudged fails it). To decide, "
         f"use {fix}, compare fewer metrics or treatments, or count instructions "
         "(counters: [instructions] decide from 3 blocks; docs/benchmark/STATISTICS.md)."
     )

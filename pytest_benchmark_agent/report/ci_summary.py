@@ -100,6 +100,13 @@ def render(run: RunRecord) -> list[str]:
         ]
         lines += _baseline_table(run, base)
     lines[2:2] = [f"- **{md(answer)}**" for answer in headline(run).answers] + [""]
+    if gate["outcome"] == "unjudged":  # a warning, never a failure unless asked for
+        lines[2:2] = [
+            "> [!WARNING]",
+            "> The gate could not decide (its reasons are below); it fails the job only with "
+            "`--bench-fail-on=unjudged`.",
+            "",
+        ]
     lines += ["", *[f"- {_cell(reason)}" for reason in gate.get("reasons") or []]]
     return lines
 
