@@ -26,8 +26,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.engine.context import StageContext, ceiling
 from pytest_benchmark_agent.engine.counters import backend
@@ -189,6 +187,8 @@ def _workers(run: BenchRun, spec: TrialSpec, jobs: int) -> int:
     workers = min(jobs, cpus())
     mem_mb = ceiling(run, spec.stage)
     if mem_mb:
+        import psutil  # only a batch with a memory ceiling asks (a session imports it lazily)
+
         fits = int(psutil.virtual_memory().available / (1024 * 1024) // mem_mb)
         workers = min(workers, max(fits, 1))
     return workers
