@@ -164,7 +164,8 @@ def one_real_bisection(seed: int) -> tuple[str, float]:
     """A bisection over the real package history of ``real_history.py``."""
     real = _sibling("real_history")
     with tempfile.TemporaryDirectory() as folder:
-        history = real.build_history(Path(folder), cache=HERE.parent / ".cache" / "real_history")
+        cache = Path(tempfile.gettempdir()) / "real_history_sdists"  # kept between runs
+        history = real.build_history(Path(folder), cache=cache)
         start = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "pytest_benchmark_agent.cli.main", "bisect"]
