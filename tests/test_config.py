@@ -378,3 +378,23 @@ def test_a_malformed_percentage_names_the_field_and_both_forms(tmp_path) -> None
         load_config(path)
     message = str(caught.value)
     assert "metrics.t.fail_threshold" in message and "'5%'" in message
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("warmup", 2, "'warmup' belongs on a stage, not at the top level"),
+        ("counters", ["instructions"], "'counters' belongs on a stage"),
+        ("fail_threshold", "5%", "'fail_threshold' belongs on a metric: metrics: NAME:"),
+        ("replicatse", 3, "did you mean 'replicates'?"),  # a typo keeps its close match
+    ],
+)
+def test_a_misplaced_top_level_key_says_where_it_belongs(
+    tmp_path: Path, key: str, value: object, said: str
+) -> None:
+    path = tmp_path / "bench.yaml"
+    path.write_text(yaml.safe_dump({**simple_bench(), key: value}))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert f"{key}: is not a known key. Fix: {said}" in str(caught.value)
+    assert str(path) in str(caught.value)

@@ -35,6 +35,7 @@ def readable_errors(
             accepted = sorted(owner.model_fields) if owner else []
             close = difflib.get_close_matches(str(loc[-1]), accepted, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
+            hint = _belongs_elsewhere(str(loc[-1]), owner) or hint
             explained.append(
                 (field, "is not a known key.", f"{hint}accepted keys here: {', '.join(accepted)}.")
             )
@@ -50,6 +51,25 @@ def readable_errors(
                 )
             )
     return explained
+
+
+def _belongs_elsewhere(key: str, owner: type[BaseModel] | None) -> str:
+    """Where a top-level key that is a measure stage's or a metric's field belongs (a top-level
+    ``warmup: 2`` is a measure stage's), as the start of its fix; "" otherwise."""
+    from pytest_benchmark_agent.config.metric import MetricSpec
+    from pytest_benchmark_agent.config.models import BenchmarkConfig
+    from pytest_benchmark_agent.config.stage import Stage
+
+    if owner is not BenchmarkConfig:
+        return ""
+    if key in Stage.model_fields:
+        return (
+            f"'{key}' belongs on a stage, not at the top level: indent it under the stage it "
+            f"is for (stages: - name: ..., kind: measure, {key}: ...). "
+        )
+    if key in MetricSpec.model_fields:
+        return f"'{key}' belongs on a metric: metrics: NAME: {{{key}: ...}}. "
+    return ""
 
 
 def _shown(loc: tuple[str | int, ...], value: Any) -> Any:
