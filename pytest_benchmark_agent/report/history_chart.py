@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_benchmark_agent.records.safetext import one_line
 from pytest_benchmark_agent.stats.units import axis_label
 
 #: A colour per reliability tag (matplotlib's palette), so a point says how far to trust it.
@@ -44,7 +45,9 @@ def chart_svg(metric: str, points: Sequence[ChartPoint], steps: Sequence[int], x
     """The chart as an ``<svg>`` element (no XML prolog or metadata), ``steps`` being the
     indexes of the points each change point falls before. Text is never read as mathtext (a
     ``$`` in a label is a dollar), and the SVG's ids are salted alike on every call, so the
-    same input gives the same bytes."""
+    same input gives the same bytes. Every text drawn goes through the printer's rules
+    (:func:`.safetext.one_line`): no control or bidi character reaches the SVG, nor a
+    missing-glyph warning of matplotlib quoting it."""
     import matplotlib
 
     with matplotlib.rc_context({"text.parse_math": False, "svg.hashsalt": "benchmark-agent"}):
@@ -73,23 +76,26 @@ def _draw(metric: str, points: Sequence[ChartPoint], steps: Sequence[int], x_tit
     for index in steps:
         axes.axvline(index - 0.5, color="#d62728", linestyle="--", linewidth=1.5)
     every = max(1, -(-len(points) // MAX_TICKS))
-    axes.set_xticks(xs[::every], [p.label for p in points][::every], rotation=60, fontsize=7)
+    labels = [one_line(p.label) for p in points]
+    axes.set_xticks(xs[::every], labels[::every], rotation=60, fontsize=7)
     axes.set_xlim(-0.6, len(points) - 0.4)
     formatter = axes.yaxis.get_major_formatter()
     formatter.set_useOffset(False)
     formatter.set_scientific(False)
-    axes.set_ylabel(f"{axis_label(metric)}: run medians")
-    axes.set_xlabel(x_title)
+    axes.set_ylabel(one_line(f"{axis_label(metric)}: run medians"))
+    axes.set_xlabel(one_line(x_title))
     axes.grid(axis="y", alpha=0.3)
     shown = sorted({p.tag for p in points})
     handles = [
-        Line2D([], [], marker="o", linestyle="", color=TAG_COLOURS.get(t, _OTHER), label=t)
+        Line2D(
+            [], [], marker="o", linestyle="", color=TAG_COLOURS.get(t, _OTHER), label=one_line(t)
+        )
         for t in shown
     ]
     if steps:
         handles.append(Line2D([], [], color="#d62728", linestyle="--", label="change point"))
     axes.legend(handles=handles, fontsize=7, loc="best")
-    axes.set_title(metric, fontsize=10)
+    axes.set_title(one_line(metric), fontsize=10)
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = re.sub(r"<metadata>.*?</metadata>", "", buffer.getvalue(), flags=re.S)
