@@ -65,9 +65,12 @@ def check_run_files(results: Mapping[str, Any], frozen: Mapping[str, Any]) -> No
 
 
 def _check_words(results: Mapping[str, Any]) -> None:
-    """The name (one printable line, as gate 1 has it), the tag and the state."""
+    """The name (one printable line, as gate 1 has it), the tag and the state; each may be
+    absent (a run whose session has not written ``results.yaml`` yet)."""
     name = results.get("name")
-    if not isinstance(name, str) or not 0 < len(name) <= NAME_MAX or one_line(name) != name:
+    if name is not None and (
+        not isinstance(name, str) or not 0 < len(name) <= NAME_MAX or one_line(name) != name
+    ):
         raise RecordFieldError(
             "name",
             f"{_shown(name)} is no benchmark name: one line of 1 to {NAME_MAX} printable "

@@ -21,6 +21,8 @@ import yaml
 from hostilehelpers import assert_no_raw
 from recordedrun import BIDI, ESC, OSC8, RAW, Recorded, renamed
 
+from pytest_benchmark_agent.records.runcheck import RecordFieldError, check_run_files
+
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Recorded, dict[str, Any]]:
@@ -161,3 +163,47 @@ def test_a_verb_given_a_run_that_does_not_load_names_its_file_and_field(
         assert f"{home / 'runs' / name}/" in text and "unreadable record (field " in text, text
         assert_no_raw(text, RAW, " ".join(args))
     assert "complete" in folder.checked("status", good, home=home)
+
+
+FROZEN = {"config": {"metrics": {"score": {"direction": "lower"}, "sum": {"direction": "equal"}}}}
+
+
+def _trial(**metrics: Any) -> dict[str, Any]:
+    return {"id": "t", "treatment": "a", "replicate": 0, "status": "passed", "metrics": metrics}
+
+
+@pytest.mark.parametrize(
+    ("results", "frozen"),
+    [
+        ({}, {}),  # a run whose session has not written results.yaml yet
+        ({"name": "n", "trials": [_trial(score=1.5, sum=10**200)]}, FROZEN),
+        ({"name": "n", "spent": {"gpu_hours": 0.0, "cost_usd": None}, "counts": {"passed": 2}}, {}),
+    ],
+    ids=["empty", "exact-integer", "spent-counts"],
+)
+def test_what_the_engine_writes_passes_the_typed_check(
+    results: dict[str, Any], frozen: dict[str, Any]
+) -> None:
+    check_run_files(results, frozen)
+
+
+@pytest.mark.parametrize(
+    ("results", "frozen", "field"),
+    [
+        ({"trials": [_trial(score=float("nan"))]}, FROZEN, "trials[0].metrics.score"),
+        ({"trials": [_trial(score=10**200)]}, FROZEN, "trials[0].metrics.score"),
+        ({"spent": {"gpu_hours": float("inf")}}, {}, "spent.gpu_hours"),
+        ({"counts": {"passed": "2"}}, {}, "counts.passed"),
+        ({"state": "done"}, {}, "state"),
+        ({"baseline": {"verdicts": {"m": {"b": {"verdict": "x"}}}}}, {}, "baseline.verdicts.m.b"),
+        ({"verdicts_by_host": ["h"]}, {}, "verdicts_by_host"),
+        ({}, {"fingerprint": {"code_identity": {"short": ["x"]}}}, "code_identity.short"),
+    ],
+    ids=["nan", "huge-integer", "inf-spent", "text-count", "state", "verdict", "by-host", "short"],
+)
+def test_a_field_of_the_wrong_type_or_value_is_named(
+    results: dict[str, Any], frozen: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(RecordFieldError) as refused:
+        check_run_files({"name": "n", **results}, frozen)
+    assert refused.value.field.endswith(field)
