@@ -469,7 +469,7 @@ def load_run(run_dir: Path) -> RunRecord:
     return RunRecord.from_dict(
         results,
         run_dir=run_dir,
-        config=frozen.get("config") or {},
+        config=frozen["config"] if isinstance(frozen.get("config"), Mapping) else {},
         fingerprint=frozen.get("fingerprint") or {},
         source=frozen.get("source"),
         planned=tuple(

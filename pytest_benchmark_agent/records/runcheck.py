@@ -203,9 +203,11 @@ def _check_metrics(results: Mapping[str, Any], frozen: Mapping[str, Any]) -> Non
 
 
 def _check_frozen(frozen: Mapping[str, Any]) -> None:
-    """``config.yaml``: the config and fingerprint mappings, the code identity a mapping of
-    values (every comparison and chart labels the code with it)."""
-    for name in ("config", "fingerprint", "effective_params"):
+    """``config.yaml``: the fingerprint a mapping, the code identity a mapping of values (every
+    comparison and chart labels the code with it). The frozen config is validated where it is
+    used (``RunRecord.model``; ``import`` validates it whole), so a run whose config.yaml is
+    damaged is still listed, as interrupted when its session is gone."""
+    for name in ("fingerprint", "effective_params"):
         value = frozen.get(name)
         if value is not None and not isinstance(value, Mapping):
             raise RecordFieldError(f"config.yaml:{name}", f"{_shown(value)} is not a mapping")
