@@ -31,6 +31,7 @@ from pytest_benchmark_agent.cli.common import announce_home, home_of
 from pytest_benchmark_agent.engine import recovery
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.records.reader import UnreadableRecordWarning
+from pytest_benchmark_agent.util.safetext import printable, printed_through_printer
 
 #: Verbs that only read the records: for them a data home that does not exist is an error.
 READING_VERBS = frozenset(
@@ -104,6 +105,18 @@ def first_sentence(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one verb; everything it prints to stdout or stderr goes through the one printer
+    (:func:`.safetext.printable`), a message it exits with too."""
+    with printed_through_printer():
+        try:
+            return _run(argv)
+        except SystemExit as stop:
+            if isinstance(stop.code, str):  # printed by the interpreter, after the printer
+                raise SystemExit(printable(stop.code)) from None
+            raise
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if prepare := getattr(args, "prepare", None):  # a verb that reads its own options (bisect)
         prepare(args)

@@ -83,11 +83,12 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def _entry(run_dir: Path) -> dict[str, Any]:
-    """A run's index entry (cheap), else the fields of its full record."""
+    """A run's index entry, else the fields of its full record; the record is loaded first
+    either way, so a run the typed loader refuses is skipped (one warning) and never listed."""
+    record = load_run(run_dir)
     entry = index_entry(run_dir)
     if entry is not None:
         return entry
-    record = load_run(run_dir)
     state = record.state
     if state == "running" and recover.orphaned(run_dir):
         state = "interrupted"  # its session is gone, and finalizing it failed

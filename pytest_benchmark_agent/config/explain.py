@@ -35,7 +35,8 @@ def readable_errors(
             accepted = sorted(owner.model_fields) if owner else []
             close = difflib.get_close_matches(str(loc[-1]), accepted, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
-            hint = _belongs_elsewhere(str(loc[-1]), owner) or hint
+            if owner is model:  # the file's top level: a stage's or a metric's key misplaced
+                hint = _belongs_elsewhere(str(loc[-1])) or hint
             explained.append(
                 (field, "is not a known key.", f"{hint}accepted keys here: {', '.join(accepted)}.")
             )
@@ -53,15 +54,12 @@ def readable_errors(
     return explained
 
 
-def _belongs_elsewhere(key: str, owner: type[BaseModel] | None) -> str:
+def _belongs_elsewhere(key: str) -> str:
     """Where a top-level key that is a measure stage's or a metric's field belongs (a top-level
     ``warmup: 2`` is a measure stage's), as the start of its fix; "" otherwise."""
     from pytest_benchmark_agent.config.metric import MetricSpec
-    from pytest_benchmark_agent.config.models import BenchmarkConfig
     from pytest_benchmark_agent.config.stage import Stage
 
-    if owner is not BenchmarkConfig:
-        return ""
     if key in Stage.model_fields:
         return (
             f"'{key}' belongs on a stage, not at the top level: indent it under the stage it "

@@ -36,6 +36,8 @@ from typing import Any
 
 from pytest_benchmark_agent.judge.reproduce import Reproduction
 from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.record import load_run
+from pytest_benchmark_agent.records.runcheck import TAGS
 from pytest_benchmark_agent.records.writer import (
     dump_yaml,
     index_entries,
@@ -44,7 +46,6 @@ from pytest_benchmark_agent.records.writer import (
 )
 from pytest_benchmark_agent.util.fsutil import atomic_write, file_lock, utc_now
 
-TAGS = ("RELIABLE", "QUALIFIED", "EXPLORATORY", "UNRELIABLE")
 RANK = {"UNRELIABLE": 0, "EXPLORATORY": 1, "QUALIFIED": 2, "RELIABLE": 3}
 _SECTION = "## Reclassifications and flags"
 
@@ -108,6 +109,7 @@ def reclassify(home: Path, run_dir: Path, tag: str, why: str) -> list[str]:
     if not why.strip():
         raise ReclassifyError("--why: state the reason for the change (it is recorded)")
     with file_lock(home / ".reclassify.lock"):
+        load_run(run_dir)  # the typed loader refuses a record of the wrong type, naming the field
         record = load_results(run_dir)
         old = record.get("tag") or "EXPLORATORY"
         if record.get("state") == "running":

@@ -33,6 +33,13 @@ from pytest_benchmark_agent.records.bounded import (
 )
 from pytest_benchmark_agent.records.reader import JOURNAL, load_results, load_yaml
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
+from pytest_benchmark_agent.records.runcheck import RecordFieldError, check_run_files
+from pytest_benchmark_agent.records.schema import (
+    PrepEvent,
+    RecordShapeError,
+    TrialRecord,
+    check_verdict,
+)
 from pytest_benchmark_agent.records.writer import build_index_entry, dump_yaml, regenerate_index
 from pytest_benchmark_agent.util.fsutil import (
     NotRegularFile,
@@ -151,6 +158,7 @@ def check_document(path: Path, document: Any) -> None:
     _check_record(path, record)
     _check_config(path, config)
     _check_trials(path, trials)
+    _check_typed(path, record, config, trials)
 
 
 def _check_format(path: Path, document: Mapping[str, Any]) -> None:
@@ -229,6 +237,51 @@ def _check_trials(path: Path, trials: list[Any]) -> None:
             raise PortableError(
                 path, f"{where}.metrics", f"expected an object, found {_kind(trial.get('metrics'))}"
             )
+
+
+def _check_typed(
+    path: Path, record: Mapping[str, Any], config: Mapping[str, Any], trials: list[Any]
+) -> None:
+    """Every field as the typed loader (:func:`.record.load_run`) checks it once imported, so
+    nothing is written that a verb would then skip or crash on: each trial, prep event and
+    verdict of its type, and :func:`.runcheck.check_run_files` on the rest."""
+    checked: list[tuple[str, Any, Any]] = [
+        *((f"trials[{n}]", TrialRecord.from_dict, t) for n, t in enumerate(trials)),
+        *(
+            (f"record.preps[{n}]", PrepEvent.from_dict, p)
+            for n, p in enumerate(_list(record.get("preps")))
+        ),
+        *(
+            (f"record.verdicts.{metric}.{label}", check_verdict, verdict)
+            for metric, per in _obj(record.get("verdicts")).items()
+            for label, verdict in _obj(per).items()
+        ),
+    ]
+    for where, check, value in checked:
+        try:
+            check(value)
+        except RecordShapeError as problem:
+            raise PortableError(
+                path, f"{where}.{problem.field}", str(problem) + _REEXPORT
+            ) from None
+    try:
+        check_run_files({**record, "trials": trials}, config)
+    except RecordFieldError as error:
+        field = error.field
+        if field.startswith("config.yaml:"):
+            field = "config." + field.removeprefix("config.yaml:")
+        elif not field.startswith("trials["):
+            field = "record." + field
+        raise PortableError(path, field, error.problem + _REEXPORT) from None
+
+
+#: The fix of a field the typed loader refuses.
+_REEXPORT = "; fix: export the run again (benchmark-agent export RUN) or correct the field"
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` where it is a list, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def check_run_id(path: Path | str, field: str, run_id: Any) -> str:

@@ -29,6 +29,7 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze, thaw
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, load_yaml
+from pytest_benchmark_agent.records.runcheck import RecordFieldError, check_run_files
 from pytest_benchmark_agent.records.schema import PrepEvent, TrialRecord
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.util.placeholders import as_text
@@ -452,8 +453,9 @@ _READERS: dict[str, Any] = {
 
 def load_run(run_dir: Path) -> RunRecord:
     """The record of the run in ``run_dir``: ``results.yaml`` with the journal merged in, and
-    ``config.yaml``'s config and fingerprint. UnreadableRecord names the file and what is wrong
-    (a newer format's version included)."""
+    ``config.yaml``'s config and fingerprint. The one loader of a run folder: every field is
+    checked first (:func:`.runcheck.check_run_files`), and UnreadableRecord names the file, the
+    field and what is wrong (a newer format's version included)."""
     results = load_results(run_dir)
     version = results.get("schema_version")
     if isinstance(version, int) and version > SCHEMA_VERSION:
@@ -466,11 +468,18 @@ def load_run(run_dir: Path) -> RunRecord:
     frozen = (load_yaml(frozen_path) or {}) if os.path.lexists(frozen_path) else {}
     if not isinstance(frozen, Mapping):
         raise UnreadableRecord(frozen_path, "not a mapping of fields")
+    try:
+        check_run_files(results, frozen)
+    except RecordFieldError as error:
+        where = frozen_path if error.field.startswith("config.yaml:") else run_dir / "results.yaml"
+        raise UnreadableRecord(
+            where, f"field {error.field.removeprefix('config.yaml:')}: {error.problem}"
+        ) from None
     planned = frozen.get("planned_trials") or ()
     return RunRecord.from_dict(
         results,
         run_dir=run_dir,
-        config=frozen.get("config") or {},
+        config=frozen["config"] if isinstance(frozen.get("config"), Mapping) else {},
         fingerprint=frozen.get("fingerprint") or {},
         source=frozen.get("source"),
         planned=tuple(

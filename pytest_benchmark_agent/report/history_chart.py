@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_benchmark_agent.report.plots import log_axis
 from pytest_benchmark_agent.stats.units import axis_label
+from pytest_benchmark_agent.util.safetext import one_line
 
 #: A colour per reliability tag (matplotlib's palette), so a point says how far to trust it.
 TAG_COLOURS = {
@@ -64,7 +65,9 @@ def chart_svg(
     indexes of the points each change point falls before, ``treatments`` each other
     treatment's median per point (None where a point has none). Text is never read as
     mathtext (a ``$`` in a label is a dollar), and the SVG's ids are salted alike on every
-    call, so the same input gives the same bytes."""
+    call, so the same input gives the same bytes. Every text drawn goes through the printer's
+    rules (:func:`.safetext.one_line`): no control or bidi character reaches the SVG, nor a
+    missing-glyph warning of matplotlib quoting it."""
     import matplotlib
 
     with matplotlib.rc_context({"text.parse_math": False, "svg.hashsalt": "benchmark-agent"}):
@@ -125,7 +128,7 @@ def _axes_text(
     xs = list(range(len(points)))
     every = max(1, -(-len(points) // MAX_TICKS))
     rotation = 0 if len(points) <= 12 else 45
-    labels = [p.label for p in points][::every]
+    labels = [one_line(p.label) for p in points][::every]
     axes.set_xticks(
         xs[::every], labels, rotation=rotation, fontsize=8, ha="center" if not rotation else "right"
     )
@@ -139,11 +142,13 @@ def _axes_text(
         formatter = axes.yaxis.get_major_formatter()
         formatter.set_useOffset(False)
         formatter.set_scientific(False)
-    axes.set_ylabel(axis_label(metric) + (" (log scale)" if axes.get_yscale() == "log" else ""))
-    axes.set_xlabel(x_title)
+    scale = " (log scale)" if axes.get_yscale() == "log" else ""
+    axes.set_ylabel(one_line(axis_label(metric) + scale))
+    axes.set_xlabel(one_line(x_title))
     axes.grid(axis="y", alpha=0.3)
     axes.set_title(
-        f"{metric}: medians per {'commit' if 'commit' in x_title else 'run'}", fontsize=10
+        one_line(f"{metric}: medians per {'commit' if 'commit' in x_title else 'run'}"),
+        fontsize=10,
     )
 
 
@@ -159,7 +164,14 @@ def _legend(
 
     named = f"{control}: " if control and treatments else ""
     handles = [
-        Line2D([], [], marker="o", linestyle="", color=TAG_COLOURS.get(t, _OTHER), label=named + t)
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            color=TAG_COLOURS.get(t, _OTHER),
+            label=one_line(named + t),
+        )
         for t in sorted({p.tag for p in points})
     ]
     handles.append(Line2D([], [], color="0.35", linewidth=1.5, label="median between changes"))
@@ -167,5 +179,6 @@ def _legend(
         handles.append(Line2D([], [], color="#d62728", linestyle="--", label="change point"))
     for k, label in enumerate(treatments):
         colour = TREATMENT_COLOURS[k % len(TREATMENT_COLOURS)]
-        handles.append(Line2D([], [], marker="s", color=colour, label=f"{label} (treatment)"))
+        shown = one_line(f"{label} (treatment)")
+        handles.append(Line2D([], [], marker="s", color=colour, label=shown))
     return handles

@@ -39,6 +39,13 @@ from pytest_benchmark_agent.report.changes import (
     run_value,
 )
 from pytest_benchmark_agent.report.history_chart import TAG_COLOURS
+from pytest_benchmark_agent.report.site_manifest import (
+    GENERATOR,
+    check_writable,
+    claim,
+    file_hash,
+    write_manifest,
+)
 from pytest_benchmark_agent.stats.changepoints import ALPHA
 from pytest_benchmark_agent.stats.describe import median_interval, show_value
 from pytest_benchmark_agent.stats.units import human
@@ -46,8 +53,6 @@ from pytest_benchmark_agent.util import redact
 from pytest_benchmark_agent.util.fsutil import atomic_write
 from pytest_benchmark_agent.util.safetext import one_line
 
-#: The file in OUT holding each page's model hash (what makes publishing incremental).
-STATE_FILE = ".publish.json"
 #: The coverage asked of each run's interval for its median.
 LEVEL = 0.95
 #: The commits the index lists per benchmark (its page lists all).
@@ -106,16 +111,14 @@ def renderer_identity() -> str:
 
 
 def publish(site: Site, series: list[Series]) -> Published:
-    """Write every page whose model changed, and remove the pages no benchmark has any more."""
+    """Write every page whose model changed, and remove the pages no benchmark has any more;
+    only into an OUT that is new, empty or a site publish wrote, and never over or removing a
+    file it did not write (:mod:`.site_manifest`)."""
     if site.out.exists() and not site.out.is_dir():
         raise BenchError(f"{site.out} is a file, not a folder; fix: name a folder for the site")
+    owned = claim(site.out)
     site.out.mkdir(parents=True, exist_ok=True)
-    state_path = site.out / STATE_FILE
-    try:
-        before = json.loads(state_path.read_text()).get("pages", {})
-    except (OSError, ValueError, AttributeError):
-        before = {}
-    done, after = Published(), {}
+    done, after, files = Published(), {}, {}
     pages: dict[str, tuple[dict[str, Any], Callable[[dict[str, Any]], str]]] = {}
     summaries = []
     for one in series:
@@ -124,24 +127,24 @@ def publish(site: Site, series: list[Series]) -> Published:
         pages.update(metric_pages)
         summaries.append(summary)
     pages["index.html"] = ({"source": site.source, "benchmarks": summaries}, _index_page)
+    check_writable(site.out, owned, pages)
     stamp = renderer_identity()
     for relative, (model, render) in pages.items():
         digest = hashlib.sha256(json.dumps([stamp, model], sort_keys=True).encode()).hexdigest()
         after[relative] = digest
         path = site.out / relative
-        if before.get(relative) == digest and path.is_file():
+        if owned.pages.get(relative) == digest and relative in owned.files:
             done.unchanged.append(relative)
+            files[relative] = owned.files[relative]
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, redact.scrub_text(render(model)))
+        files[relative] = file_hash(path)
         done.written.append(relative)
-    for relative in sorted(set(before) - set(after)):
-        gone = site.out / relative
-        if gone.is_file() and site.out.resolve() in gone.resolve().parents:
-            gone.unlink()
-            done.removed.append(relative)
-    if after != before:
-        atomic_write(state_path, json.dumps({"pages": after}, indent=1, sort_keys=True))
+    for relative in sorted(set(owned.files) - set(after)):  # only what it wrote and verified
+        (site.out / relative).unlink()
+        done.removed.append(relative)
+    write_manifest(site.out, owned, after, files)
     return done
 
 
@@ -275,6 +278,7 @@ def _page(title: str, body: list[str]) -> str:
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
+            GENERATOR,
             f"<title>{_text(title)}</title><style>{_STYLE}</style></head><body>",
             *body,
             "</body></html>",

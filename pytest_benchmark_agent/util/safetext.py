@@ -16,7 +16,11 @@ heavy is imported.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 #: The longest benchmark name, stage name, artifact name or run id accepted: a run id adds a
 #: 27-character stamp and suffix to the name, and a file name may have 255 bytes.
@@ -78,6 +82,34 @@ def printable(text: object) -> str:
     """``text`` for a terminal, a log or a report, lines kept: every control character but
     newline and tab, and every bidi control, shown escaped (``\\x1b``, ``\\u202e``)."""
     return _UNSAFE.sub(_escaped, str(text))
+
+
+class PrintableStream:
+    """A text stream (stdout, stderr) every write of which goes through :func:`printable`: the
+    one printer of a verb, for its own lines, argparse's usage errors and the warnings of the
+    libraries it calls (matplotlib's missing-glyph warning quotes the text it was given)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(printable(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def printed_through_printer() -> Iterator[None]:
+    """Route ``sys.stdout`` and ``sys.stderr`` through :class:`PrintableStream` while a verb
+    runs (what a child process writes to the file descriptors is its own printer's)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(saved[0]), PrintableStream(saved[1])
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def one_line(text: object, limit: int | None = None) -> str:
