@@ -398,7 +398,10 @@ def test_sequential_replicates_with_a_treatment_variable_compare_each_pair(
     assert results["ci_gate"]["outcome"] == "passed", results["ci_gate"]
     reasons = " ".join(results["ci_gate"]["reasons"])
     assert reasons.count("the interval rules out a regression beyond fail_threshold") == 2
-    assert f"against the control {old[:12]},scale=1" in reasons
+    for k in (1, 2):  # each pair named with its own control, and that control's CV
+        assert f"[{new[:12]},scale={k}] no_change x" in reasons or "changed x" in reasons
+        assert f"against the control {old[:12]},scale={k} (" in reasons
+    assert "beyond its fail_threshold each against itself under REV" in reasons
 
 
 def test_too_few_blocks_to_compare_the_revisions_warn_and_leave_the_gate_unjudged(

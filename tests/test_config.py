@@ -229,9 +229,8 @@ def test_replicates_is_a_count_or_a_range(tmp_path: Path) -> None:
     assert "replicates: Input should be greater than or equal to 1 (got 0)" in problems(
         write(tmp_path, simple_bench(replicates=0))
     )
-    assert "replicates: Input should be a valid integer or a mapping of min, max, until (got [1])" in (
-        problems(write(tmp_path, simple_bench(replicates=[1])))
-    )
+    said = "replicates: Input should be a valid integer or a mapping of min, max, until (got [1])"
+    assert said in problems(write(tmp_path, simple_bench(replicates=[1])))
     assert "replicates: Input should be a valid integer, not a boolean" in problems(
         write(tmp_path, simple_bench(replicates=True))
     )

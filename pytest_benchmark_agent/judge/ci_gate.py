@@ -109,19 +109,25 @@ def ci_gate(record: RunRecord) -> Mapping[str, Any]:
         return record.baseline.gate
     specs = record.model.metrics
     primaries = primary_metrics(specs)
+    # --bench-against with a treatment variable: each treatment's control is itself under REV
+    controls = {label: control for control, label in record.revision_pairs}
     judged = []
     for metric in primaries:
         per = record.stats(metric)
         for label, v in record.verdicts.get(metric, {}).items():
-            cv = [per.get(side, {}).get("cv") for side in (record.control, label)]
-            said = (
-                f"`{metric}` [{label}] {v.word} {ratio(v.ratio, 3)} "
-                f"against the control {record.control}"
-            )
+            control = controls.get(label, record.control)
+            cv = [per.get(side, {}).get("cv") for side in (control, label)]
+            said = f"`{metric}` [{label}] {v.word} {ratio(v.ratio, 3)} against the control"
+            said += f" {control}"
             with_cv = dataclasses.replace(v, extra={**v.extra, "cv": cv})
             judged.append(evidence.judge_metric(said, with_cv, metric, specs[metric]))
     if judged:
-        return _gate(judged, f"against the control {record.control}", _WITHIN)
+        where = (
+            "each against itself under REV"
+            if len(controls) > 1
+            else f"against the control {record.control}"
+        )
+        return _gate(judged, where, _WITHIN)
     refused = [r for r in record.refusals if r.split(" [", 1)[0] in primaries]
     return unjudged(
         [
