@@ -301,3 +301,21 @@ def test_unjudged_is_a_warning_in_the_job_summary_and_fails_only_when_asked(
         "--bench-against", "HEAD~1", "--bench-replicates", "2", "--bench-fail-on=unjudged"
     )
     assert strict.returncode == 1, strict.stdout + strict.stderr
+
+
+def test_the_time_to_verdict_benchmark_prints_its_table() -> None:
+    """benchmarks/time_to_verdict.py, one session of the README-only cell: its row, with the
+    outcome counts, their Wilson intervals and the seconds (the counts are the script's)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "time_to_verdict.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--sessions", "1", "--cells", "aa"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("aa (defaults)")]
+    assert "n=1" in row and "passed   1/1 [21-100%]" in row and "median " in row and " p90 " in row
