@@ -190,8 +190,13 @@ def _rule(state: Bisection, sha: str) -> list[str]:
 
 def _judged(state: Bisection, sha: str, run_dir: Path, code: int | None) -> tuple[str, str]:
     """:func:`.bisect_step.judged` by this step's rule (:func:`_rule`)."""
+    return judged(run_dir, code, *_judged_by(state, sha))
+
+
+def _judged_by(state: Bisection, sha: str) -> tuple[dict[str, float] | None, float | None]:
+    """What judges commit ``sha``'s step: BAD's midpoints when it hunts, and ``--threshold``."""
     hunting = sha != state.bad and state.threshold is None
-    return judged(run_dir, code, state.midpoints if hunting else None, state.threshold)
+    return (state.midpoints if hunting else None), state.threshold
 
 
 def refusal_of(log: Path) -> str:
@@ -368,8 +373,7 @@ def verdict_lines(state: Bisection, sha: str) -> list[str]:
     run_dir = Path(state.home) / "runs" / str(run_id)
     if not run_id or not (run_dir / "results.yaml").is_file():
         return []
-    hunting = sha != state.bad and state.threshold is None
-    found = evidence(load_run(run_dir), state.midpoints if hunting else None, state.threshold)
+    found = evidence(load_run(run_dir), *_judged_by(state, sha))
     return [
         f"{e.line()} ({_short(state.good)} -> {_short(sha)}, interleaved in one session)"
         for e in found
