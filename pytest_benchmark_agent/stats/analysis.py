@@ -67,7 +67,12 @@ from pytest_benchmark_agent.stats.comparison import CI_LEVEL, Comparison, Key
 from pytest_benchmark_agent.stats.describe import median, show_value
 from pytest_benchmark_agent.stats.holm import holm_step_down
 from pytest_benchmark_agent.stats.mde import min_detectable_effect
-from pytest_benchmark_agent.stats.paired import counted_t_test, min_blocks_to_decide, rank_test
+from pytest_benchmark_agent.stats.paired import (
+    PairedUnits,
+    counted_t_test,
+    min_blocks_to_decide,
+    rank_test,
+)
 from pytest_benchmark_agent.stats.unpaired import unpaired_test
 
 
@@ -313,10 +318,10 @@ def _compare(
             f"only {blocks} complete blocks of n={list(n)}: compared unpaired with "
             "Mann-Whitney U, so drift between blocks does not cancel",
         )
-    c, t, design, note = tf(units[0]), tf(units[1]), units[2], units[3]
+    paired = PairedUnits(n, tf(units[0]), tf(units[1]), units[2], median_ratio, units[3])
     if floor is not None and log_scale:
-        return counted_t_test(n, c, t, floor, design, median_ratio, note, ci_level)
-    return rank_test(n, c, t, log_scale, rng, design, median_ratio, note, ci_level)
+        return counted_t_test(paired, floor, ci_level)
+    return rank_test(paired, log_scale, rng, ci_level)
 
 
 def _beyond_a_float(n: tuple[int, int], t_med: float, c_med: float) -> Comparison:

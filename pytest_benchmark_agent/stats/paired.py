@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,6 +31,20 @@ RANDOM_SWAPS = 4000
 
 
 _BISECTIONS = 26
+
+
+@dataclass(frozen=True, eq=False)
+class PairedUnits:
+    """One comparison's paired units (blocks or seeds) on the test's scale, one value per unit
+    on each side, with what its :class:`Comparison` reports beside the test: the trials counted
+    per side (``n``), the ``design``, the ratio of medians and the caveat ``note``."""
+
+    n: tuple[int, int]
+    c: np.ndarray
+    t: np.ndarray
+    design: str
+    median_ratio: float | None
+    note: str | None
 
 
 def min_blocks_to_decide(level: float) -> int:
@@ -86,19 +101,14 @@ def _swap_p(diffs: np.ndarray, signs: np.ndarray, exhaustive: bool) -> float:
 
 
 def rank_test(
-    n: tuple[int, int],
-    c: np.ndarray,
-    t: np.ndarray,
+    units: PairedUnits,
     log_scale: bool,
     rng: np.random.Generator,
-    design: str,
-    median_ratio: float | None,
-    note: str | None,
     ci_level: float = CI_LEVEL,
 ) -> Comparison:
     """The block-swap rank test on paired units (blocks or seeds) and its interval.
 
-    ``c`` and ``t`` are the two sides on the test's scale, one value per unit. The test ranks
+    ``units.c`` and ``units.t`` are the two sides on the test's scale. The test ranks
     all 2n drift-removed values together (as Mann-Whitney would) but draws its reference
     distribution only from swaps of the labels inside units, so it is exact at any n and drift
     or a position effect balanced by the plan cannot become a treatment effect. The effect is
@@ -106,16 +116,17 @@ def rank_test(
     sequential look asks for its own level) inverts the test where it can reach that level
     (2 / 2^n <= 1 - ci_level), else it is Student's t interval on the mean paired difference.
     """
+    c, t = units.c, units.t
     size = len(c)
     if size < 2:
-        return _too_few(n, design)
+        return _too_few(units.n, units.design)
     swaps, exhaustive = _swap_signs(size, rng)
     d = t - c
     p = _swap_p(_rank_diffs(c, t), swaps, exhaustive)
     smallest = 2.0 / 2**size if exhaustive else 1.0 / (1 + len(swaps))
     effect, lo, hi, interval = _shift_interval(c, t, swaps, exhaustive, smallest, ci_level)
     return Comparison(
-        n,
+        units.n,
         effect=relative(effect, log_scale),
         ci=(1 + relative(lo, log_scale), 1 + relative(hi, log_scale)),
         p=p,
@@ -125,10 +136,10 @@ def rank_test(
         log_scale=log_scale,
         test=f"block-swap rank test ({'exact' if exhaustive else f'{RANDOM_SWAPS} swaps'}; "
         f"{interval})",
-        design=design,
-        note=note,
+        design=units.design,
+        note=units.note,
         units=size,
-        median_ratio=median_ratio,
+        median_ratio=units.median_ratio,
     )
 
 
@@ -175,16 +186,7 @@ def _shift_interval(
     return effect, min(mean - half, effect), max(mean + half, effect), "t interval"
 
 
-def counted_t_test(
-    n: tuple[int, int],
-    c: np.ndarray,
-    t: np.ndarray,
-    floor: float,
-    design: str,
-    median_ratio: float | None,
-    note: str | None,
-    ci_level: float = CI_LEVEL,
-) -> Comparison:
+def counted_t_test(units: PairedUnits, floor: float, ci_level: float = CI_LEVEL) -> Comparison:
     """The counters' rule: Student's paired t on the log ratios, its sd floored at ``floor``.
 
     Counts of instructions hardly vary between the two runs of a block (the same program, the
@@ -194,10 +196,10 @@ def counted_t_test(
     claiming an interval narrower than the backend can measure. Calibrated under load in
     docs/benchmark/STATISTICS.md ("Counters decide at three blocks").
     """
-    size = len(c)
+    size = len(units.c)
     if size < 2:
-        return _too_few(n, design)
-    d = t - c
+        return _too_few(units.n, units.design)
+    d = units.t - units.c
     mean = float(d.mean())
     sd = max(float(d.std(ddof=1)), floor)
     se = sd / math.sqrt(size)
@@ -205,7 +207,7 @@ def counted_t_test(
     p = min(1.0, 2 * stdtr(df, -abs(mean) / se))
     half = stdtrit(df, 1 - (1 - ci_level) / 2) * se
     return Comparison(
-        n,
+        units.n,
         effect=math.expm1(mean),
         ci=(math.exp(mean - half), math.exp(mean + half)),
         p=p,
@@ -214,11 +216,11 @@ def counted_t_test(
         smallest_p=0.0,
         log_scale=True,
         test=f"paired t on log ratios (sd floored at the counter's noise {floor:.3%})",
-        design=design,
-        note=note,
+        design=units.design,
+        note=units.note,
         units=size,
         df=df,
-        median_ratio=median_ratio,
+        median_ratio=units.median_ratio,
     )
 
 
