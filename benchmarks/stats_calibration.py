@@ -55,7 +55,7 @@ from pytest_benchmark_agent.judge.reproduce import reproduction
 from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.stats.analysis import Observation, PlainMetricRule, analyze_run
 from pytest_benchmark_agent.stats.mde import MDE_POWER
-from pytest_benchmark_agent.stats.sequential import look_schedule, sequential_decision
+from pytest_benchmark_agent.stats.sequential import Looks, look_schedule, sequential_decision
 
 WORK = "import sys\nx = 0\nfor i in range(int(sys.argv[1])):\n    x += i\n"
 BASE_ITERATIONS = 250_000
@@ -143,8 +143,7 @@ def sequential(control: np.ndarray, treatment: np.ndarray, lo: int, hi: int) -> 
             TREATMENTS,
             "control",
             blocks_done=k,
-            min_blocks=lo,
-            max_blocks=hi,
+            looks=Looks(lo, hi),
         )
         if decision.stop:
             return _sign(decision.analysis.verdicts["t"]["treatment"].verdict), k

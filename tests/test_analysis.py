@@ -15,7 +15,7 @@ from pytest_benchmark_agent.stats.analysis import (
     PlainMetricRule,
     analyze_run,
 )
-from pytest_benchmark_agent.stats.sequential import look_schedule, sequential_decision
+from pytest_benchmark_agent.stats.sequential import Looks, look_schedule, sequential_decision
 
 TREATMENTS = ["base", "new"]
 PRIMARY = PlainMetricRule(direction="lower", primary=True)
@@ -402,8 +402,7 @@ def sequential(obs, k, lo=5, hi=20, specs=None):
         TREATMENTS,
         "base",
         blocks_done=k,
-        min_blocks=lo,
-        max_blocks=hi,
+        looks=Looks(lo, hi),
     )
 
 
@@ -533,8 +532,7 @@ def test_an_equal_guard_on_text_blocks_the_win_and_is_decided_at_the_first_look(
         TREATMENTS,
         "base",
         blocks_done=5,
-        min_blocks=5,
-        max_blocks=20,
+        looks=Looks(5, 20),
     )
     assert decision.stop and decision.reason == "every primary verdict decided after 5 blocks"
     assert decision.analysis.verdicts["digest"]["new"].reason == (

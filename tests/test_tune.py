@@ -29,6 +29,8 @@ from pytest_benchmark_agent.config.tuning import TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.records.reader import load_yaml
 from pytest_benchmark_agent.stats import sequential
+from pytest_benchmark_agent.stats.analysis import Judging
+from pytest_benchmark_agent.stats.sequential import Looks
 from pytest_benchmark_agent.tune.entry import run_tune
 from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest, SubprocessRounds
 from pytest_benchmark_agent.tune.space import load_space
@@ -488,7 +490,7 @@ def test_a_sequential_round_is_judged_at_its_look_with_the_sessions_alpha_spendi
     levels = sorted(c.verdict["level"] for c in judged)
     spent = [  # Holm's levels at look 10 of (8, 10, 16), as the session's own gate 2 used them
         sequential.sequential_decision(
-            {}, {}, ["a", "b"], "a", blocks_done=10, min_blocks=8, max_blocks=16, alpha=a
+            {}, {}, ["a", "b"], "a", blocks_done=10, looks=Looks(8, 16), judging=Judging(alpha=a)
         ).level
         for a in (0.05 / 3, 0.05 / 2, 0.05)
     ]

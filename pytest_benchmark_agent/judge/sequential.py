@@ -99,11 +99,13 @@ def _decide(record: RunRecord, blocks: int, replicates: ReplicateRange) -> rule.
     """The look at ``blocks``: every treatment against the control, or under ``--bench-against``
     with a treatment variable each revision pair alone at alpha / pairs (as the judge does)."""
     from pytest_benchmark_agent.stats import sequential as rule  # only a sequential run needs it
+    from pytest_benchmark_agent.stats.analysis import Judging
 
     mode = until(record)
     spending = rule.OBRIEN_FLEMING if mode == "verdicts" else rule.POCOCK
     pairs = record.revision_pairs if len(record.revision_pairs) > 1 else ()
     groups = pairs or ((record.control, None),)
+    judging = Judging(ALPHA / len(groups), SEED, counter_floors(record.model, record.trials))
     decisions = []
     for control, treatment in groups:
         treatments = [control, treatment] if treatment else list(record.treatments)
@@ -121,12 +123,8 @@ def _decide(record: RunRecord, blocks: int, replicates: ReplicateRange) -> rule.
                 treatments,
                 control,
                 blocks_done=blocks,
-                min_blocks=replicates.min,
-                max_blocks=replicates.max,
-                alpha=ALPHA / len(groups),
-                seed=SEED,
-                counter_floors=counter_floors(record.model, record.trials),
-                spending=spending,
+                looks=rule.Looks(replicates.min, replicates.max, spending),
+                judging=judging,
             )
         )
     decision = _merged(decisions)

@@ -104,6 +104,18 @@ class Observation:
     position: int | None = None
 
 
+@dataclass(frozen=True)
+class Judging:
+    """What a run's comparisons are judged with besides their samples and rules: the family's
+    ``alpha`` (Holm's, over every metric x treatment comparison), the ``seed`` of the random
+    label swaps, and ``counter_floors``: the metrics a counting backend counted, each with the
+    backend's calibrated noise (judged by :func:`counted_t_test`)."""
+
+    alpha: float = 0.05
+    seed: int = 0
+    counter_floors: Mapping[str, float] = field(default_factory=dict)
+
+
 @dataclass
 class RunAnalysis:
     """Every verdict of a run plus the lines the report's "What Went Wrong" must show."""
@@ -141,9 +153,8 @@ def analyze_run(
     backend's calibrated noise (the floor of a block's log-ratio sd): they are judged by
     :func:`counted_t_test` instead of the rank test, so they decide from 3 blocks.
     """
-    return analyze(
-        observations, specs, treatments, control, alpha, seed, lambda a: a, counter_floors or {}
-    )
+    judging = Judging(alpha, seed, counter_floors or {})
+    return analyze(observations, specs, treatments, control, judging, lambda a: a)
 
 
 def analyze(
@@ -151,14 +162,13 @@ def analyze(
     specs: Mapping[str, MetricRule],
     treatments: Sequence[str],
     control: str,
-    alpha: float,
-    seed: int,
+    judging: Judging,
     level_fn: Callable[[float], float],
-    counter_floors: Mapping[str, float],
     ci_level: float = CI_LEVEL,
 ) -> RunAnalysis:
     """Compare, correct with Holm (levels from ``level_fn``), apply guards, collect caveats;
     intervals at ``ci_level`` (a look of the gate's adaptive blocks: its own level)."""
+    alpha, seed, counter_floors = judging.alpha, judging.seed, judging.counter_floors
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha} must lie strictly between 0 and 1")
     if control not in treatments:

@@ -12,7 +12,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from pytest_benchmark_agent.stats.analysis import Observation, RunAnalysis, analyze, inside_band
+from pytest_benchmark_agent.stats.analysis import (
+    Judging,
+    Observation,
+    RunAnalysis,
+    analyze,
+    inside_band,
+)
 from pytest_benchmark_agent.stats.comparability import (
     MetricRule,
     Verdict,
@@ -42,6 +48,17 @@ class SequentialDecision:
     level: float
 
 
+@dataclass(frozen=True)
+class Looks:
+    """A sequential run's design: at least ``min_blocks`` and at most ``max_blocks`` blocks (the
+    file's ``replicates: {min, max}``), and how alpha is ``spending`` over the looks between
+    (:data:`OBRIEN_FLEMING` or :data:`POCOCK`)."""
+
+    min_blocks: int
+    max_blocks: int
+    spending: str = OBRIEN_FLEMING
+
+
 def look_schedule(min_blocks: int, max_blocks: int) -> tuple[int, ...]:
     """Blocks at which sequential replication may stop: min, then each >= 25% more, then max.
 
@@ -68,12 +85,8 @@ def sequential_decision(
     control: str,
     *,
     blocks_done: int,
-    min_blocks: int,
-    max_blocks: int,
-    alpha: float = 0.05,
-    seed: int = 0,
-    counter_floors: Mapping[str, float] | None = None,
-    spending: str = OBRIEN_FLEMING,
+    looks: Looks,
+    judging: Judging | None = None,
 ) -> SequentialDecision:
     """Analyse after ``blocks_done`` complete blocks and say whether to stop adding blocks.
 
@@ -83,8 +96,11 @@ def sequential_decision(
     regressed, blocked by a guard, or a CI inside the noise band) and always at ``max_blocks``.
     Between looks the analysis is still valid as a final one (a look taken there, for a run
     that must end early, spends its own share of alpha), but ``stop`` stays False.
-    ``spending`` :data:`POCOCK`: :func:`pocock_level` at every look, intervals at that level.
+    ``looks.spending`` :data:`POCOCK`: :func:`pocock_level` at every look, intervals at that level.
+    ``judging`` defaults to alpha 0.05, seed 0 and no counters.
     """
+    min_blocks, max_blocks = looks.min_blocks, looks.max_blocks
+    judging = judging or Judging()
     if not 1 <= min_blocks <= max_blocks:
         raise ValueError(
             f"replicates: min={min_blocks}, max={max_blocks}: need 1 <= min <= max; "
@@ -97,14 +113,11 @@ def sequential_decision(
         )
     look = min(blocks_done, max_blocks)
     schedule = look_schedule(min_blocks, max_blocks)
-    looks = tuple(k for k in schedule if k < look) + (look,)
+    taken = tuple(k for k in schedule if k < look) + (look,)
 
-    level_fn, ci_level = _spent(spending, alpha, looks, schedule, max_blocks)
-    floors = counter_floors or {}
-    analysis = analyze(
-        observations, specs, treatments, control, alpha, seed, level_fn, floors, ci_level
-    )
-    level = level_fn(alpha)
+    level_fn, ci_level = _spent(looks.spending, judging.alpha, taken, schedule, max_blocks)
+    analysis = analyze(observations, specs, treatments, control, judging, level_fn, ci_level)
+    level = level_fn(judging.alpha)
     if look not in schedule:
         upcoming = min(k for k in schedule if k > look)
         reason = f"{look} of {max_blocks} blocks; next look at block {upcoming}"

@@ -98,8 +98,7 @@ def comparer(record: dict[str, Any], config: BenchmarkConfig, objective: str) ->
                 list(labels),
                 labels[0],
                 blocks_done=look,
-                min_blocks=replicates.min,
-                max_blocks=replicates.max,
+                looks=sequential.Looks(replicates.min, replicates.max),
             ).analysis
         return result.verdicts[objective]
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
 from pytest_benchmark_agent.stats import paired, sequential
+from pytest_benchmark_agent.stats.analysis import Judging
 
 ALPHA = 0.05
 
@@ -57,9 +58,8 @@ def first_level(config: BenchmarkConfig, comparisons: int) -> float:
         ["a", "b"],
         "a",
         blocks_done=replicates.max,
-        min_blocks=replicates.min,
-        max_blocks=replicates.max,
-        alpha=share,
+        looks=sequential.Looks(replicates.min, replicates.max),
+        judging=Judging(alpha=share),
     ).level
 
 
