@@ -40,6 +40,7 @@ from pytest_benchmark_agent.guards.cgroup import MIB, CgroupMemory, child_cgroup
 from pytest_benchmark_agent.guards.memory import (
     GuardReport,
     MemoryGuard,
+    Pacing,
     _ProcessTree,
     child_preexec,
 )
@@ -83,8 +84,7 @@ class Policy:
             ceiling_mb,
             stage="bench",
             cgroup=cgroup,
-            min_interval_s=self.min_s,
-            max_interval_s=self.max_s,
+            pacing=Pacing(min_interval_s=self.min_s, max_interval_s=self.max_s),
         )
 
 

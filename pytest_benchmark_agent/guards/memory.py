@@ -296,6 +296,31 @@ def _limited_lineage(cgroup: CgroupMemory) -> list[tuple[CgroupMemory, int]]:
     return seen[1]
 
 
+@dataclass(frozen=True)
+class Pacing:
+    """How often a :class:`MemoryGuard` samples: its interval is the headroom over
+    ``assumed_rate_mb_s`` (or the observed rate, if higher), clamped to ``min_interval_s`` ..
+    ``max_interval_s``; it lists the stage's cgroup for new processes every
+    ``discover_interval_s`` and scans all of ``/proc`` every ``full_scan_interval_s``."""
+
+    min_interval_s: float = 0.01
+    max_interval_s: float = 0.1
+    assumed_rate_mb_s: float = 4096.0
+    discover_interval_s: float = 0.025
+    full_scan_interval_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_interval_s <= self.max_interval_s:
+            raise ValueError(
+                f"memory guard: need 0 < min_interval_s <= max_interval_s, "
+                f"got {self.min_interval_s} and {self.max_interval_s}"
+            )
+
+
+#: The guard's pacing unless told otherwise: 10-100 ms, assuming 4 GiB/s (the module's note).
+DEFAULT_PACING = Pacing()
+
+
 @dataclass
 class _State:
     peak: int = 0
@@ -318,7 +343,8 @@ class MemoryGuard:
     watched); ``cgroup`` is the memory cgroup the stage runs in (``CgroupMemory.of_self()`` for
     stages started by this process; None where there is no memory controller, and then the
     stage's own cgroup is looked up). Every limited level of its lineage is watched against its
-    limit minus ``cgroup_margin_mb`` (default: the larger of 64 MiB and 2% of the limit).
+    limit minus ``cgroup_margin_mb`` (default: the larger of 64 MiB and 2% of the limit);
+    ``pacing`` says how often it samples (:class:`Pacing`).
 
     Its caller waits for the stage in a loop (``run_stage``): ``begin()``, then ``sample()``
     whenever the interval it returned has passed, then ``finish()``. (The tests drive the same
@@ -333,21 +359,12 @@ class MemoryGuard:
         cgroup: CgroupMemory | None = None,
         *,
         cgroup_margin_mb: float | None = None,
-        min_interval_s: float = 0.01,
-        max_interval_s: float = 0.1,
-        assumed_rate_mb_s: float = 4096.0,
-        discover_interval_s: float = 0.025,
-        full_scan_interval_s: float = 1.0,
+        pacing: Pacing = DEFAULT_PACING,
     ) -> None:
         if ceiling_mb is not None and ceiling_mb <= 0:
             raise ValueError(
                 f"memory guard for stage {stage!r}: mem_mb must be > 0, got {ceiling_mb}; "
                 "set resources.mem_mb (or the stage's mem_mb) to a positive number of MiB"
-            )
-        if not 0 < min_interval_s <= max_interval_s:
-            raise ValueError(
-                f"memory guard: need 0 < min_interval_s <= max_interval_s, "
-                f"got {min_interval_s} and {max_interval_s}"
             )
         self.pid = pid
         self.stage = stage
@@ -355,11 +372,11 @@ class MemoryGuard:
         self.cgroup = cgroup
         self._ceiling = None if ceiling_mb is None else int(ceiling_mb * MIB)
         self._margin_mb = cgroup_margin_mb
-        self._min = min_interval_s
-        self._max = max_interval_s
-        self._rate = assumed_rate_mb_s * MIB
-        self._discover_every = discover_interval_s
-        self._full_scan_every = full_scan_interval_s
+        self._min = pacing.min_interval_s
+        self._max = pacing.max_interval_s
+        self._rate = pacing.assumed_rate_mb_s * MIB
+        self._discover_every = pacing.discover_interval_s
+        self._full_scan_every = pacing.full_scan_interval_s
         self._state = _State()
         self._tree: _ProcessTree | None = None
         self._watched: list[_CgroupLevel] = []
