@@ -447,7 +447,7 @@ def test_a_hash_changed_since_an_earlier_run_is_a_regression_across_runs(
 def test_the_plot_of_an_exact_metric_has_its_values_verbatim_as_its_rows(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from pytest_benchmark_agent.records.schema import TrialRecord
-    from pytest_benchmark_agent.report.plots import _figure, write_plots
+    from pytest_benchmark_agent.report.plots import PlotLayout, _figure, write_plots
     from pytest_benchmark_agent.stats.comparability import Verdict
 
     trials = [
@@ -474,5 +474,5 @@ def test_the_plot_of_an_exact_metric_has_its_values_verbatim_as_its_rows(tmp_pat
         [0.0, 1.0],
         [0.0, 0.0],
     ]  # block 1's line goes to the other value
-    files, note = write_plots(tmp_path, trials, ["h", "t"], ["a", "b"], {}, exact={"h"})
+    files, note = write_plots(tmp_path, trials, ["h", "t"], ["a", "b"], {}, PlotLayout(exact={"h"}))
     assert files == ["plot-h.png", "plot-t.png"] and note is None

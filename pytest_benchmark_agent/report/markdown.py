@@ -30,7 +30,7 @@ from pytest_benchmark_agent.report.headline import headline
 from pytest_benchmark_agent.report.hosts import hosts_lines
 from pytest_benchmark_agent.report.html import render_html
 from pytest_benchmark_agent.report.junit import add_run_properties
-from pytest_benchmark_agent.report.plots import plot_file, write_plots
+from pytest_benchmark_agent.report.plots import PlotLayout, plot_file, write_plots
 from pytest_benchmark_agent.report.seeds import seed_spread_lines
 from pytest_benchmark_agent.report.summary_lines import counts_text
 from pytest_benchmark_agent.report.wrong import what_went_wrong
@@ -73,9 +73,8 @@ class ReportWriter:
             plotted,
             run.treatments,
             run.verdicts,
-            exact=exact,
+            PlotLayout(exact, run.treatment_variable),
             svg=svgs,
-            variable=run.treatment_variable,
         )
         atomic_write(
             folder / "report.md",

@@ -21,6 +21,7 @@ import io
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,20 +58,28 @@ def plot_file(metric: str) -> str:
     return "plot-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", metric) + ".png"
 
 
+@dataclass(frozen=True)
+class PlotLayout:
+    """How a run's figures lay out their axes: the ``exact`` metrics (``direction: equal``) on a
+    categorical axis of their values, and ``variable``, what the treatments vary, as the x
+    axis's label."""
+
+    exact: Collection[str] = ()
+    variable: str | None = None
+
+
 def write_plots(
     folder: Path,
     trials: Sequence[TrialRecord],
     metrics: Sequence[str],
     treatments: Sequence[str],
     verdicts: Mapping[str, Mapping[str, Any]],
-    exact: Collection[str] = (),
+    layout: PlotLayout = PlotLayout(),
     svg: dict[str, str] | None = None,
-    variable: str | None = None,
 ) -> tuple[list[str], str | None]:
-    """Write a plot per metric that has samples (the ``exact`` ones on a categorical axis of
-    their values); returns the file names and, when plotting is not possible, the sentence the
-    report shows instead. With ``svg``, each figure's SVG text is put there under its metric
-    (for ``report.html``); ``variable`` labels the x axis.
+    """Write a plot per metric that has samples, laid out by ``layout``; returns the file names
+    and, when plotting is not possible, the sentence the report shows instead. With ``svg``,
+    each figure's SVG text is put there under its metric (for ``report.html``).
 
     Every run with two treatments or two blocks is plotted; a single block of a single
     configuration has nothing a picture adds to its table, so matplotlib (about half a second
@@ -95,7 +104,12 @@ def write_plots(
     files = []
     for metric in metrics:
         figure = _figure(
-            metric, trials, treatments, verdicts.get(metric, {}), metric in exact, variable
+            metric,
+            trials,
+            treatments,
+            verdicts.get(metric, {}),
+            metric in layout.exact,
+            layout.variable,
         )
         if figure is None:
             continue
