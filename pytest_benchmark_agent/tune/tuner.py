@@ -73,7 +73,8 @@ class Tuner:
 
     ``replay`` holds the rounds of a previous attempt of this tune (summary and run record,
     in order); while they last, a round whose points match is judged from its record instead
-    of being run again.
+    of being run again. ``on_round``, called after every round, is set once the tuner exists
+    (the recorder that fills it needs the tuner).
     """
 
     def __init__(
@@ -85,7 +86,6 @@ class Tuner:
         *,
         tune_id: str,
         replay: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
-        on_round: Callable[[], None] | None = None,
         echo: Callable[[str], None] | None = None,
     ):
         self.space = space
@@ -93,7 +93,7 @@ class Tuner:
         self.settings = settings
         self.runner = runner
         self.tune_id = tune_id
-        self.on_round = on_round
+        self.on_round: Callable[[], None] | None = None
         self.echo = echo or (lambda line: None)
         self.incumbent: Point = dict(space.start)
         self.rounds: list[dict[str, Any]] = []
