@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import signal
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,16 @@ from pytest_benchmark_agent.util.fsutil import acquire_lock, release_lock
 #: the kernel drops it when that process ends, however it ends.
 TUNE_LOCK = ".tune.lock"
 EXIT_CODES = {"complete": 0, "halted": 1, "failed": 2, "interrupted": 2}
+
+
+@dataclass(frozen=True)
+class _TuneFile:
+    """The tuning file as validated before any round runs: its path, the benchmark it loads
+    to and its search space."""
+
+    path: Path
+    config: BenchmarkConfig
+    space: SearchSpace
 
 
 def run_tune(
@@ -73,17 +84,16 @@ def run_tune(
         )
         return 2
     try:
-        return _tune(folder, path, home, config, space, strategy, previous, extra_args, echo)
+        tuning = _TuneFile(path, config, space)
+        return _tune(folder, tuning, home, strategy, previous, extra_args, echo)
     finally:
         release_lock(lock)
 
 
 def _tune(
     folder: Path,
-    path: Path,
+    tuning: _TuneFile,
     home: Path,
-    config: BenchmarkConfig,
-    space: SearchSpace,
     strategy: str,
     previous: dict[str, Any] | None,
     extra_args: Sequence[str],
@@ -91,6 +101,7 @@ def _tune(
 ) -> int:
     """Run the tune whose folder is ``folder`` (its lock held), replaying ``previous``'s
     finished rounds; its exit code."""
+    path, config, space = tuning.path, tuning.config, tuning.space
     tune_id = folder.name
     replay = _replay(home, previous, config) if previous else []
     runner = SubprocessRounds(path, home, folder / "rounds", extra_args)
