@@ -17,7 +17,6 @@ import json
 import os
 import stat
 import time
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from pytest_benchmark_agent.records.reader import (
 )
 from pytest_benchmark_agent.records.record import SCHEMA_VERSION, RunRecord
 from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.records.tally import status_counts
 from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
 from pytest_benchmark_agent.stats.units import number
 from pytest_benchmark_agent.util import redact
@@ -223,7 +223,7 @@ def build_index_entry(
         "tag": results.get("tag"),
         "started": results.get("started"),
         "ended": results.get("ended"),
-        "counts": dict(Counter(str(_mapping(t).get("status")) for t in trials)),
+        "counts": status_counts(_mapping(t) for t in trials),
         "treatment_variable": results.get("treatment_variable"),
         "control": control,
         "primary": {  # gate 2's ratio, the report's figure; the medians' where none was judged
