@@ -5,7 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_benchmark_agent.records.writer import index_entries, regenerate_index
+import pytest
+
+from pytest_benchmark_agent.records.index import IndexEntry
+from pytest_benchmark_agent.records.reader import UnreadableRecordWarning
+from pytest_benchmark_agent.records.writer import (
+    index_entries,
+    load_index,
+    load_index_entry,
+    regenerate_index,
+)
 from pytest_benchmark_agent.util.fsutil import atomic_write
 
 
@@ -47,3 +56,42 @@ def test_the_results_index_shows_a_rewritten_entry(tmp_path: Path) -> None:
     regenerate_index(tmp_path)
     text = (tmp_path / "results_index.md").read_text()
     assert "## QUALIFIED (1)" in text and "## RELIABLE (0)" in text
+
+
+def test_the_typed_loader_reads_attributes_and_skips_a_malformed_entry(tmp_path: Path) -> None:
+    write_entry(tmp_path, "2026-01-01T00-00-00-demo-a", "RELIABLE")
+    bad = tmp_path / "runs" / "2026-01-02T00-00-00-demo-b" / "index.json"
+    atomic_write(bad, json.dumps({"run_id": "b", "counts": {"passed": "many"}}))
+    with pytest.warns(UnreadableRecordWarning, match="counts, primary or verdicts"):
+        entries = load_index(tmp_path)
+    assert [(e.run_id, e.tag, e.counts["passed"]) for _, e in entries] == [
+        ("2026-01-01T00-00-00-demo-a", "RELIABLE", 1)
+    ]
+    with pytest.warns(UnreadableRecordWarning):
+        assert load_index_entry(bad.parent) is None
+
+
+def test_an_entry_written_back_keeps_every_key_of_its_format() -> None:
+    entry = {
+        "schema_version": 3,
+        "run_id": "r",
+        "name": "demo",
+        "state": "complete",
+        "tag": "QUALIFIED",
+        "started": "s",
+        "ended": "e",
+        "counts": {"passed": 4, "failed": 1},
+        "treatment_variable": None,
+        "control": "default",
+        "primary": {"wall_s": {"b": 1.5}},
+        "verdicts": {"wall_s": {"b": "regressed"}},
+        "config_hash": "h",
+        "cites": ["q"],
+        "flags": 2,
+        "code": {"commit": "c" * 40, "short": "c", "branch": None, "dirty": True, "label": "x"},
+        "ci_gate": "regressed",
+        "comparison_key": "k",
+    }
+    typed = IndexEntry.from_dict(entry)
+    assert typed.to_dict() == entry
+    assert typed.one_configuration and typed.dirty and typed.commit == "c" * 40

@@ -53,10 +53,12 @@ class ScriptedRounds:
         replicates: int = 5,
         wall_s: float = 0.01,
         stop_after: int | None = None,
+        spend: dict[str, float] | None = None,
     ):
         self.measure = measure
         self.replicates = replicates
         self.wall_s = wall_s
+        self.spend = spend or {}  # each trial's GPU-hours and cost, as the engine records them
         self.stop_after = stop_after  # a sequential session that stopped after this many blocks
         self.requests: list[RoundRequest] = []
 
@@ -69,7 +71,7 @@ class ScriptedRounds:
                 outcome = (
                     {"status": "not_run", "metrics": {}}
                     if skipped
-                    else {"status": "passed", **self.measure(point, rep)}
+                    else {"status": "passed", **self.spend, **self.measure(point, rep)}
                 )
                 label = point_label(point)
                 trials.append(
@@ -384,12 +386,16 @@ def test_no_session_of_a_round_starts_once_the_wall_clock_budget_is_spent() -> N
     assert tuner.rounds[0]["status"] == "unfinished"
 
 
+#: A trial's spending on one pinned GPU for 36 s at $2/GPU-hour (engine/context.py's gpu_spend).
+GPU_SPEND = {"gpu_hours": 0.01, "cost_usd": 0.02}
+
+
 def _gpu_tuning(**budget: float) -> dict[str, Any]:
     return tuning(resources={"gpus": 1, "price_per_gpu_hour": 2.0}, budget=budget)
 
 
 def test_the_gpu_hour_budget_halts_on_the_estimate_of_the_next_round() -> None:
-    runner = ScriptedRounds(landscape(bowl), wall_s=36.0)  # 0.01 GPU-hour per trial
+    runner = ScriptedRounds(landscape(bowl), wall_s=36.0, spend=GPU_SPEND)  # 0.01 GPU-hour each
     tuner = tuner_for(_gpu_tuning(gpu_hours=0.8), runner)
     tuner.run("coordinate")  # x's line: 70 trials = 0.7 GPU-hours; its confirmation 0.2 more
     assert tuner.halt.kind == "budget" and len(runner.requests) == 2
@@ -400,7 +406,7 @@ def test_the_gpu_hour_budget_halts_on_the_estimate_of_the_next_round() -> None:
 
 
 def test_the_cost_budget_halts_on_the_estimate_of_the_next_round() -> None:
-    runner = ScriptedRounds(landscape(bowl), wall_s=36.0)  # $0.02 per trial at $2/GPU-hour
+    runner = ScriptedRounds(landscape(bowl), wall_s=36.0, spend=GPU_SPEND)  # $0.02 per trial
     tuner = tuner_for(_gpu_tuning(cost_usd=1.6), runner)
     tuner.run("coordinate")  # x's line costs $1.40; its confirmation would cost $0.40 more
     assert tuner.halt.kind == "budget" and len(runner.requests) == 2

@@ -34,7 +34,7 @@ from pytest_benchmark_agent.engine.cache import MANIFEST
 from pytest_benchmark_agent.records.bounded import MAX_STATE_BYTES, BadJson, read_json
 from pytest_benchmark_agent.records.recover import OWNERS, owner_state
 from pytest_benchmark_agent.records.store import runs_in
-from pytest_benchmark_agent.records.writer import index_entry
+from pytest_benchmark_agent.records.writer import load_index_entry
 from pytest_benchmark_agent.stats.units import human
 from pytest_benchmark_agent.util.fsutil import acquire_lock, release_lock
 
@@ -76,14 +76,14 @@ def _clean_scratch(home: Path, args: argparse.Namespace) -> None:
     seen: dict[str, int] = {}
     total, chosen = 0, 0
     for run_dir in reversed(runs_in(home)):  # newest first, so --keep counts the newest
-        entry = index_entry(run_dir)
-        if entry is None or entry.get("state") not in ENDED:
-            continue  # unfinished (or unreadable, said by index_entry): its session may write
-        name = str(entry.get("name"))
+        entry = load_index_entry(run_dir)
+        if entry is None or entry.state not in ENDED:
+            continue  # unfinished (or unreadable, said by the loader): its session may write
+        name = str(entry.name)
         seen[name] = seen.get(name, 0) + 1
         scratch = run_dir / "trials"
         if (
-            entry.get("tag") == "RELIABLE"
+            entry.tag == "RELIABLE"
             or seen[name] <= args.keep
             or not scratch.is_dir()
             or scratch.is_symlink()

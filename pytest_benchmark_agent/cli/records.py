@@ -26,6 +26,7 @@ from pytest_benchmark_agent.judge.baseline import FINISHED, config_differences, 
 from pytest_benchmark_agent.judge.reproduce import reproduction
 from pytest_benchmark_agent.judge.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records import recover
+from pytest_benchmark_agent.records.index import IndexEntry
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.record import (
     RunRecord,
@@ -33,7 +34,7 @@ from pytest_benchmark_agent.records.record import (
     verdict_table,
 )
 from pytest_benchmark_agent.records.store import runs_in
-from pytest_benchmark_agent.records.writer import index_entry
+from pytest_benchmark_agent.records.writer import load_index_entry
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
 from pytest_benchmark_agent.stats.units import interval, number
@@ -56,25 +57,24 @@ def cmd_history(args: argparse.Namespace) -> int:
         except UnreadableRecord as error:
             skip_unreadable(error)
             continue
-        if name and entry.get("name") != name:
+        if name and entry.name != name:
             continue
-        counts = entry.get("counts") or {}
-        verdicts = entry.get("verdicts") or {}
+        verdicts = entry.verdicts or {}
         primary = "; ".join(
             f"{metric} " + ", ".join(f"{t} {v}" for t, v in per.items())
             for metric, per in verdicts.items()
             if per
         )
-        flags = f"  flagged x{entry['flags']}" if entry.get("flags") else ""
-        code = (entry.get("code") or {}).get("label")
+        flags = f"  flagged x{entry.flags}" if entry.flags else ""
+        code = entry.code_label
         print(
             one_line(  # an imported record's name never passed gate 1
-                f"{run_dir.name}  {entry.get('state', '?'):<11} {entry.get('tag', '?'):<11} "
-                f"{entry.get('name')}"
+                f"{run_dir.name}  {entry.state or '?':<11} {entry.tag or '?':<11} "
+                f"{entry.name}"
                 + (f"  code {code}" if code else "")
-                + f"  CI gate {entry.get('ci_gate') or '-'}"
+                + f"  CI gate {entry.ci_gate or '-'}"
                 + "  trials: "
-                + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                + ", ".join(f"{k} {v}" for k, v in sorted(entry.counts.items()))
                 + (f"  primary: {primary}" if primary else "")
                 + flags
             )
@@ -82,17 +82,23 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def _entry(run_dir: Path) -> dict[str, Any]:
+def _entry(run_dir: Path) -> IndexEntry:
     """A run's index entry, else the fields of its full record; the record is loaded first
     either way, so a run the typed loader refuses is skipped (one warning) and never listed."""
     record = load_run(run_dir)
-    entry = index_entry(run_dir)
+    entry = load_index_entry(run_dir)
     if entry is not None:
         return entry
     state = record.state
     if state == "running" and recover.orphaned(run_dir):
         state = "interrupted"  # its session is gone, and finalizing it failed
-    return {"name": record.name, "state": state, "tag": record.tag, "counts": record.counts}
+    return IndexEntry(
+        run_id=record.run_id,
+        name=record.name,
+        state=state,
+        tag=record.tag,
+        counts=record.counts,
+    )
 
 
 # -- analyze --------------------------------------------------------------------------------------
@@ -130,7 +136,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for ref in (args.a, args.b):
             named = resolve_ref(home, ref, None, Path.cwd(), strict=False)
             if named.run_dir is not None and named.how.startswith("run id"):
-                name = _entry(named.run_dir).get("name")
+                name = _entry(named.run_dir).name
                 break
     records, sides = [], []
     for side, ref in (("A", args.a), ("B", args.b)):

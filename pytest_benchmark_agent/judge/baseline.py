@@ -24,9 +24,10 @@ from typing import Any
 from pytest_benchmark_agent.config.gate1 import treatment_variable
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records.index import IndexEntry
 from pytest_benchmark_agent.records.reader import UnreadableRecord
 from pytest_benchmark_agent.records.record import load_run
-from pytest_benchmark_agent.records.writer import comparison_key, index_entries, index_entry
+from pytest_benchmark_agent.records.writer import comparison_key, load_index, load_index_entry
 from pytest_benchmark_agent.util import redact
 from pytest_benchmark_agent.util.placeholders import as_text
 
@@ -96,9 +97,9 @@ def resolve_ref(
         return _named(
             ref, runs / prefixed[0], "run id" if prefixed[0] == ref else "run id prefix", strict
         )
-    entries = [(d, e) for d, e in index_entries(home) if exclude is None or d.name != exclude]
+    entries = [(d, e) for d, e in load_index(home) if exclude is None or d.name != exclude]
     if ref == "latest":
-        pool = [(d, e) for d, e in entries if name is None or e.get("name") == name]
+        pool = [(d, e) for d, e in entries if name is None or e.name == name]
         return _newest(
             ref,
             pool,
@@ -117,7 +118,7 @@ def resolve_ref(
 def _at_commit(
     ref: str,
     commit: str,
-    entries: list[tuple[Path, Mapping[str, Any]]],
+    entries: list[tuple[Path, IndexEntry]],
     name: str | None,
     key: str | None,
     runs: Path,
@@ -125,11 +126,11 @@ def _at_commit(
 ) -> Resolution:
     """The newest finished run of ``name`` whose recorded code is ``commit`` with a clean tree;
     else what was searched (the runs at other commits, dirty, without a commit) and the fix."""
-    mine = [(d, e) for d, e in entries if name is None or e.get("name") == name]
-    pool = [(d, e) for d, e in mine if (e.get("code") or {}).get("commit") == commit]
-    clean = [(d, e) for d, e in pool if not (e.get("code") or {}).get("dirty")]
+    mine = [(d, e) for d, e in entries if name is None or e.name == name]
+    pool = [(d, e) for d, e in mine if e.commit == commit]
+    clean = [(d, e) for d, e in pool if not e.dirty]
     dirty = len(pool) - len(clean)
-    unknown = sum(1 for _, e in mine if not (e.get("code") or {}).get("commit"))
+    unknown = sum(1 for _, e in mine if e.commit is None)
     searched = (
         f"`{ref}` is git commit {commit[:7]} (in {repo}), but no finished run of "
         f"{_which(name)} measured it with a clean tree in {runs} ({len(mine)} run(s) "
@@ -173,8 +174,8 @@ def _which(name: str | None) -> str:
 def _named(ref: str, run_dir: Path, how: str, strict: bool) -> Resolution:
     """A run named by its id (only its own index entry is read): as a baseline, refused when it
     did not finish or failed a gate."""
-    entry = index_entry(run_dir)
-    state, tag = (entry or {}).get("state"), (entry or {}).get("tag")
+    entry = load_index_entry(run_dir)
+    state, tag = (entry.state, entry.tag) if entry is not None else (None, None)
     problem = None
     if strict and (entry is None or state not in FINISHED):
         problem = (
@@ -192,7 +193,7 @@ def _named(ref: str, run_dir: Path, how: str, strict: bool) -> Resolution:
 
 def _newest(
     ref: str,
-    pool: list[tuple[Path, Mapping[str, Any]]],
+    pool: list[tuple[Path, IndexEntry]],
     how: str,
     key: str | None,
     searched: str,
@@ -200,9 +201,7 @@ def _newest(
 ) -> Resolution:
     """The newest run of ``pool`` that may be a baseline, one sharing ``key`` first; else a
     Resolution saying what was searched (and what was found but refused) and the fix."""
-    usable = [
-        (d, e) for d, e in pool if e.get("state") in FINISHED and e.get("tag") in BASELINE_TAGS
-    ]
+    usable = [(d, e) for d, e in pool if e.state in FINISHED and e.tag in BASELINE_TAGS]
     if not usable:
         refused = len(pool)
         return Resolution(
@@ -213,10 +212,10 @@ def _newest(
             + (f"; {refused} matching run(s) unfinished or UNRELIABLE" if refused else "")
             + f"; fix: {fix}",
         )
-    same = [(d, e) for d, e in usable if key is not None and e.get("comparison_key") == key]
+    same = [(d, e) for d, e in usable if key is not None and e.comparison_key == key]
 
-    def order(item: tuple[Path, Mapping[str, Any]]) -> tuple[str, str]:
-        return item[1].get("ended") or "", item[0].name
+    def order(item: tuple[Path, IndexEntry]) -> tuple[str, str]:
+        return item[1].ended or "", item[0].name
 
     return Resolution(ref, max(same or usable, key=order)[0], how)
 

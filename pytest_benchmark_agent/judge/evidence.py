@@ -39,7 +39,7 @@ from pytest_benchmark_agent.config.metric import COUNTERS, default_fail_threshol
 from pytest_benchmark_agent.judge.baseline import FINISHED
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.record import RunRecord, load_run
-from pytest_benchmark_agent.records.writer import index_entries
+from pytest_benchmark_agent.records.writer import load_index
 from pytest_benchmark_agent.stats.comparability import Refusal, Verdict
 from pytest_benchmark_agent.stats.distributions import ndtri, stdtrit
 
@@ -340,17 +340,16 @@ def recorded_history(
     if commit is None or not _SHA.fullmatch(commit):
         return [], "no git commit to find recorded runs by"
     by_commit: dict[str, list[tuple[str, Path]]] = {}
-    for run_dir, entry in index_entries(home):
-        code = entry.get("code") or {}
+    for run_dir, entry in load_index(home):
         if (
             run_dir.name != exclude
-            and entry.get("name") == name
-            and entry.get("comparison_key") == key
-            and entry.get("state") in FINISHED
-            and isinstance(code.get("commit"), str)
-            and not code.get("dirty")
+            and entry.name == name
+            and entry.comparison_key == key
+            and entry.state in FINISHED
+            and entry.commit is not None
+            and not entry.dirty
         ):
-            by_commit.setdefault(code["commit"], []).append((entry.get("ended") or "", run_dir))
+            by_commit.setdefault(entry.commit, []).append((entry.ended or "", run_dir))
 
     def newest(at: str, room: int) -> list[Path]:
         return [d for _, d in sorted(by_commit.get(at, []), reverse=True)][:room]

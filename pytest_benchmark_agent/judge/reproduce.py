@@ -26,9 +26,10 @@ from pytest_benchmark_agent.judge.across import (
 )
 from pytest_benchmark_agent.judge.baseline import REPRODUCIBLE_TAGS, primary_metrics
 from pytest_benchmark_agent.records.fingerprint import FingerprintDiff
+from pytest_benchmark_agent.records.index import IndexEntry
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.record import RunRecord, load_run
-from pytest_benchmark_agent.records.writer import index_entries
+from pytest_benchmark_agent.records.writer import load_index
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.units import interval, number, pct, ratio
 
@@ -290,7 +291,7 @@ def _within(a: Any, b: Any, tolerance: float) -> bool:
 
 def _same_config_runs(
     this: RunRecord,
-) -> tuple[list[tuple[Path, dict[str, Any]]], list[str]]:
+) -> tuple[list[tuple[Path, IndexEntry]], list[str]]:
     """Earlier finished runs of the same frozen config and code as ``this`` (newest first) with
     their index entries, told apart by those entries; and the code labels of the same-config
     runs of other code."""
@@ -298,20 +299,20 @@ def _same_config_runs(
     label = this.code
     commit = (this.fingerprint.get("code_identity") or {}).get("commit")
     other_code: list[str] = []
-    for run_dir, entry in index_entries(this.home):
+    for run_dir, entry in load_index(this.home):
         if (
             run_dir.name != this.run_id
-            and entry.get("name") == this.name
-            and entry.get("config_hash") == this.config_hash
-            and entry.get("state") == "complete"
-            and entry.get("tag") in REPRODUCIBLE_TAGS
-            and (entry.get("ended") or "") < (this.started or "~")
+            and entry.name == this.name
+            and entry.config_hash == this.config_hash
+            and entry.state == "complete"
+            and entry.tag in REPRODUCIBLE_TAGS
+            and (entry.ended or "") < (this.started or "~")
         ):
-            code = entry.get("code")
+            code = entry.code
             if code is not None and (code.get("label"), code.get("commit")) != (label, commit):
                 other_code.append(str(code.get("label")))
                 continue
-            candidates.append((entry.get("ended") or "", run_dir, entry))
+            candidates.append((entry.ended or "", run_dir, entry))
     newest = sorted(candidates, key=lambda c: (c[0], c[1]), reverse=True)
     return [(run_dir, entry) for _, run_dir, entry in newest], other_code
 
@@ -358,15 +359,15 @@ def find_reproduction_target(
     return None, None, skipped
 
 
-def _may_oppose(entry: Mapping[str, Any], verdicts: Mapping[str, Mapping[str, Verdict]]) -> bool:
+def _may_oppose(entry: IndexEntry, verdicts: Mapping[str, Mapping[str, Verdict]]) -> bool:
     """Whether an index entry's primary verdicts (metric -> label -> verdict) may hold one
     decided opposite to ``verdicts`` (an entry without them may: its record is read)."""
-    listed = entry.get("verdicts")
-    if not isinstance(listed, dict):
+    listed = entry.verdicts
+    if listed is None:
         return True
     flip = {"improved": "regressed", "regressed": "improved"}
     return any(
-        isinstance(per := listed.get(metric), dict) and per.get(label) == flip.get(mine.verdict)
+        (per := listed.get(metric)) is not None and per.get(label) == flip.get(mine.verdict)
         for metric, labels in verdicts.items()
         for label, mine in labels.items()
     )

@@ -32,6 +32,7 @@ from pytest_benchmark_agent.records.bounded import (
     read_json,
 )
 from pytest_benchmark_agent.records.reader import JOURNAL, load_results, load_yaml
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
 from pytest_benchmark_agent.records.runcheck import RecordFieldError, check_run_files
 from pytest_benchmark_agent.records.schema import (
@@ -401,9 +402,10 @@ def index_entry(
     """The ``index.json`` entry the engine writes at a run's end, rebuilt from the record by
     :func:`.writer.build_index_entry`; the file's own entry gives only the keys this version
     does not build, and the code block where the fingerprint has no code identity."""
-    config = BenchmarkConfig.model_validate(frozen["config"])
-    identity = (frozen.get("fingerprint") or {}).get("code_identity")
-    entry = {**_obj(exported), **build_index_entry(record, config, identity), "imported": utc_now()}
+    run = RunRecord.from_dict(
+        record, config=frozen["config"], fingerprint=frozen.get("fingerprint") or {}
+    )
+    entry = {**_obj(exported), **build_index_entry(run).to_dict(), "imported": utc_now()}
     if entry["code"] is None and isinstance(_obj(exported).get("code"), dict):
         entry["code"] = _obj(exported)["code"]
     return entry

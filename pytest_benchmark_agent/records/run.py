@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 import secrets
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,6 +32,7 @@ from pytest_benchmark_agent.records.record import (
     RunRecord,
 )
 from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.records.tally import Tally
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
 from pytest_benchmark_agent.util import redact
@@ -63,21 +64,6 @@ def new_run_id(name: str, token: tuple[str, str] | None = None) -> str:
     stamp, suffix = token or new_session_token()
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:NAME_MAX].strip("-")
     return f"{stamp}-{slug}-{suffix}"
-
-
-@dataclass
-class _Tally:
-    """The counts and the spending of the trials frozen so far, kept as they are frozen."""
-
-    counts: Counter[str] = field(default_factory=Counter)
-    gpu_hours: float = 0.0
-    cost_usd: float = 0.0
-
-    def add(self, trials: tuple[TrialRecord, ...]) -> None:
-        for trial in trials:
-            self.counts[trial.status] += 1
-            self.gpu_hours += trial.get("gpu_hours", 0.0)
-            self.cost_usd += trial.get("cost_usd", 0.0)
 
 
 @dataclass
@@ -123,7 +109,7 @@ class BenchRun:
     _frozen_trials: tuple[TrialRecord, ...] = field(default=(), repr=False)
     _frozen_of: list[Any] | None = field(default=None, repr=False)
     _fingerprint_cache: tuple[Any, FrozenDict] = field(default=(None, FrozenDict()), repr=False)
-    _tally: _Tally = field(default_factory=lambda: _Tally(), repr=False)
+    _tally: Tally = field(default_factory=Tally, repr=False)
     _planned_cache: tuple[Any, tuple[PlannedTrial, ...]] = field(default=(None, ()), repr=False)
     #: The last snapshot and the version of the run it was made from (:meth:`record`).
     _snapshot: tuple[tuple[Any, ...], RunRecord] | None = field(default=None, repr=False)
@@ -307,7 +293,7 @@ class BenchRun:
         """A new snapshot of the run (:meth:`record`)."""
         if self._frozen_of is not self.trials:  # a new list (recovery): freeze it again
             self._frozen_of, self._frozen_trials = self.trials, ()
-            self._tally = _Tally()
+            self._tally = Tally()
         new = self.trials[len(self._frozen_trials) :]
         if new:
             frozen = tuple(
@@ -315,16 +301,11 @@ class BenchRun:
             )
             self._frozen_trials += frozen
             self._tally.add(frozen)
-        built = [p for p in self.preps if p.get("action") == "built"]
         record = RunRecord.from_dict(
             {
                 **self._results_fields(),
                 "counts": dict(self._tally.counts),
-                "spent": {
-                    "gpu_hours": self._tally.gpu_hours
-                    + sum(p.get("gpu_hours", 0.0) for p in built),
-                    "cost_usd": self._tally.cost_usd + sum(p.get("cost_usd", 0.0) for p in built),
-                },
+                "spent": self._tally.spent(self.preps),
             },
             run_dir=self.dir,
             config=self._config_record,

@@ -17,7 +17,6 @@ import json
 import os
 import stat
 import time
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from pytest_benchmark_agent.records.bounded import (
 )
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.frozen import thaw
+from pytest_benchmark_agent.records.index import IndexEntry
 from pytest_benchmark_agent.records.reader import (
     JOURNAL,
     UnreadableRecord,
@@ -40,7 +40,9 @@ from pytest_benchmark_agent.records.reader import (
 )
 from pytest_benchmark_agent.records.record import SCHEMA_VERSION, RunRecord
 from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.records.tally import status_counts
 from pytest_benchmark_agent.records.yamlwrite import to_yaml, writable
+from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.units import number
 from pytest_benchmark_agent.util import redact
 from pytest_benchmark_agent.util.fsutil import (
@@ -121,10 +123,9 @@ class RecordWriter:
         if fd is not None:
             os.close(fd)
         self._write_config(run)
-        results = run.to_dict()
-        self._snapshot(run, results)
-        entry = build_index_entry(results, run.model, run.fingerprint.get("code_identity"))
-        atomic_write(_folder(run) / "index.json", json.dumps(entry, indent=1))
+        self._snapshot(run, run.to_dict())
+        entry = build_index_entry(run)
+        atomic_write(_folder(run) / "index.json", json.dumps(entry.to_dict(), indent=1))
         regenerate_index(_folder(run).parent.parent)
 
     def _journal(self, line: dict[str, Any], run: RunRecord) -> None:
@@ -202,82 +203,90 @@ def comparison_key(config: BenchmarkConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def build_index_entry(
-    results: Mapping[str, Any], config: BenchmarkConfig, code_identity: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """The ``index.json`` entry of a run, from its ``results.yaml`` document: the few fields
-    ``results_index.md``, ``history`` and baseline resolution read without opening the record.
-    Built the same way at a run's end and when a run is imported (whose record is input, so
-    every nested value is read defensively)."""
-    control = str(results.get("control"))
-    primaries = [m for m, spec in config.metrics.items() if spec.primary]
-    summary, verdicts = _mapping(results.get("summary")), _mapping(results.get("verdicts"))
-    cited = {_mapping(results.get(key)).get("run_id") for key in ("baseline", "reproduces")}
-    flags = results.get("flags")
-    trials = results.get("trials") if isinstance(results.get("trials"), list) else []
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": results.get("run_id"),
-        "name": results.get("name"),
-        "state": results.get("state"),
-        "tag": results.get("tag"),
-        "started": results.get("started"),
-        "ended": results.get("ended"),
-        "counts": dict(Counter(str(_mapping(t).get("status")) for t in trials)),
-        "treatment_variable": results.get("treatment_variable"),
-        "control": control,
-        "primary": {  # gate 2's ratio, the report's figure; the medians' where none was judged
+def build_index_entry(record: RunRecord) -> IndexEntry:
+    """The ``index.json`` entry of a run, from its record: the few fields ``results_index.md``,
+    ``history`` and baseline resolution read without opening the record. Built the same way at
+    a run's end and when a run is imported."""
+    control = record.control
+    primaries = [m for m, spec in record.model.metrics.items() if spec.primary]
+    cited = [record.baseline.run_id if record.baseline else None]
+    cited.append((record.reproduces or {}).get("run_id"))
+    flags = record.extra.get("flags")
+    identity = record.fingerprint.get("code_identity")
+    return IndexEntry(
+        schema_version=SCHEMA_VERSION,
+        run_id=record.run_id,
+        name=record.name,
+        state=record.state,
+        tag=record.tag,
+        started=record.started,
+        ended=record.ended,
+        counts=status_counts(record.trials),
+        treatment_variable=record.treatment_variable,
+        one_configuration=record.treatment_variable is None,
+        control=control,
+        primary={  # gate 2's ratio, the report's figure; the medians' where none was judged
             m: {
-                label: _mapping(_mapping(verdicts.get(m)).get(label)).get("ratio")
-                or _mapping(row).get("ratio_to_control")
-                for label, row in _mapping(summary.get(m)).items()
+                label: (record.verdicts.get(m, {}).get(label) or _UNJUDGED).ratio
+                or row.get("ratio_to_control")
+                for label, row in (record.summary.get(m) or {}).items()
                 if label != control
             }
             for m in primaries
         },
-        "verdicts": {
-            m: {label: _mapping(v).get("verdict") for label, v in _mapping(per).items()}
-            for m, per in verdicts.items()
+        verdicts={
+            m: {label: v.verdict for label, v in per.items()}
+            for m, per in record.verdicts.items()
             if m in primaries
         },
-        "config_hash": results.get("config_hash"),
-        "cites": sorted(c for c in cited if isinstance(c, str) and c),
-        "flags": len(flags) if isinstance(flags, list) else 0,
-        "code": code_entry(code_identity) if isinstance(code_identity, Mapping) else None,
-        "ci_gate": ci_gate_outcome(results),
-        "comparison_key": comparison_key(config),
-    }
+        config_hash=record.config_hash,
+        cites=tuple(sorted(c for c in cited if isinstance(c, str) and c)),
+        flags=len(flags) if isinstance(flags, tuple | list) else 0,
+        code=code_entry(identity) if isinstance(identity, Mapping) else None,
+        ci_gate=ci_gate_outcome(record),
+        comparison_key=comparison_key(record.model),
+    )
 
 
-def ci_gate_outcome(results: Mapping[str, Any]) -> str | None:
+#: The verdict of a label gate 2 did not judge: no ratio of its own.
+_UNJUDGED = Verdict(verdict="unjudged")
+
+
+def ci_gate_outcome(record: RunRecord) -> str | None:
     """The CI gate's outcome a record holds (``passed``, ``regressed``, ``unjudged``): its own
     ``ci_gate``, else (a record from before it was kept) its baseline comparison's gate."""
-    gate = _mapping(results.get("ci_gate")) or _mapping(
-        _mapping(results.get("baseline")).get("gate")
-    )
+    gate = record.ci_gate or (record.baseline.gate if record.baseline else {})
     outcome = gate.get("outcome")
     return outcome if isinstance(outcome, str) else None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    """``value`` where it is a mapping, else an empty one."""
-    return value if isinstance(value, Mapping) else {}
+#: An index file read: its identity (inode, mtime, size), its JSON object and the entry it holds.
+_Cached = tuple[tuple[int, int, int], dict[str, Any], IndexEntry]
+#: The index entries this process read, per data directory, by run folder name.
+_index_cache: dict[Path, dict[str, _Cached]] = {}
 
 
-#: The index entries this process read, per data directory: run folder name -> (file identity,
-#: entry).
-_index_cache: dict[Path, dict[str, tuple[tuple[int, int, int], dict[str, Any]]]] = {}
+def load_index(home: Path) -> list[tuple[Path, IndexEntry]]:
+    """(run folder, its ``index.json`` entry) for every run in ``home``, by folder name; a
+    malformed entry is skipped with a warning naming it. The entries are shared: read only."""
+    return [(runs, cached[2]) for runs, cached in _scan(home)]
 
 
 def index_entries(home: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """(run folder, its ``index.json`` entry) for every run in ``home``, by folder name.
+    """:func:`load_index`'s entries as their JSON objects, for a reader that rewrites the file
+    with what it changed (judge/tags.py)."""
+    return [(runs, cached[1]) for runs, cached in _scan(home)]
+
+
+def _scan(home: Path) -> list[tuple[Path, _Cached]]:
+    """Every run's entry in ``home``, by folder name.
 
     A session's end reads them all twice (the reproduction search, then the results index);
     a file this process already read is parsed again only when it changed (its inode, mtime or
-    size: every write is an atomic replace, so a new inode). The entries are shared: read only.
-    The folder is listed with ``os.listdir`` and each file opened once: ``Path.glob`` (an lstat
-    per run) and ``read_text`` made a scan about twice as slow; a file not cached yet is not
-    stat'ed first but read by :func:`_read_entry`.
+    size: every write is an atomic replace, so a new inode). The folder is listed with
+    ``os.listdir`` and each file opened once: ``Path.glob`` (an lstat per run) and
+    ``read_text`` made a scan about twice as slow; a file not cached yet is not stat'ed first
+    but read by :func:`_read_entry`.
     """
     runs = home / "runs"
     try:
@@ -285,7 +294,7 @@ def index_entries(home: Path) -> list[tuple[Path, dict[str, Any]]]:
     except OSError:
         names = []
     known = _index_cache.get(home, {})
-    seen: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+    seen: dict[str, _Cached] = {}
     for name in names:
         path = os.path.join(runs, name, "index.json")
         cached = known.get(name)
@@ -302,13 +311,13 @@ def index_entries(home: Path) -> list[tuple[Path, dict[str, Any]]]:
             skip_unreadable(UnreadableRecord(path, _entry_problem(error)))
             continue
     _index_cache[home] = seen
-    return [(runs / name, entry) for name, (_, entry) in seen.items()]
+    return [(runs / name, cached) for name, cached in seen.items()]
 
 
-def _read_entry(path: str) -> tuple[tuple[int, int, int], dict[str, Any]]:
-    """An index file's identity (inode, mtime, size) and entry from one open descriptor:
-    ``os.open``, ``fstat`` and ``read`` cost about two thirds of ``open()`` with its buffered
-    reader, which is most of resolving a baseline among 1,000 runs."""
+def _read_entry(path: str) -> _Cached:
+    """An index file's identity (inode, mtime, size), JSON object and entry from one open
+    descriptor: ``os.open``, ``fstat`` and ``read`` cost about two thirds of ``open()`` with
+    its buffered reader, which is most of resolving a baseline among 1,000 runs."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the scan
     try:
         info = os.fstat(fd)
@@ -319,45 +328,8 @@ def _read_entry(path: str) -> tuple[tuple[int, int, int], dict[str, Any]]:
         data = os.read(fd, info.st_size)
     finally:
         os.close(fd)
-    entry = _checked_entry(decode_json(data, path))
-    return (info.st_ino, info.st_mtime_ns, info.st_size), entry
-
-
-#: The fields of an index entry its readers index into, and the types they take.
-_ENTRY_TYPES: dict[str, tuple[type, ...]] = {
-    "run_id": (str,),
-    "name": (str, type(None)),
-    "state": (str, type(None)),
-    "tag": (str, type(None)),
-    "started": (str, type(None)),
-    "ended": (str, type(None)),
-    "counts": (dict,),
-    "primary": (dict, type(None)),
-    "verdicts": (dict, type(None)),
-    "code": (dict, type(None)),
-    "ci_gate": (str, type(None)),
-    "config_hash": (str, type(None)),
-    "comparison_key": (str, type(None)),
-}
-
-
-def _checked_entry(entry: Any) -> dict[str, Any]:
-    """``entry`` if it has the shape of an index entry (its readers index into it), else a
-    ValueError saying what is wrong."""
-    if not isinstance(entry, dict):
-        raise ValueError(f"a JSON {type(entry).__name__}, not an object")
-    for key, types in _ENTRY_TYPES.items():
-        if key in entry and not isinstance(entry[key], types):
-            raise ValueError(f"its {key!r} is a JSON {type(entry[key]).__name__}")
-    if "run_id" not in entry:
-        raise ValueError("it has no run_id")
-    nested = [entry.get("counts") or {}, *(entry.get("primary") or {}).values()]
-    nested += (entry.get("verdicts") or {}).values()
-    if not all(isinstance(part, dict) for part in nested[1:]) or not all(
-        isinstance(n, int) for n in nested[0].values()
-    ):
-        raise ValueError("its counts, primary or verdicts are not objects of the expected kind")
-    return entry
+    raw = decode_json(data, path)
+    return (info.st_ino, info.st_mtime_ns, info.st_size), raw, IndexEntry.from_dict(raw)
 
 
 def _entry_problem(error: Exception) -> str:
@@ -370,12 +342,24 @@ def _entry_problem(error: Exception) -> str:
     return str(error)  # a JSON value of the wrong shape, or not UTF-8
 
 
-def index_entry(run_dir: Path) -> dict[str, Any] | None:
+def load_index_entry(run_dir: Path) -> IndexEntry | None:
     """One run's ``index.json`` entry (written when it finished), or None; an unreadable one
     is None with a warning naming it."""
+    cached = _read_one(run_dir)
+    return None if cached is None else cached[2]
+
+
+def index_entry(run_dir: Path) -> dict[str, Any] | None:
+    """:func:`load_index_entry`'s entry as its JSON object, for a reader that rewrites the file
+    with what it changed (judge/tags.py)."""
+    cached = _read_one(run_dir)
+    return None if cached is None else cached[1]
+
+
+def _read_one(run_dir: Path) -> _Cached | None:
     path = run_dir / "index.json"
     try:
-        return _read_entry(str(path))[1]
+        return _read_entry(str(path))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as error:
@@ -386,7 +370,7 @@ def index_entry(run_dir: Path) -> dict[str, Any] | None:
 def regenerate_index(home: Path) -> None:
     """Rewrite ``results_index.md`` from every run's ``index.json``, grouped by tag (what a
     record holds is escaped: a name cannot forge a line or a section)."""
-    entries = [entry for _, entry in index_entries(home)]
+    entries = [entry for _, entry in load_index(home)]
     lines = [
         "# Benchmark results",
         "",
@@ -394,7 +378,7 @@ def regenerate_index(home: Path) -> None:
         "",
     ]
     for tag in TAG_ORDER:
-        group = [e for e in entries if e.get("tag") == tag]
+        group = [e for e in entries if e.tag == tag]
         lines += [f"## {tag} ({len(group)})", ""]
         if not group:
             lines += ["(none)", ""]
@@ -404,34 +388,30 @@ def regenerate_index(home: Path) -> None:
             "| primary (ratio to control, verdict) |",
             "|---|---|---|---|---|---|---|",
         ]
-        for entry in sorted(group, key=lambda e: e["run_id"], reverse=True):
-            counts = entry.get("counts") or {}
-            passed, total = counts.get("passed", 0), sum(counts.values())
-            verdicts = entry.get("verdicts") or {}
-            primary = "; ".join(
-                f"{md(metric)}: "
-                + ", ".join(
-                    f"{md(t)}={number(r)}"
-                    + (f" {verdicts[metric][t]}" if t in verdicts.get(metric, {}) else "")
-                    for t, r in ratios.items()
-                )
-                for metric, ratios in (entry.get("primary") or {}).items()
-                if ratios
-            ) or (
-                "one configuration: no in-run ratio"
-                if "treatment_variable" in entry and entry["treatment_variable"] is None
-                else "-"
-            )
-            state = md(str(entry.get("state"))) + (
-                f", flagged x{entry['flags']}" if entry.get("flags") else ""
-            )
-            run_id = md(entry["run_id"])
-            code = (entry.get("code") or {}).get("label") or "-"
-            lines.append(
-                f"| [{run_id}](runs/{run_id}/report.md) | {md(str(entry.get('name')))} | "
-                f"{md(code)} | {md(entry.get('ci_gate') or '-')} | {state} | {passed}/{total} | "
-                f"{primary} |"
-            )
+        lines += [_index_line(e) for e in sorted(group, key=lambda e: e.run_id, reverse=True)]
         lines.append("")
     with file_lock(home / ".index.lock"):
         atomic_write(home / "results_index.md", inert_markdown("\n".join(lines)))
+
+
+def _index_line(entry: IndexEntry) -> str:
+    """One run's row of ``results_index.md``."""
+    passed, total = entry.counts.get("passed", 0), sum(entry.counts.values())
+    verdicts = entry.verdicts or {}
+    primary = "; ".join(
+        f"{md(metric)}: "
+        + ", ".join(
+            f"{md(t)}={number(r)}"
+            + (f" {verdicts[metric][t]}" if t in verdicts.get(metric, {}) else "")
+            for t, r in ratios.items()
+        )
+        for metric, ratios in entry.primary.items()
+        if ratios
+    ) or ("one configuration: no in-run ratio" if entry.one_configuration else "-")
+    state = md(str(entry.state)) + (f", flagged x{entry.flags}" if entry.flags else "")
+    run_id = md(entry.run_id)
+    return (
+        f"| [{run_id}](runs/{run_id}/report.md) | {md(str(entry.name))} | "
+        f"{md(entry.code_label or '-')} | {md(entry.ci_gate or '-')} | {state} | "
+        f"{passed}/{total} | {primary} |"
+    )

@@ -4,8 +4,9 @@
 ``budget.wall_clock_s`` between rounds (a running round gets only the time left), and
 ``budget.gpu_hours`` / ``budget.cost_usd`` as spent so far plus the next round estimated from
 the GPU-hours per trial so far (before any trial, the declared ``est_gpu_hours`` per trial, as
-preflight estimates a plan). GPU-hours are each trial's and built prep's wall time times its
-stage's ``gpus``; cost is that times ``resources.price_per_gpu_hour``.
+preflight estimates a plan). A round's trials, GPU-hours and cost are its record's, each
+counted by :mod:`.records.tally` (GPU-hours as each trial and built prep recorded them: its
+pinned GPUs times its wall time).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.engine.preflight import declared_per_trial
-from pytest_benchmark_agent.guards.gpu import cost_usd, gpu_hours
+from pytest_benchmark_agent.records.tally import ran, spent, status_counts
 
 
 @dataclass
@@ -27,17 +28,17 @@ class Spent:
     gpu_hours: float = 0.0
     cost_usd: float = 0.0
 
-    def add(self, record: dict[str, Any], wall_s: float, config: BenchmarkConfig) -> dict:
+    def add(self, record: dict[str, Any], wall_s: float) -> dict[str, Any]:
         """Count a round's record in; returns the round's own share (for its summary)."""
-        ran = [t for t in record.get("trials") or [] if t.get("status") != "not_run"]
-        hours = round_gpu_hours(record, config)
-        dollars = cost_usd(hours, config.resources.price_per_gpu_hour)
-        self.trials += len(ran)
+        trials = record.get("trials") or []
+        used = spent(trials, record.get("preps") or [])
+        count, hours, dollars = ran(status_counts(trials)), used["gpu_hours"], used["cost_usd"]
+        self.trials += count
         self.wall_s += wall_s
         self.gpu_hours += hours
         self.cost_usd += dollars
         return {
-            "trials": len(ran),
+            "trials": count,
             "wall_s": round(wall_s, 3),
             "gpu_hours": round(hours, 6),
             "cost_usd": round(dollars, 4),
@@ -91,20 +92,3 @@ def overrun(config: BenchmarkConfig, spent: Spent, needed: int) -> str | None:
                 f"GPU-hours{price_text}. Raise budget.{name} and resume."
             )
     return None
-
-
-def round_gpu_hours(record: dict[str, Any], config: BenchmarkConfig) -> float:
-    """GPU-hours of a round: each trial's and built prep's wall time times its stage's GPUs."""
-    gpus = {
-        stage.name: stage.gpus if stage.gpus is not None else config.resources.gpus
-        for stage in config.stages
-    }
-    total = 0.0
-    events = [t for t in record.get("trials") or [] if t.get("status") != "not_run"]
-    events += [p for p in record.get("preps") or [] if p.get("action") == "built"]
-    for event in events:
-        wall = event.get("wall_s")
-        if wall is None:
-            wall = (event.get("metrics") or {}).get("wall_s", 0.0)
-        total += gpu_hours(float(wall or 0.0), int(gpus.get(event.get("stage"), 0) or 0))
-    return total

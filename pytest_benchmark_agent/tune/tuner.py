@@ -299,7 +299,7 @@ class Tuner:
             "confirms": confirms,
             "blocks": size.blocks,
             "blocks_why": size.why,
-            **self.spent.add(outcome.record, outcome.wall_s, self.config),
+            **self.spent.add(outcome.record, outcome.wall_s),
         }
 
     def _keep_trials(
