@@ -48,8 +48,13 @@ def plant(folder: Path) -> list[Path]:
     (folder / "zero").symlink_to("/dev/zero")
     (folder / "to-pipe").symlink_to(folder / "pipe")
     server = socket.socket(socket.AF_UNIX)
-    server.bind(str(folder / "sock"))
-    server.close()
+    here = Path.cwd()
+    os.chdir(folder)  # bound by a relative name: a socket's path is limited to 107 bytes
+    try:
+        server.bind("sock")
+    finally:
+        os.chdir(here)
+        server.close()
     return [folder / name for name in ("pipe", "zero", "to-pipe", "sock")]
 
 
