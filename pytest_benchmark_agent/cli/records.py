@@ -26,6 +26,7 @@ from pytest_benchmark_agent.judge.baseline import FINISHED, config_differences, 
 from pytest_benchmark_agent.judge.reproduce import reproduction
 from pytest_benchmark_agent.judge.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records import recover
+from pytest_benchmark_agent.records.outcomes import GateRecord
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.record import (
     RunRecord,
@@ -172,7 +173,7 @@ def _measure_against(args: argparse.Namespace) -> int:
     )
 
 
-def compare_lines(a: RunRecord, b: RunRecord) -> tuple[list[str], bool, dict[str, Any]]:
+def compare_lines(a: RunRecord, b: RunRecord) -> tuple[list[str], bool, GateRecord]:
     """B against A as lines, whether they could be compared, and the CI gate of B with A as
     its baseline (:mod:`.compare_gate`)."""
     lines = [f"compare {a.run_id} ({a.tag}, {a.state}) -> {b.run_id} ({b.tag}, {b.state})"]

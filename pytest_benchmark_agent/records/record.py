@@ -28,6 +28,7 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze, thaw
+from pytest_benchmark_agent.records.outcomes import GateRecord, ReproductionRecord, SequentialRecord
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, load_yaml
 from pytest_benchmark_agent.records.runcheck import RecordFieldError, check_run_files
 from pytest_benchmark_agent.records.schema import PrepEvent, TrialRecord
@@ -95,7 +96,7 @@ class BaselineComparison:
     refused: str | None = None
     verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=FrozenDict)
     code: Mapping[str, Any] = field(default_factory=FrozenDict)
-    gate: Mapping[str, Any] = field(default_factory=FrozenDict)
+    gate: GateRecord | None = None
     extra: Mapping[str, Any] = field(default_factory=FrozenDict)
     # -- the judge's (issue 36): the verdicts judged with the session as the unit
     # (``judge.evidence.judge_across``), which the CI gate reads before ``verdicts``.
@@ -116,7 +117,7 @@ class BaselineComparison:
             refused=data.get("refused"),
             verdicts=verdict_table(data.get("verdicts")),
             code=freeze(data.get("code") or {}),
-            gate=freeze(data.get("gate") or {}),
+            gate=GateRecord.read(data.get("gate")),
             extra=freeze({k: v for k, v in data.items() if k not in known}),
             judged=verdict_table(data.get("judged")),
         )
@@ -129,7 +130,9 @@ class BaselineComparison:
             "refused": self.refused,
         }
         out.update(
-            verdicts=_verdicts_as_dict(self.verdicts), code=thaw(self.code), gate=thaw(self.gate)
+            verdicts=_verdicts_as_dict(self.verdicts),
+            code=thaw(self.code),
+            gate=self.gate.to_dict() if self.gate is not None else {},
         )
         if self.judged:
             out["judged"] = _verdicts_as_dict(self.judged)
@@ -150,12 +153,12 @@ class Judgement:
     )
     refusals: tuple[str, ...] = ()
     caveats: tuple[str, ...] = ()
-    sequential: Mapping[str, Any] | None = None
+    sequential: SequentialRecord | None = None
     baseline: BaselineComparison | None = None
-    reproduces: Mapping[str, Any] | None = None
+    reproduces: ReproductionRecord | None = None
     tag: str = "EXPLORATORY"
     tag_reasons: tuple[str, ...] = ()
-    ci_gate: Mapping[str, Any] | None = None
+    ci_gate: GateRecord | None = None
 
 
 #: ``results.yaml``'s fields in FORMAT.md's order, with how each is frozen on reading.
@@ -230,9 +233,9 @@ class RunRecord:
     )
     baseline: BaselineComparison | None = None
     revisions: Mapping[str, Any] | None = None
-    ci_gate: Mapping[str, Any] | None = None
-    reproduces: Mapping[str, Any] | None = None
-    sequential: Mapping[str, Any] | None = None
+    ci_gate: GateRecord | None = None
+    reproduces: ReproductionRecord | None = None
+    sequential: SequentialRecord | None = None
     hash_seed_base: int | None = None
     tag_reasons: tuple[str, ...] = ()
     what_went_wrong: tuple[str, ...] = ()
@@ -444,6 +447,9 @@ _READERS: dict[str, Any] = {
         {host: verdict_table(table) for host, table in (v or {}).items()}
     ),
     "baseline": _baseline,
+    "ci_gate": GateRecord.read,
+    "reproduces": ReproductionRecord.read,
+    "sequential": SequentialRecord.read,
     "caveats": _texts,
     "refusals": _texts,
     "tag_reasons": _texts,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze
 from pytest_benchmark_agent.records.hashseeds import hash_seed_base
+from pytest_benchmark_agent.records.outcomes import GateRecord, ReproductionRecord, SequentialRecord
 from pytest_benchmark_agent.records.record import (
     SCHEMA_VERSION,
     BaselineComparison,
@@ -111,11 +112,11 @@ class BenchRun:
     verdicts_by_host: Mapping[str, Any] = field(default_factory=dict)
     #: The comparison with ``--bench-baseline``, the reproduction check, the sequential looks.
     baseline: BaselineComparison | None = None
-    reproduces: Mapping[str, Any] | None = None
-    sequential: Mapping[str, Any] | None = None
+    reproduces: ReproductionRecord | None = None
+    sequential: SequentialRecord | None = None
     tag_reasons: list[str] = field(default_factory=list)
     #: What ``--bench-fail-on`` acts on (``judge.ci_gate.ci_gate``): its outcome and reasons.
-    ci_gate: Mapping[str, Any] | None = None
+    ci_gate: GateRecord | None = None
     what_went_wrong: list[str] = field(default_factory=list)
     #: ``--bench-hash-seeds BASE``: replay a recorded run's hash seeds (None: the run's own).
     replayed_hash_seeds: int | None = None
