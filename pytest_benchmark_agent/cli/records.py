@@ -34,6 +34,7 @@ from pytest_benchmark_agent.records.record import (
     verdict_table,
 )
 from pytest_benchmark_agent.records.store import runs_in
+from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.records.writer import index_entry
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
@@ -312,8 +313,8 @@ def _control_first(record: RunRecord) -> Callable[[tuple[str, Any]], tuple[int, 
 
 def _median(record: RunRecord, metric: str, label: str) -> str:
     """The median of ``label``'s ``metric``; a ``direction: equal`` one's values verbatim."""
-    row = record.stats(metric).get(label) or {}
-    return values_text(row) if "values" in row else number(row.get("median"))
+    row = record.stats(metric).get(label) or SummaryRow()
+    return values_text(row) if row.exact else number(row.get("median"))
 
 
 # -- reclassify -----------------------------------------------------------------------------------

@@ -52,14 +52,14 @@ class GateRecord:
 
     @classmethod
     def read(cls, data: Any) -> GateRecord | None:
-        """The gate a record's mapping holds; None for none (absent or empty)."""
+        """The gate a record's mapping holds; None for none (absent, empty, or without an
+        outcome)."""
         if data is None or isinstance(data, GateRecord):
             return data
-        if not isinstance(data, Mapping) or not data:
+        if not isinstance(data, Mapping) or not isinstance(data.get("outcome"), str):
             return None
-        outcome = data.get("outcome")
         return cls(
-            outcome=outcome if isinstance(outcome, str) else "unjudged",
+            outcome=data["outcome"],
             reasons=tuple(str(r) for r in _texts(data.get("reasons"))),
             extra=_rest(data, cls._KEYS),
         )

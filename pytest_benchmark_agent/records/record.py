@@ -8,8 +8,9 @@ the format; a newer one is refused). Hooks, the judge's readers, the reports, th
 the recovery of a run, ``export``/``import``, the tuner's rounds) read the merged mapping of
 :func:`.reader.load_results`, and a few look up one field of ``results.yaml`` (the plan review,
 ``tune --resume``). It is frozen all the way down (mappings read-only, sequences
-tuples, trials :class:`.TrialRecord`, verdicts :class:`.Verdict`), so no reader can change what
-another reads after it; only the writer calls :meth:`RunRecord.to_dict`.
+tuples, trials :class:`.TrialRecord`, verdicts :class:`.Verdict`, the CI gate, reproduction and
+sequential looks :mod:`.outcomes`' types, summary rows :class:`.SummaryRow`), so no reader can
+change what another reads after it; only the writer calls :meth:`RunRecord.to_dict`.
 
 :class:`Judgement` is what gate 2 decides about a run (``judge.gate2.judge_run``): returned to
 the engine, which puts it on the run; the judge never writes on the run itself.
@@ -32,6 +33,7 @@ from pytest_benchmark_agent.records.outcomes import GateRecord, ReproductionReco
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, load_yaml
 from pytest_benchmark_agent.records.runcheck import RecordFieldError, check_run_files
 from pytest_benchmark_agent.records.schema import PrepEvent, TrialRecord
+from pytest_benchmark_agent.records.summary import SummaryRow, summary_table
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.util.placeholders import as_text
 
@@ -212,7 +214,8 @@ class RunRecord:
     control: str = "default"
     treatments: tuple[str, ...] = ()
     trials: tuple[TrialRecord, ...] = ()
-    summary: Mapping[str, Any] = field(default_factory=FrozenDict)
+    #: metric -> label -> :class:`.SummaryRow`.
+    summary: Mapping[str, Mapping[str, SummaryRow]] = field(default_factory=FrozenDict)
     selected: Mapping[str, Any] | None = None
     verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=FrozenDict)
     started: str | None = None
@@ -331,7 +334,7 @@ class RunRecord:
                 table.setdefault(trial.treatment, []).append(trial.metrics[metric])
         return table
 
-    def stats(self, metric: str) -> Mapping[str, Mapping[str, Any]]:
+    def stats(self, metric: str) -> Mapping[str, SummaryRow]:
         """Treatment -> descriptive statistics of the metric (n, median, mean, cv, ...)."""
         return self.summary.get(metric, FrozenDict())
 
@@ -438,7 +441,7 @@ _READERS: dict[str, Any] = {
     "treatments": lambda v: tuple(as_text(t) for t in v or ()),
     "trials": lambda v: tuple(_trial(t) for t in v or ()),
     "preps": lambda v: tuple(_prep(p) for p in v or ()),
-    "summary": _mapping,
+    "summary": summary_table,
     "counts": _mapping,
     "spent": _mapping,
     "warmups": lambda v: freeze(v or ()),

@@ -33,6 +33,7 @@ from pytest_benchmark_agent.records.record import (
     RunRecord,
 )
 from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
 from pytest_benchmark_agent.util import redact
@@ -100,7 +101,8 @@ class BenchRun:
     started: str | None = None
     ended: str | None = None
     stop_reason: str | None = None
-    summary: dict[str, Any] = field(default_factory=dict)
+    #: metric -> label -> :class:`.SummaryRow` (:meth:`summarize`).
+    summary: dict[str, dict[str, SummaryRow]] = field(default_factory=dict)
     #: Gate 2's verdicts (metric -> label -> Verdict), from ``judge.gate2.judge_run``'s
     #: Judgement, as every value the judgement puts here (:meth:`judged`).
     verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=dict)
@@ -241,12 +243,13 @@ class BenchRun:
             if metric not in table:
                 continue
             per = {
-                label: self.describe(metric, table[metric].get(label, []))
+                label: SummaryRow(self.describe(metric, table[metric].get(label, [])))
                 for label in self.treatment_labels
             }
             for label, row in per.items():
-                if label != self.control and "values" not in row:
-                    row["ratio_to_control"] = median_ratio(row, per[self.control])
+                if label != self.control and not row.exact:
+                    ratio_to_control = median_ratio(row, per[self.control])
+                    per[label] = SummaryRow({**row, "ratio_to_control": ratio_to_control})
             self.summary[metric] = per
 
     def describe(self, metric: str, values: list[Any]) -> dict[str, Any]:

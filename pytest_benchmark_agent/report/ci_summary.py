@@ -24,6 +24,7 @@ from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.outcomes import GateRecord
 from pytest_benchmark_agent.records.reader import UnreadableRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, load_run
+from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.report.headline import headline
 from pytest_benchmark_agent.report.summary_lines import both_revisions
 from pytest_benchmark_agent.stats.comparability import Verdict
@@ -217,11 +218,11 @@ def _counts(n: Sequence[Any]) -> str:
     return "/".join(str(k) for k in n) if any(n) else "-"
 
 
-def _value(row: Mapping[str, Any] | None) -> str:
+def _value(row: SummaryRow | None) -> str:
     """A treatment's figure: its median, or an exact metric's values verbatim."""
     if not row or not row.get("n"):
         return "-"
-    if "values" in row:
+    if row.exact:
         return values_text(row, "`")
     return "-" if row.get("median") is None else number(float(row["median"]))
 

@@ -16,6 +16,7 @@ from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.judge.ci_gate import regressions
 from pytest_benchmark_agent.records.outcomes import GateRecord
 from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.report import summary_lines
 from pytest_benchmark_agent.report.summary_lines import central, counts_text
 from pytest_benchmark_agent.stats.describe import values_text
@@ -135,7 +136,7 @@ def _alone_lines(run: RunRecord) -> list[str]:
     for metric, per in run.summary.items():
         if metric in BUILTIN_METRICS and metric not in run.model.metrics:
             continue
-        row = per.get(label, {})
+        row = per.get(label, SummaryRow())
         lines.append(
             f"  {metric[:16]:<16}{central(row):>20}{pct(row.get('cv')):>9}{row.get('n', 0):>5}"
         )
