@@ -29,6 +29,7 @@ from pytest_benchmark_agent.judge.sequential import (
     sequential_stop,
 )
 from pytest_benchmark_agent.judge.tags import compute_tag
+from pytest_benchmark_agent.records.outcomes import GateRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord
 from pytest_benchmark_agent.records.run import CAVEAT_NONE, BenchRun
 from pytest_benchmark_agent.stats.comparability import Refusal
@@ -365,7 +366,7 @@ def test_a_decided_look_stops_the_run_and_gives_its_verdicts(tmp_path: Path) -> 
     done = judged(run, outcome)
     assert done.verdicts["t"]["b"].regressed
     assert done.sequential is not None
-    assert done.sequential["blocks_used"] == 8 and done.sequential["looks"][0]["stop"]
+    assert done.sequential.blocks_used == 8 and done.sequential.looks[0]["stop"]
 
 
 def test_an_undecided_run_goes_on_and_is_analysed_at_its_complete_blocks(tmp_path: Path) -> None:
@@ -409,7 +410,7 @@ def test_a_look_stops_once_the_gate_can_decide_when_fail_threshold_is_declared(
         "after 10 blocks"
     )
     assert outcome.stopped and outcome.decided == reason
-    assert ci_gate(judged(run, outcome))["outcome"] == "passed"
+    assert ci_gate(judged(run, outcome)).outcome == "passed"
 
 
 def test_a_run_cut_before_min_is_a_fixed_design(tmp_path: Path) -> None:
@@ -789,9 +790,9 @@ def test_the_gate_passes_only_on_evidence_and_fails_on_a_changed_guard(
     verdicts: dict, outcome: str, first: str
 ) -> None:
     gate = baseline_gate(against(verdicts), GATED)
-    assert gate["outcome"] == outcome and gate["reasons"][0] == first
+    assert gate.outcome == outcome and gate.reasons[0] == first
     if outcome == "passed" and verdicts["t"]["a"]["verdict"] == "regressed":
-        assert gate["reasons"][1].endswith(
+        assert gate.reasons[1].endswith(
             "the interval rules out a regression beyond fail_threshold 5%"
         )
 
@@ -800,13 +801,13 @@ def test_a_refused_baseline_leaves_the_gate_unjudged() -> None:
     gate = baseline_gate(
         against({}, refused="fingerprints differ in fields that matter: env.cpu_model"), GATED
     )
-    assert gate == {
-        "outcome": "unjudged",
-        "reasons": [
+    assert gate == GateRecord(
+        "unjudged",
+        (
             "not comparable with baseline r1 (a1 -> b2): fingerprints differ in fields that "
-            "matter: env.cpu_model"
-        ],
-    }
+            "matter: env.cpu_model",
+        ),
+    )
 
 
 @pytest.mark.parametrize(
@@ -825,7 +826,7 @@ def test_without_a_baseline_the_gate_keeps_the_in_run_meaning(
 ) -> None:
     run = make_run(tmp_path, replicates=replicates)
     record(run, value)
-    assert ci_gate(judged(run))["outcome"] == outcome
+    assert ci_gate(judged(run)).outcome == outcome
 
 
 def test_a_run_that_could_never_decide_is_exploratory_and_unjudged(tmp_path: Path) -> None:
@@ -840,10 +841,8 @@ def test_a_run_that_could_never_decide_is_exploratory_and_unjudged(tmp_path: Pat
     assert done.tag == "EXPLORATORY"
     assert any("could never decide" in r for r in done.tag_reasons)
     gate = ci_gate(done)  # twice as slow: its whole interval lies beyond the 5% threshold
-    assert gate["outcome"] == "regressed"
-    assert any(
-        "its whole interval lies beyond it; could never decide" in r for r in gate["reasons"]
-    )
+    assert gate.outcome == "regressed"
+    assert any("its whole interval lies beyond it; could never decide" in r for r in gate.reasons)
     alike = make_run(tmp_path / "alike", replicates=5)
     record(alike, lambda t, r: 10.0 + r % 3)
-    assert ci_gate(judged(alike))["outcome"] == "unjudged"  # nothing shown: no judgement
+    assert ci_gate(judged(alike)).outcome == "unjudged"  # nothing shown: no judgement

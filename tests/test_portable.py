@@ -162,7 +162,7 @@ def test_import_round_trips_and_serves_as_the_baseline_of_its_commit(
     assert done.returncode == 0, done.stdout + done.stderr
     baseline = load_run(runs_in(home)[-1]).baseline
     assert baseline is not None and baseline.run_id == imported.name
-    assert baseline.gate["outcome"] == "passed"
+    assert baseline.gate is not None and baseline.gate.outcome == "passed"
     assert baseline.code["baseline"] == project["sha"][:7]
 
 

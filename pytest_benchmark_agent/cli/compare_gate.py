@@ -15,6 +15,7 @@ from typing import Any
 from pytest_benchmark_agent.judge.baseline import Resolution
 from pytest_benchmark_agent.judge.ci_gate import baseline_gate, unjudged
 from pytest_benchmark_agent.records.frozen import freeze
+from pytest_benchmark_agent.records.outcomes import GateRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord
 from pytest_benchmark_agent.report.summary_lines import geomean_text
 from pytest_benchmark_agent.stats.comparability import Verdict
@@ -72,7 +73,7 @@ def compare_gate(
     verdicts: Mapping[str, Mapping[str, Verdict]],
     specs: Mapping[str, Any],
     refusal: str | None,
-) -> dict[str, Any]:
+) -> GateRecord:
     """The session's CI gate for B with A as its baseline."""
     comparison = BaselineComparison(
         run_id=a.run_id,
@@ -83,23 +84,19 @@ def compare_gate(
     return baseline_gate(comparison, specs)
 
 
-def missing_gate(problem: str) -> dict[str, Any]:
+def missing_gate(problem: str) -> GateRecord:
     """The gate when A or B names no run: unjudged, as a session's baseline naming none."""
     return unjudged([problem])
 
 
-def gate_lines(gate: Mapping[str, Any]) -> list[str]:
+def gate_lines(gate: GateRecord) -> list[str]:
     """``CI gate: REGRESSED: reason`` and the further reasons, as the session prints them."""
-    outcome = gate["outcome"]
-    reasons = list(gate.get("reasons") or [])
-    head = f"CI gate: {outcome if outcome == 'passed' else outcome.upper()}"
+    reasons = gate.reasons
+    head = f"CI gate: {gate.word}"
     lines = [head + (f": {reasons[0]}" if reasons else "")]
     return [one_line(line) for line in lines + [f"  {reason}" for reason in reasons[1:]]]
 
 
-def gate_exit(gate: Mapping[str, Any], fail_on: Sequence[str]) -> int:
+def gate_exit(gate: GateRecord, fail_on: Sequence[str]) -> int:
     """The session's exit code for ``gate`` under ``--fail-on``: 1 when it failed as named."""
-    failed = ("regression" in fail_on and gate["outcome"] == "regressed") or (
-        "unjudged" in fail_on and gate["outcome"] == "unjudged"
-    )
-    return 1 if failed else 0
+    return 1 if gate.fails(fail_on) else 0

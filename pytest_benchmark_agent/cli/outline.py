@@ -166,12 +166,13 @@ def _noise_lines(record: RunRecord, specs: Mapping[str, MetricSpec]) -> list[str
 def _fingerprint_checks(record: RunRecord) -> list[str]:
     """The fingerprint checks against the run reproduced and the baseline, and control drift."""
     lines = []
-    reproduces = record.reproduces or {}
+    reproduces = record.reproduces
+    checked = reproduces.run_id if reproduces is not None else None
     baseline = record.baseline
-    if reproduces.get("run_id"):
-        benign = reproduces.get("benign_differences") or []
+    if reproduces is not None and checked:
+        benign = reproduces.benign_differences
         lines.append(
-            f"- Fingerprint against {reproduces['run_id']}: equal where it matters"
+            f"- Fingerprint against {checked}: equal where it matters"
             + (f"; benign differences: {'; '.join(benign)}" if benign else "")
             + "."
         )
@@ -179,7 +180,7 @@ def _fingerprint_checks(record: RunRecord) -> list[str]:
         lines += _baseline_checks(record, baseline)
     else:
         lines.append("- Control drift across sessions: not checked (no baseline).")
-    if not reproduces.get("run_id") and baseline is None:
+    if not checked and baseline is None:
         lines.append(
             "- Fingerprints: compared with no other run; environment differences "
             "between sessions are not checked."

@@ -27,6 +27,7 @@ from pytest_benchmark_agent.judge.reproduce import reproduction
 from pytest_benchmark_agent.judge.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.index import IndexEntry
+from pytest_benchmark_agent.records.outcomes import GateRecord
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.record import (
     RunRecord,
@@ -34,6 +35,7 @@ from pytest_benchmark_agent.records.record import (
     verdict_table,
 )
 from pytest_benchmark_agent.records.store import runs_in
+from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.records.writer import load_index_entry
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import values_text
@@ -178,7 +180,7 @@ def _measure_against(args: argparse.Namespace) -> int:
     )
 
 
-def compare_lines(a: RunRecord, b: RunRecord) -> tuple[list[str], bool, dict[str, Any]]:
+def compare_lines(a: RunRecord, b: RunRecord) -> tuple[list[str], bool, GateRecord]:
     """B against A as lines, whether they could be compared, and the CI gate of B with A as
     its baseline (:mod:`.compare_gate`)."""
     lines = [f"compare {a.run_id} ({a.tag}, {a.state}) -> {b.run_id} ({b.tag}, {b.state})"]
@@ -317,8 +319,8 @@ def _control_first(record: RunRecord) -> Callable[[tuple[str, Any]], tuple[int, 
 
 def _median(record: RunRecord, metric: str, label: str) -> str:
     """The median of ``label``'s ``metric``; a ``direction: equal`` one's values verbatim."""
-    row = record.stats(metric).get(label) or {}
-    return values_text(row) if "values" in row else number(row.get("median"))
+    row = record.stats(metric).get(label) or SummaryRow()
+    return values_text(row) if row.exact else number(row.get("median"))
 
 
 # -- reclassify -----------------------------------------------------------------------------------

@@ -494,10 +494,7 @@ class BenchSession:
         result = yield
         fail_on = self.config.getoption("bench_fail_on") or ()
         if self.worker_id is None and fail_on and session.exitstatus == pytest.ExitCode.OK:
-            outcomes = {run.ci_gate["outcome"] for run in self.runs if run.ended and run.ci_gate}
-            if ("regression" in fail_on and "regressed" in outcomes) or (
-                "unjudged" in fail_on and "unjudged" in outcomes
-            ):
+            if any(run.ended and run.ci_gate and run.ci_gate.fails(fail_on) for run in self.runs):
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return result
 

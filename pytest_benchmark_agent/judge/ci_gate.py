@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_benchmark_agent.judge import evidence
 from pytest_benchmark_agent.judge.baseline import primary_metrics
+from pytest_benchmark_agent.records.outcomes import GateRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord
 from pytest_benchmark_agent.stats.units import ratio
 
@@ -23,11 +24,12 @@ _WITHIN = (
 )
 
 
-def unjudged(reasons: list[str]) -> dict[str, Any]:
-    return {"outcome": "unjudged", "reasons": reasons}
+def unjudged(reasons: list[str]) -> GateRecord:
+    """The gate when nothing could be judged, and why."""
+    return GateRecord("unjudged", tuple(reasons))
 
 
-def baseline_gate(baseline: BaselineComparison, specs: Mapping[str, Any]) -> dict[str, Any]:
+def baseline_gate(baseline: BaselineComparison, specs: Mapping[str, Any]) -> GateRecord:
     """The CI gate against a baseline, each primary metric by :func:`.evidence.judge_metric` on
     its verdict judged with the session as the unit (``judged``; ``verdicts`` for a record
     without one): ``regressed`` when one regressed beyond its ``fail_threshold`` or a guard
@@ -59,7 +61,7 @@ def baseline_gate(baseline: BaselineComparison, specs: Mapping[str, Any]) -> dic
     mode = _across_mode(baseline, primaries)
     if guards:
         failed = [g.text for g in judged if g.outcome == "regressed"]
-        return {"outcome": "regressed", "reasons": _first(failed + guards, mode)}
+        return GateRecord("regressed", _first(failed + guards, mode))
     return _gate(judged, f"against {where} ({both})", mode)
 
 
@@ -79,7 +81,7 @@ def _across_mode(baseline: BaselineComparison, primaries: Sequence[str]) -> str:
     return "judged across runs, one session each"
 
 
-def _gate(judged: Sequence[evidence.MetricGate], where: str, mode: str) -> dict[str, Any]:
+def _gate(judged: Sequence[evidence.MetricGate], where: str, mode: str) -> GateRecord:
     """The gate's record from its primary comparisons: the failures, else the comparisons that
     could not see their threshold, else the pass; then every other comparison's line."""
     outcome = evidence.gate_outcome(judged)
@@ -93,19 +95,19 @@ def _gate(judged: Sequence[evidence.MetricGate], where: str, mode: str) -> dict[
             f"{where}",
             *lines,
         ]
-    return {"outcome": outcome, "reasons": _first(lines + rest, mode)}
+    return GateRecord(outcome, _first(lines + rest, mode))
 
 
-def _first(reasons: list[str], mode: str) -> list[str]:
+def _first(reasons: list[str], mode: str) -> tuple[str, ...]:
     """The reasons with the mode that judged them appended to the first (the gate line)."""
-    return [f"{reasons[0]}; {mode}", *reasons[1:]] if reasons else [mode]
+    return (f"{reasons[0]}; {mode}", *reasons[1:]) if reasons else (mode,)
 
 
-def ci_gate(record: RunRecord) -> Mapping[str, Any]:
+def ci_gate(record: RunRecord) -> GateRecord:
     """The outcome ``--bench-fail-on`` acts on: against the baseline when one was given, else
     within the run, each primary metric of each treatment against the control by
     :func:`.evidence.judge_metric` (unjudged when the run had no primary comparison)."""
-    if record.baseline is not None and record.baseline.gate:
+    if record.baseline is not None and record.baseline.gate is not None:
         return record.baseline.gate
     specs = record.model.metrics
     primaries = primary_metrics(specs)

@@ -51,7 +51,7 @@ def compare_with_baseline(
                 resolved=resolution.how,
                 refused=resolution.problem,
                 code=freeze({"baseline": None, "this": this.code, "changed": None}),
-                gate=freeze(unjudged([f"baseline `{resolution.ref}`: {resolution.problem}"])),
+                gate=unjudged([f"baseline `{resolution.ref}`: {resolution.problem}"]),
             ),
             None,
         )
@@ -91,8 +91,7 @@ def compare_with_baseline(
         extra=freeze(extra),
         judged=freeze(judged),
     )
-    gate = baseline_gate(comparison, specs)
-    return dataclasses.replace(comparison, gate=freeze(gate)), reference
+    return dataclasses.replace(comparison, gate=baseline_gate(comparison, specs)), reference
 
 
 def _exploratory(base: RunRecord) -> list[str]:

@@ -47,7 +47,7 @@ from pytest_benchmark_agent.judge.reproduce import (
 )
 from pytest_benchmark_agent.judge.sequential import SEED, SequentialOutcome, metric_stages
 from pytest_benchmark_agent.judge.tags import compute_tag
-from pytest_benchmark_agent.records.frozen import freeze
+from pytest_benchmark_agent.records.outcomes import ReproductionRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, Judgement, RunRecord
 from pytest_benchmark_agent.records.run import CAVEAT_NONE
 from pytest_benchmark_agent.records.schema import TrialRecord
@@ -354,19 +354,17 @@ def judge_run(
         verdicts_by_host=this.verdicts_by_host,
         refusals=this.refusals,
         caveats=tuple(gate2.caveats),
-        sequential=freeze(
-            None if sequential is None else {**sequential.as_record(), "late_trials": gate2.late}
-        ),
+        sequential=None if sequential is None else sequential.as_record(gate2.late),
         baseline=comparison,
-        reproduces=freeze(
-            {**reference.as_record(), "skipped": skipped}
+        reproduces=(
+            reference.as_record(skipped)
             if reference
-            else ({"run_id": None, "skipped": skipped} if skipped else None)
+            else (ReproductionRecord(None, skipped=tuple(skipped)) if skipped else None)
         ),
         tag=tag,
         tag_reasons=tuple(reasons),
         # recorded, so history and the index show it without the run
-        ci_gate=freeze(ci_gate(this.replace(baseline=comparison))),
+        ci_gate=ci_gate(this.replace(baseline=comparison)),
     )
 
 

@@ -27,6 +27,7 @@ from pytest_benchmark_agent.judge.across import (
 from pytest_benchmark_agent.judge.baseline import REPRODUCIBLE_TAGS, primary_metrics
 from pytest_benchmark_agent.records.fingerprint import FingerprintDiff
 from pytest_benchmark_agent.records.index import IndexEntry
+from pytest_benchmark_agent.records.outcomes import ReproductionRecord
 from pytest_benchmark_agent.records.reader import UnreadableRecord, skip_unreadable
 from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.records.writer import load_index
@@ -56,18 +57,21 @@ class Reproduction:
     def ok(self) -> bool:
         return not self.problems and not self.limits
 
-    def as_record(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "kind": self.kind,
-            "ok": self.ok,
-            "lines": self.lines,
-            "problems": self.problems,
-            "tag": self.tag,
-            "caveats": self.caveats,
-            "benign_differences": self.benign,
-            "limits": self.limits,
-        }
+    def as_record(self, skipped: list[str]) -> ReproductionRecord:
+        """The reproduction as a run's record holds it, with why earlier runs of the config
+        were no reruns (``skipped``)."""
+        return ReproductionRecord(
+            run_id=self.run_id,
+            kind=self.kind,
+            ok=self.ok,
+            lines=tuple(self.lines),
+            problems=tuple(self.problems),
+            tag=self.tag,
+            caveats=tuple(self.caveats),
+            benign_differences=tuple(self.benign),
+            limits=tuple(self.limits),
+            skipped=tuple(skipped),
+        )
 
 
 def reproduction(

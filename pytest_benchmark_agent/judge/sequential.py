@@ -20,6 +20,8 @@ from pytest_benchmark_agent.config.models import ReplicateRange
 from pytest_benchmark_agent.judge import evidence
 from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.judge.observations import counter_floors, measure_stages, observations
+from pytest_benchmark_agent.records.frozen import freeze
+from pytest_benchmark_agent.records.outcomes import SequentialRecord
 from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.schema import TrialRecord
 
@@ -50,15 +52,17 @@ class SequentialOutcome:
             return None
         return stop_text(self.blocks, self.max_blocks, self.reason)
 
-    def as_record(self) -> dict[str, Any]:
-        return {
-            "min": self.min_blocks,
-            "max": self.max_blocks,
-            "blocks_used": self.blocks,
-            "stopped": self.stopped,
-            "reason": self.reason,
-            "looks": self.looks,
-        }
+    def as_record(self, late_trials: int) -> SequentialRecord:
+        """The looks as a run's record holds them, with the trials that ran on after the stop."""
+        return SequentialRecord(
+            min_blocks=self.min_blocks,
+            max_blocks=self.max_blocks,
+            blocks_used=self.blocks,
+            stopped=self.stopped,
+            reason=self.reason,
+            looks=freeze(self.looks),
+            late_trials=late_trials,
+        )
 
 
 def stop_text(blocks: int, max_blocks: int, reason: str) -> str:

@@ -8,8 +8,9 @@ the format; a newer one is refused). Hooks, the judge's readers, the reports, th
 the recovery of a run, ``export``/``import``, the tuner's rounds) read the merged mapping of
 :func:`.reader.load_results`, and a few look up one field of ``results.yaml`` (the plan review,
 ``tune --resume``). It is frozen all the way down (mappings read-only, sequences
-tuples, trials :class:`.TrialRecord`, verdicts :class:`.Verdict`), so no reader can change what
-another reads after it; only the writer calls :meth:`RunRecord.to_dict`.
+tuples, trials :class:`.TrialRecord`, verdicts :class:`.Verdict`, the CI gate, reproduction and
+sequential looks :mod:`.outcomes`' types, summary rows :class:`.SummaryRow`), so no reader can
+change what another reads after it; only the writer calls :meth:`RunRecord.to_dict`.
 
 :class:`Judgement` is what gate 2 decides about a run (``judge.gate2.judge_run``): returned to
 the engine, which puts it on the run; the judge never writes on the run itself.
@@ -28,9 +29,11 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.records.fingerprint import code_label
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze, thaw
+from pytest_benchmark_agent.records.outcomes import GateRecord, ReproductionRecord, SequentialRecord
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_results, load_yaml
 from pytest_benchmark_agent.records.runcheck import RecordFieldError, check_run_files
 from pytest_benchmark_agent.records.schema import PrepEvent, TrialRecord
+from pytest_benchmark_agent.records.summary import SummaryRow, summary_table
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.util.placeholders import as_text
 
@@ -95,7 +98,7 @@ class BaselineComparison:
     refused: str | None = None
     verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=FrozenDict)
     code: Mapping[str, Any] = field(default_factory=FrozenDict)
-    gate: Mapping[str, Any] = field(default_factory=FrozenDict)
+    gate: GateRecord | None = None
     extra: Mapping[str, Any] = field(default_factory=FrozenDict)
     # -- the judge's (issue 36): the verdicts judged with the session as the unit
     # (``judge.evidence.judge_across``), which the CI gate reads before ``verdicts``.
@@ -116,7 +119,7 @@ class BaselineComparison:
             refused=data.get("refused"),
             verdicts=verdict_table(data.get("verdicts")),
             code=freeze(data.get("code") or {}),
-            gate=freeze(data.get("gate") or {}),
+            gate=GateRecord.read(data.get("gate")),
             extra=freeze({k: v for k, v in data.items() if k not in known}),
             judged=verdict_table(data.get("judged")),
         )
@@ -129,7 +132,9 @@ class BaselineComparison:
             "refused": self.refused,
         }
         out.update(
-            verdicts=_verdicts_as_dict(self.verdicts), code=thaw(self.code), gate=thaw(self.gate)
+            verdicts=_verdicts_as_dict(self.verdicts),
+            code=thaw(self.code),
+            gate=self.gate.to_dict() if self.gate is not None else {},
         )
         if self.judged:
             out["judged"] = _verdicts_as_dict(self.judged)
@@ -150,12 +155,12 @@ class Judgement:
     )
     refusals: tuple[str, ...] = ()
     caveats: tuple[str, ...] = ()
-    sequential: Mapping[str, Any] | None = None
+    sequential: SequentialRecord | None = None
     baseline: BaselineComparison | None = None
-    reproduces: Mapping[str, Any] | None = None
+    reproduces: ReproductionRecord | None = None
     tag: str = "EXPLORATORY"
     tag_reasons: tuple[str, ...] = ()
-    ci_gate: Mapping[str, Any] | None = None
+    ci_gate: GateRecord | None = None
 
 
 #: ``results.yaml``'s fields in FORMAT.md's order, with how each is frozen on reading.
@@ -209,7 +214,8 @@ class RunRecord:
     control: str = "default"
     treatments: tuple[str, ...] = ()
     trials: tuple[TrialRecord, ...] = ()
-    summary: Mapping[str, Any] = field(default_factory=FrozenDict)
+    #: metric -> label -> :class:`.SummaryRow`.
+    summary: Mapping[str, Mapping[str, SummaryRow]] = field(default_factory=FrozenDict)
     selected: Mapping[str, Any] | None = None
     verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=FrozenDict)
     started: str | None = None
@@ -230,9 +236,9 @@ class RunRecord:
     )
     baseline: BaselineComparison | None = None
     revisions: Mapping[str, Any] | None = None
-    ci_gate: Mapping[str, Any] | None = None
-    reproduces: Mapping[str, Any] | None = None
-    sequential: Mapping[str, Any] | None = None
+    ci_gate: GateRecord | None = None
+    reproduces: ReproductionRecord | None = None
+    sequential: SequentialRecord | None = None
     hash_seed_base: int | None = None
     tag_reasons: tuple[str, ...] = ()
     what_went_wrong: tuple[str, ...] = ()
@@ -328,7 +334,7 @@ class RunRecord:
                 table.setdefault(trial.treatment, []).append(trial.metrics[metric])
         return table
 
-    def stats(self, metric: str) -> Mapping[str, Mapping[str, Any]]:
+    def stats(self, metric: str) -> Mapping[str, SummaryRow]:
         """Treatment -> descriptive statistics of the metric (n, median, mean, cv, ...)."""
         return self.summary.get(metric, FrozenDict())
 
@@ -435,7 +441,7 @@ _READERS: dict[str, Any] = {
     "treatments": lambda v: tuple(as_text(t) for t in v or ()),
     "trials": lambda v: tuple(_trial(t) for t in v or ()),
     "preps": lambda v: tuple(_prep(p) for p in v or ()),
-    "summary": _mapping,
+    "summary": summary_table,
     "counts": _mapping,
     "spent": _mapping,
     "warmups": lambda v: freeze(v or ()),
@@ -444,6 +450,9 @@ _READERS: dict[str, Any] = {
         {host: verdict_table(table) for host, table in (v or {}).items()}
     ),
     "baseline": _baseline,
+    "ci_gate": GateRecord.read,
+    "reproduces": ReproductionRecord.read,
+    "sequential": SequentialRecord.read,
     "caveats": _texts,
     "refusals": _texts,
     "tag_reasons": _texts,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.records.frozen import FrozenDict, freeze
 from pytest_benchmark_agent.records.hashseeds import hash_seed_base
+from pytest_benchmark_agent.records.outcomes import GateRecord, ReproductionRecord, SequentialRecord
 from pytest_benchmark_agent.records.record import (
     SCHEMA_VERSION,
     BaselineComparison,
@@ -32,6 +33,7 @@ from pytest_benchmark_agent.records.record import (
     RunRecord,
 )
 from pytest_benchmark_agent.records.schema import TrialRecord
+from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.records.tally import Tally
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import describe, describe_exact, median_ratio
@@ -85,7 +87,8 @@ class BenchRun:
     started: str | None = None
     ended: str | None = None
     stop_reason: str | None = None
-    summary: dict[str, Any] = field(default_factory=dict)
+    #: metric -> label -> :class:`.SummaryRow` (:meth:`summarize`).
+    summary: dict[str, dict[str, SummaryRow]] = field(default_factory=dict)
     #: Gate 2's verdicts (metric -> label -> Verdict), from ``judge.gate2.judge_run``'s
     #: Judgement, as every value the judgement puts here (:meth:`judged`).
     verdicts: Mapping[str, Mapping[str, Verdict]] = field(default_factory=dict)
@@ -97,11 +100,11 @@ class BenchRun:
     verdicts_by_host: Mapping[str, Any] = field(default_factory=dict)
     #: The comparison with ``--bench-baseline``, the reproduction check, the sequential looks.
     baseline: BaselineComparison | None = None
-    reproduces: Mapping[str, Any] | None = None
-    sequential: Mapping[str, Any] | None = None
+    reproduces: ReproductionRecord | None = None
+    sequential: SequentialRecord | None = None
     tag_reasons: list[str] = field(default_factory=list)
     #: What ``--bench-fail-on`` acts on (``judge.ci_gate.ci_gate``): its outcome and reasons.
-    ci_gate: Mapping[str, Any] | None = None
+    ci_gate: GateRecord | None = None
     what_went_wrong: list[str] = field(default_factory=list)
     #: ``--bench-hash-seeds BASE``: replay a recorded run's hash seeds (None: the run's own).
     replayed_hash_seeds: int | None = None
@@ -226,12 +229,13 @@ class BenchRun:
             if metric not in table:
                 continue
             per = {
-                label: self.describe(metric, table[metric].get(label, []))
+                label: SummaryRow(self.describe(metric, table[metric].get(label, [])))
                 for label in self.treatment_labels
             }
             for label, row in per.items():
-                if label != self.control and "values" not in row:
-                    row["ratio_to_control"] = median_ratio(row, per[self.control])
+                if label != self.control and not row.exact:
+                    ratio_to_control = median_ratio(row, per[self.control])
+                    per[label] = SummaryRow({**row, "ratio_to_control": ratio_to_control})
             self.summary[metric] = per
 
     def describe(self, metric: str, values: list[Any]) -> dict[str, Any]:

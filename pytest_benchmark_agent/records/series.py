@@ -133,9 +133,8 @@ def _point(run_dir: Path) -> RunPoint | None:
 def _gate_outcome(record: RunRecord) -> str | None:
     """The CI gate's outcome (``passed``, ``regressed``, ``unjudged``): the run's own gate,
     else (a record from before it was kept) its baseline comparison's."""
-    gate = record.ci_gate or (record.baseline.gate if record.baseline is not None else {})
-    outcome = gate.get("outcome")
-    return outcome if isinstance(outcome, str) else None
+    gate = record.ci_gate or (record.baseline.gate if record.baseline is not None else None)
+    return gate.outcome if gate is not None else None
 
 
 def _is_guard(spec: Mapping[str, Any]) -> bool:

@@ -210,7 +210,7 @@ def build_index_entry(record: RunRecord) -> IndexEntry:
     control = record.control
     primaries = [m for m, spec in record.model.metrics.items() if spec.primary]
     cited = [record.baseline.run_id if record.baseline else None]
-    cited.append((record.reproduces or {}).get("run_id"))
+    cited.append(record.reproduces.run_id if record.reproduces else None)
     flags = record.extra.get("flags")
     identity = record.fingerprint.get("code_identity")
     return IndexEntry(
@@ -255,9 +255,8 @@ _UNJUDGED = Verdict(verdict="unjudged")
 def ci_gate_outcome(record: RunRecord) -> str | None:
     """The CI gate's outcome a record holds (``passed``, ``regressed``, ``unjudged``): its own
     ``ci_gate``, else (a record from before it was kept) its baseline comparison's gate."""
-    gate = record.ci_gate or (record.baseline.gate if record.baseline else {})
-    outcome = gate.get("outcome")
-    return outcome if isinstance(outcome, str) else None
+    gate = record.ci_gate or (record.baseline.gate if record.baseline else None)
+    return gate.outcome if gate else None
 
 
 #: An index file read: its identity (inode, mtime, size), its JSON object and the entry it holds.

@@ -21,8 +21,10 @@ import pytest
 
 from pytest_benchmark_agent.judge.evidence import share
 from pytest_benchmark_agent.records.fingerprint import code_label
+from pytest_benchmark_agent.records.outcomes import GateRecord
 from pytest_benchmark_agent.records.reader import UnreadableRecord
 from pytest_benchmark_agent.records.record import BaselineComparison, RunRecord, load_run
+from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.report.headline import headline
 from pytest_benchmark_agent.report.summary_lines import both_revisions
 from pytest_benchmark_agent.stats.comparability import Verdict
@@ -64,20 +66,20 @@ def step_summary_writer() -> StepSummaryWriter | None:
 
 def render(run: RunRecord) -> list[str]:
     """The run's section of the job summary, as lines (the CI gate as gate 2 recorded it)."""
-    gate = run.ci_gate or {"outcome": "unjudged", "reasons": ["the run was not judged"]}
+    gate = run.ci_gate or GateRecord("unjudged", ("the run was not judged",))
     base = run.baseline
     this_code = code_label(run.fingerprint.get("code_identity"))
     both = both_revisions(run)
     if base is None and both is not None:
         lines = [
-            f"### `{run.name}`: {both}: gate **{gate['outcome']}** "
+            f"### `{run.name}`: {both}: gate **{gate.outcome}** "
             "(both revisions measured in this session, interleaved)",
             "",
         ]
         lines += _own_table(run)
     elif base is None:
         lines = [
-            f"### {md_code(run.name)} at {md(this_code)}: gate **{gate['outcome']}** "
+            f"### {md_code(run.name)} at {md(this_code)}: gate **{gate.outcome}** "
             "(within the run: no --bench-baseline)",
             "",
         ]
@@ -86,7 +88,7 @@ def render(run: RunRecord) -> list[str]:
         code = base.code
         lines = [
             f"### {md_code(run.name)}: {md(code.get('baseline') or 'no baseline')} -> "
-            f"{md(code.get('this') or this_code)}: gate **{gate['outcome']}**",
+            f"{md(code.get('this') or this_code)}: gate **{gate.outcome}**",
             "",
             f"Baseline {md_code(base.ref)}: "
             + (
@@ -100,14 +102,14 @@ def render(run: RunRecord) -> list[str]:
         ]
         lines += _baseline_table(run, base)
     lines[2:2] = [f"- **{md(answer)}**" for answer in headline(run).answers] + [""]
-    if gate["outcome"] == "unjudged":  # a warning, never a failure unless asked for
+    if gate.outcome == "unjudged":  # a warning, never a failure unless asked for
         lines[2:2] = [
             "> [!WARNING]",
             "> The gate could not decide (its reasons are below); it fails the job only with "
             "`--bench-fail-on=unjudged`.",
             "",
         ]
-    lines += ["", *[f"- {_cell(reason)}" for reason in gate.get("reasons") or []]]
+    lines += ["", *[f"- {_cell(reason)}" for reason in gate.reasons]]
     return lines
 
 
@@ -216,11 +218,11 @@ def _counts(n: Sequence[Any]) -> str:
     return "/".join(str(k) for k in n) if any(n) else "-"
 
 
-def _value(row: Mapping[str, Any] | None) -> str:
+def _value(row: SummaryRow | None) -> str:
     """A treatment's figure: its median, or an exact metric's values verbatim."""
     if not row or not row.get("n"):
         return "-"
-    if "values" in row:
+    if row.exact:
         return values_text(row, "`")
     return "-" if row.get("median") is None else number(float(row["median"]))
 

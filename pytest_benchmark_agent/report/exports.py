@@ -150,7 +150,7 @@ def to_markdown(run: RunRecord) -> str:
             row, v = per[label], verdicts.get(label)
             central = (
                 [md(values_text(row))] * 3
-                if "values" in row
+                if row.exact
                 else [human(row.get(k), metric) for k in ("median", "min", "max")]
             )
             lines.append(

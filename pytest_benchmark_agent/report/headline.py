@@ -45,15 +45,14 @@ class Headline:
 
 def headline(run: RunRecord) -> Headline:
     """The run's answer, tag, CI gate and machine warnings."""
-    gate = run.ci_gate or (run.baseline.gate if run.baseline is not None else None) or {}
-    reasons = [str(r) for r in gate.get("reasons") or []]
+    gate = run.ci_gate or (run.baseline.gate if run.baseline is not None else None)
     host = (run.fingerprint or {}).get("host_check") or {}
     return Headline(
         answers=_answers(run),
         tag=run.tag,
         tag_reason=run.tag_reasons[0] if run.tag_reasons else "",
-        gate=str(gate["outcome"]) if gate.get("outcome") else None,
-        gate_reason=reasons[0] if reasons else "",
+        gate=gate.outcome if gate is not None else None,
+        gate_reason=gate.reasons[0] if gate is not None and gate.reasons else "",
         warnings=[str(w) for w in host.get("warnings") or []],
     )
 

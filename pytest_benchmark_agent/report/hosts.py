@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS
 from pytest_benchmark_agent.records.record import RunRecord, verdict_table
+from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.report.summary_lines import central
 from pytest_benchmark_agent.stats.describe import describe, describe_exact
 from pytest_benchmark_agent.stats.units import interval, number, p_value, pct
@@ -73,7 +74,7 @@ def _verdicts_by_host(run: RunRecord, several: bool) -> list[str]:
     return lines
 
 
-def summary_by_host(run: RunRecord) -> dict[str, dict[str, dict[str, Any]]]:
+def summary_by_host(run: RunRecord) -> dict[str, dict[str, dict[str, SummaryRow]]]:
     """host -> metric -> treatment -> descriptive statistics of the passed trials (an exact
     metric's distinct values), for the per-host figures of a multi-host run."""
     specs = run.model.metrics
@@ -82,13 +83,13 @@ def summary_by_host(run: RunRecord) -> dict[str, dict[str, dict[str, Any]]]:
     for trial in run.passed():
         for metric, value in trial.metrics.items():
             values.setdefault((str(trial.host), metric, trial.treatment), []).append(value)
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, dict[str, SummaryRow]]] = {}
     for host in run.hosts():
         for metric in names:
             exact = metric in specs and specs[metric].direction == "equal"
             per = {
-                label: (describe_exact if exact else describe)(
-                    values.get((host, metric, label), [])
+                label: SummaryRow(
+                    (describe_exact if exact else describe)(values.get((host, metric, label), []))
                 )
                 for label in run.treatments
             }

@@ -216,24 +216,23 @@ def _design(run: RunRecord) -> list[str]:
         "the one figure quoted for a comparison everywhere; a metric without a verdict has "
         "only its medians."
     ]
-    if run.sequential:
+    if run.sequential is not None:
         seq = run.sequential
         looks = (
             ", ".join(
-                f"{look['blocks']}" + (" (stop)" if look["stop"] else "")
-                for look in seq.get("looks") or []
+                f"{look['blocks']}" + (" (stop)" if look["stop"] else "") for look in seq.looks
             )
             or "none reached"
         )
         lines.append(
-            f"Sequential replication ({seq['min']} to {seq['max']} blocks, alpha "
+            f"Sequential replication ({seq.min_blocks} to {seq.max_blocks} blocks, alpha "
             f"spent at the looks so stopping early keeps the error rate): looks at "
-            f"blocks {looks}; the verdicts use {seq['blocks_used']} blocks: "
-            f"{seq['reason']}."
+            f"blocks {looks}; the verdicts use {seq.blocks_used} blocks: "
+            f"{seq.reason}."
             + (
-                f" {seq['late_trials']} trial(s) that were already running when it "
+                f" {seq.late_trials} trial(s) that were already running when it "
                 "stopped are recorded but not analysed."
-                if seq.get("late_trials")
+                if seq.late_trials
                 else ""
             )
         )
@@ -395,9 +394,9 @@ def _baseline(run: RunRecord) -> list[str]:
         f"- **Code:** {code.get('baseline') or '-'} -> {code.get('this')}"
         + (" (changed: this is a comparison of code)" if code.get("changed") else ""),
     ]
-    if base.gate:
-        lines.append(f"- **CI gate:** {str(base.gate['outcome']).upper()}")
-        lines += [f"  - {reason}" for reason in base.gate.get("reasons") or []]
+    if base.gate is not None:
+        lines.append(f"- **CI gate:** {base.gate.outcome.upper()}")
+        lines += [f"  - {reason}" for reason in base.gate.reasons]
     if base.refused:
         lines.append(f"- **Refused:** {base.refused}")
     lines += [f"- **Its caveat:** {caveat}" for caveat in extra.get("caveats") or []]
@@ -428,19 +427,16 @@ def _reproduction(run: RunRecord) -> list[str]:
     if not rep:
         return []
     lines = ["## Reproduction", ""]
-    if rep.get("run_id"):
-        what = "reproduces" if rep["kind"] == "reproduction" else "is anchored to"
-        lines.append(
-            f"- This run {what} {rep['run_id']} ({rep.get('tag')}): "
-            + ("yes" if rep.get("ok") else "NO")
-        )
-        lines += [f"  - {line}" for line in rep.get("lines") or []]
-        if rep.get("benign_differences"):
+    if rep.run_id:
+        what = "reproduces" if rep.kind == "reproduction" else "is anchored to"
+        lines.append(f"- This run {what} {rep.run_id} ({rep.tag}): " + ("yes" if rep.ok else "NO"))
+        lines += [f"  - {line}" for line in rep.lines]
+        if rep.benign_differences:
             lines.append(
                 "- Fingerprint differences that do not matter: "
-                + "; ".join(f"{md_code(d)}" for d in rep["benign_differences"])
+                + "; ".join(f"{md_code(d)}" for d in rep.benign_differences)
             )
-    for note in rep.get("skipped") or []:
+    for note in rep.skipped:
         lines.append(f"- Not used: {note}")
     return lines + [""]
 

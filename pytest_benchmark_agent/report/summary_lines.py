@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.stats.comparability import Verdict
 from pytest_benchmark_agent.stats.describe import tukey_outliers, values_text
 from pytest_benchmark_agent.stats.geomean import GeoMean, geometric_mean
@@ -44,9 +45,9 @@ def counts_text(run: RunRecord) -> str:
     )
 
 
-def central(row: Mapping[str, Any], quote: str = "") -> str:
+def central(row: SummaryRow, quote: str = "") -> str:
     """A summary row's median, or an exact metric's values verbatim with their counts."""
-    return values_text(row, quote) if "values" in row else human(row.get("median"))
+    return values_text(row, quote) if row.exact else human(row.get("median"))
 
 
 def both_revisions(run: RunRecord) -> str | None:

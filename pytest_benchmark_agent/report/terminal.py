@@ -14,7 +14,9 @@ from typing import Any
 from pytest_benchmark_agent.config.metric import BUILTIN_METRICS, exact_metrics
 from pytest_benchmark_agent.judge.baseline import primary_metrics
 from pytest_benchmark_agent.judge.ci_gate import regressions
+from pytest_benchmark_agent.records.outcomes import GateRecord
 from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.report import summary_lines
 from pytest_benchmark_agent.report.summary_lines import central, counts_text
 from pytest_benchmark_agent.stats.describe import values_text
@@ -22,7 +24,7 @@ from pytest_benchmark_agent.stats.units import human, interval, pct, ratio
 from pytest_benchmark_agent.util.safetext import one_line
 
 
-def terminal_lines(run: RunRecord, gate: Mapping[str, Any] | None = None) -> list[str]:
+def terminal_lines(run: RunRecord, gate: GateRecord | None = None) -> list[str]:
     """A compact per-metric table for the end of the pytest run; with ``gate`` (a CI
     invocation: a baseline or ``--bench-fail-on``), the baseline's verdicts and the gate."""
     lines = [f"{run.name} [{run.run_id}] {run.state}, {run.tag}: {counts_text(run)}"]
@@ -82,7 +84,7 @@ def _cell(metric: str, row: Mapping[str, Any], verdict: Any) -> str:
     return text
 
 
-def _tail(run: RunRecord, gate: Mapping[str, Any] | None) -> list[str]:
+def _tail(run: RunRecord, gate: GateRecord | None) -> list[str]:
     """The end of :func:`terminal_lines`: regressions, the baseline's verdicts, the CI gate
     (loud when it did not pass) and where the report is."""
     lines = [f"  regression: {regression}" for regression in regressions(run)]
@@ -91,12 +93,8 @@ def _tail(run: RunRecord, gate: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"  code: {both}, both measured in this session")
     lines += _baseline_lines(run)
     if gate is not None:
-        outcome = gate["outcome"]
-        reasons = gate.get("reasons") or []
-        lines.append(
-            f"  CI gate: {outcome if outcome == 'passed' else outcome.upper()}"
-            + (f": {reasons[0]}" if reasons else "")
-        )
+        reasons = gate.reasons
+        lines.append(f"  CI gate: {gate.word}" + (f": {reasons[0]}" if reasons else ""))
         lines += [f"    {reason}" for reason in reasons[1:]]
     if run.dir is not None and (run.dir / "report.md").is_file():  # never a report not written
         lines.append(f"  report: {run.dir / 'report.md'}")
@@ -138,7 +136,7 @@ def _alone_lines(run: RunRecord) -> list[str]:
     for metric, per in run.summary.items():
         if metric in BUILTIN_METRICS and metric not in run.model.metrics:
             continue
-        row = per.get(label, {})
+        row = per.get(label, SummaryRow())
         lines.append(
             f"  {metric[:16]:<16}{central(row):>20}{pct(row.get('cv')):>9}{row.get('n', 0):>5}"
         )

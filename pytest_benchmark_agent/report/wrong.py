@@ -71,9 +71,8 @@ def _baseline_problems(run: RunRecord) -> list[str]:
             f"The comparison with baseline {base.run_id or base.ref} was refused: {base.refused}."
         )
     items += [f"Baseline {base.run_id} is QUALIFIED: {c}" for c in base.extra.get("caveats") or ()]
-    if base.gate.get("outcome") in ("regressed", "unjudged"):
-        outcome = str(base.gate["outcome"]).upper()
-        items += [f"CI gate {outcome}: {reason}" for reason in base.gate.get("reasons") or ()]
+    if base.gate is not None and base.gate.outcome in ("regressed", "unjudged"):
+        items += [f"CI gate {base.gate.word}: {reason}" for reason in base.gate.reasons]
     return items
 
 
@@ -96,7 +95,6 @@ def _high_variance(run: RunRecord) -> list[str]:
 
 def _untested(run: RunRecord) -> list[str]:
     """What a run in which nothing went wrong did not test."""
-    reproduced = run.reproduces or {}
     items = [
         "Nothing failed. What this run did not test:",
         "anything but this one configuration, at the values listed above: it was compared "
@@ -107,9 +105,9 @@ def _untested(run: RunRecord) -> list[str]:
         f"{md_code(run.treatment_variable)}, at the "
         "control values listed above (other sizes or settings may behave differently);",
     ]
-    if reproduced.get("ok") and reproduced.get("kind") == "reproduction":
+    if run.reproduces is not None and run.reproduces.reproduced:
         items.append(
-            f"one machine ({platform.node()}): it reproduced {reproduced['run_id']} "
+            f"one machine ({platform.node()}): it reproduced {run.reproduces.run_id} "
             "here, not elsewhere;"
         )
     else:

@@ -110,7 +110,7 @@ def values_text(row: Mapping[str, Any], quote: str = "") -> str:
     )
 
 
-def median_ratio(treatment: dict[str, Any], control: dict[str, Any]) -> float | None:
+def median_ratio(treatment: Mapping[str, Any], control: Mapping[str, Any]) -> float | None:
     """Treatment median over control median (None when either side is empty or zero)."""
     if not treatment.get("n") or not control.get("n") or not control["median"]:
         return None
