@@ -13,9 +13,10 @@ from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa:
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.config.models import load_config
+from pytest_benchmark_agent.engine.reclassify import ReclassifyError, reclassify
 from pytest_benchmark_agent.judge.reproduce import Reproduction
 from pytest_benchmark_agent.judge.review import accept_deviation, review
-from pytest_benchmark_agent.judge.tags import ReclassifyError, compute_tag, reclassify
+from pytest_benchmark_agent.judge.tags import compute_tag
 from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.records.run import CAVEAT_NONE
 
