@@ -475,6 +475,14 @@ def load_run(run_dir: Path) -> RunRecord:
         raise UnreadableRecord(
             where, f"field {error.field.removeprefix('config.yaml:')}: {error.problem}"
         ) from None
+    return record_of_files(results, frozen, run_dir)
+
+
+def record_of_files(
+    results: Mapping[str, Any], frozen: Mapping[str, Any], run_dir: Path
+) -> RunRecord:
+    """The record of a run's ``results.yaml`` and ``config.yaml`` documents, once checked (by
+    :func:`load_run`, or by ``import`` before it writes the run through the writer)."""
     planned = frozen.get("planned_trials") or ()
     return RunRecord.from_dict(
         results,

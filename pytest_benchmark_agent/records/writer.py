@@ -99,7 +99,7 @@ class RecordWriter:
     @pytest.hookimpl
     def pytest_bench_run_started(self, run: RunRecord) -> None:
         _folder(run).mkdir(parents=True, exist_ok=True)
-        self._write_config(run)
+        _write_config(run)
         self._snapshot(run)
 
     @pytest.hookimpl
@@ -120,7 +120,7 @@ class RecordWriter:
         fd = self._journals.pop(run.run_id, None)
         if fd is not None:
             os.close(fd)
-        self._write_config(run)
+        _write_config(run)
         results = run.to_dict()
         self._snapshot(run, results)
         entry = build_index_entry(results, run.model, run.fingerprint.get("code_identity"))
@@ -146,20 +146,37 @@ class RecordWriter:
             SNAPSHOT_INTERVAL_S, SNAPSHOT_COST_FACTOR * (end - start)
         )
 
-    def _write_config(self, run: RunRecord) -> None:
-        effective: dict[str, dict[str, str]] = {}
-        for trial in run.trials:
-            effective.setdefault(trial.treatment, {}).update(trial.get("effective") or {})
-        document = {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": run.run_id,
-            "source": run.source,
-            "config": thaw(run.config),
-            "planned_trials": [planned.id for planned in run.planned],
-            "effective_params": effective,
-            "fingerprint": thaw(run.fingerprint),
-        }
-        atomic_write(_folder(run) / "config.yaml", dump_yaml(document))
+
+def write_record(run: RunRecord) -> dict[str, Any]:
+    """A finished run's ``config.yaml`` and ``results.yaml``, written whole from ``run`` (an
+    imported run; a run's end writes them from its hook); returns the ``results.yaml``
+    document, what the run's ``index.json`` entry is built from."""
+    _write_config(run)
+    results = run.to_dict()
+    atomic_write(_folder(run) / "results.yaml", dump_yaml(results))
+    return results
+
+
+def _write_config(run: RunRecord) -> None:
+    """``config.yaml`` of ``run``, rewritten whole."""
+    atomic_write(_folder(run) / "config.yaml", dump_yaml(config_document(run)))
+
+
+def config_document(run: RunRecord) -> dict[str, Any]:
+    """``config.yaml`` of ``run``: the frozen config, the planned trial ids, the effective
+    params and the fingerprint (what the writer writes, and what ``export`` carries)."""
+    effective: dict[str, dict[str, str]] = {}
+    for trial in run.trials:
+        effective.setdefault(trial.treatment, {}).update(trial.get("effective") or {})
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run.run_id,
+        "source": run.source,
+        "config": thaw(run.config),
+        "planned_trials": [planned.id for planned in run.planned],
+        "effective_params": effective,
+        "fingerprint": thaw(run.fingerprint),
+    }
 
 
 def _folder(run: RunRecord) -> Path:
