@@ -7,7 +7,8 @@ finished trial, appended at once, so a killed session keeps every sample it took
 never re-reads every record). ``results.yaml`` is rewritten atomically at the start, at most
 every 10 s while trials finish (less often as it grows: a snapshot waits at least 100 times its
 own last cost, so rewriting it stays under ~1% of the run), and at the end; readers use
-:func:`.reader.load_results`, which merges the journal in, so a crashed run shows every trial.
+:func:`.record.load_run`, which merges the journal in, so a crashed run shows every trial. A run
+written again whole (an import) goes through :func:`write_record`.
 """
 
 from __future__ import annotations
