@@ -25,24 +25,32 @@ def _entries(run: RunRecord, field: str) -> list[Mapping[str, Any]]:
     return [entry for entry in value if isinstance(entry, Mapping)]
 
 
+def _text(entry: Mapping[str, Any], key: str) -> str:
+    """One field of an entry as one line of report text (the record is input: escaped)."""
+    return md(str(entry.get(key)))
+
+
 def _events(run: RunRecord) -> list[tuple[str, str | None, str]]:
     """(when, the tag it had before where this changed it, the note) per reclassification and
     flag, in the order they happened."""
     events = []
     for entry in _entries(run, "reclassified"):
-        evidence = entry.get("evidence")
-        note = f"Reclassified {entry.get('from')} -> {entry.get('to')} on {entry.get('at')}: "
-        note += md(str(entry.get("why"))) + (f" ({md(str(evidence))})" if evidence else "")
-        events.append((str(entry.get("at")), str(entry.get("from")), note))
+        note = (
+            f"Reclassified {_text(entry, 'from')} -> {_text(entry, 'to')} on "
+            f"{_text(entry, 'at')}: {_text(entry, 'why')}"
+        )
+        if entry.get("evidence"):
+            note += f" ({_text(entry, 'evidence')})"
+        events.append((str(entry.get("at")), _text(entry, "from"), note))
     for flag in _entries(run, "flags"):
         changed = flag.get("tag") if isinstance(flag.get("tag"), Mapping) else None
         note = (
-            f"Flagged on {flag.get('at')}: it cited {md(str(flag.get('run')))}, since "
-            f"reclassified {flag.get('to')} ({md(str(flag.get('why')))})"
+            f"Flagged on {_text(flag, 'at')}: it cited {_text(flag, 'run')}, since "
+            f"reclassified {_text(flag, 'to')} ({_text(flag, 'why')})"
         )
         if changed:
-            note += f"; {changed.get('from')} -> {changed.get('to')}"
-        events.append((str(flag.get("at")), str(changed.get("from")) if changed else None, note))
+            note += f"; {_text(changed, 'from')} -> {_text(changed, 'to')}"
+        events.append((str(flag.get("at")), _text(changed, "from") if changed else None, note))
     return sorted(events, key=lambda event: event[0])
 
 
@@ -52,7 +60,7 @@ def tag_line(run: RunRecord) -> str:
     before = [was for _, was, _ in _events(run) if was is not None]
     if not before:
         return f"- **Tag:** {run.tag}"
-    return f"- **Tag:** {run.tag} (was {md(before[-1])}; see Reclassifications and flags below)"
+    return f"- **Tag:** {run.tag} (was {before[-1]}; see Reclassifications and flags below)"
 
 
 def reclassified_lines(run: RunRecord) -> list[str]:
