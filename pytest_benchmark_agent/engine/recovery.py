@@ -73,11 +73,14 @@ def finalize(run_dir: Path, by: str, hook: Any = None) -> None:
     from pytest_benchmark_agent.engine.finish import finish, standalone_hooks
     from pytest_benchmark_agent.engine.plan import build_plan
     from pytest_benchmark_agent.records.frozen import thaw
-    from pytest_benchmark_agent.records.record import load_run
+    from pytest_benchmark_agent.records.reader import load_results, load_yaml
+    from pytest_benchmark_agent.records.record import record_of_files
     from pytest_benchmark_agent.records.run import BenchRun
     from pytest_benchmark_agent.report.progress import read_heartbeat
 
-    previous = load_run(run_dir)
+    # Typed as load_run types it, without its field check: a run an earlier version left may
+    # hold what that check now refuses (a 1e308 sample), and finishing it recomputes the rest.
+    previous = record_of_files(load_results(run_dir), load_yaml(run_dir / "config.yaml"), run_dir)
     config = previous.model
     if previous.source is None:
         raise ValueError(f"{run_dir / 'config.yaml'} names no benchmark file (source)")

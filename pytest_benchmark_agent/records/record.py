@@ -483,8 +483,10 @@ def load_run(run_dir: Path) -> RunRecord:
 def record_of_files(
     results: Mapping[str, Any], frozen: Mapping[str, Any], run_dir: Path
 ) -> RunRecord:
-    """The record of a run's ``results.yaml`` and ``config.yaml`` documents, once checked (by
-    :func:`load_run`, or by ``import`` before it writes the run through the writer)."""
+    """The record of a run's ``results.yaml`` and ``config.yaml`` documents, once checked: by
+    :func:`load_run`, by ``import`` before it writes the run through the writer, or (their
+    shape only, by :func:`.reader.load_results`) by the recovery of a run an earlier version
+    left, which finishing it recomputes."""
     planned = frozen.get("planned_trials") or ()
     return RunRecord.from_dict(
         results,
