@@ -13,11 +13,14 @@ from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa:
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.config.models import load_config
+from pytest_benchmark_agent.engine.reclassify import ReclassifyError, reclassify
 from pytest_benchmark_agent.judge.reproduce import Reproduction
 from pytest_benchmark_agent.judge.review import accept_deviation, review
-from pytest_benchmark_agent.judge.tags import ReclassifyError, compute_tag, reclassify
+from pytest_benchmark_agent.judge.tags import compute_tag
 from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.run import CAVEAT_NONE
+from pytest_benchmark_agent.report.reclassified import reclassified_lines, tag_line
 
 
 def reference(
@@ -194,6 +197,47 @@ def test_reclassify_downgrades_and_cascades_to_every_run_that_cited_it(
     fourth = run_as(project, "r4")
     assert fourth["reproduces"]["run_id"] == "r3" and fourth["tag"] == "QUALIFIED"
     assert any("flagged: it cited r2" in reason for reason in fourth["tag_reasons"])
+
+
+def test_the_report_renders_reclassifications_and_flags_from_the_record_alone() -> None:
+    """In the order they happened, escaped, an entry of the wrong shape left out."""
+    run = RunRecord.from_dict(
+        {
+            "run_id": "r2",
+            "tag": "QUALIFIED",
+            "flags": [
+                {
+                    "run": "r1",
+                    "to": "UNRELIABLE",
+                    "why": "swap\n# forged",
+                    "at": "2026-01-02",
+                    "tag": {"from": "RELIABLE", "to": "QUALIFIED"},
+                }
+            ],
+            "reclassified": [
+                {
+                    "from": "EXPLORATORY",
+                    "to": "RELIABLE",
+                    "why": "w",
+                    "at": "2026-01-01",
+                    "evidence": "reproduced by r3",
+                },
+                "not an entry",
+            ],
+        }
+    )
+    assert tag_line(run) == (
+        "- **Tag:** QUALIFIED (was RELIABLE; see Reclassifications and flags below)"
+    )
+    lines = reclassified_lines(run)
+    assert lines[:3] == ["", "## Reclassifications and flags", ""] and len(lines) == 5
+    assert lines[3] == "- Reclassified EXPLORATORY -> RELIABLE on 2026-01-01: w (reproduced by r3)"
+    assert lines[4].startswith(
+        "- Flagged on 2026-01-02: it cited r1, since reclassified UNRELIABLE"
+    )
+    assert lines[4].endswith("; RELIABLE -> QUALIFIED") and "\n" not in lines[4]
+    plain = RunRecord.from_dict({"run_id": "r3", "tag": "RELIABLE"})
+    assert tag_line(plain) == "- **Tag:** RELIABLE" and reclassified_lines(plain) == []
 
 
 def test_reclassify_raises_a_tag_only_with_a_reproduction(project: BenchProject) -> None:

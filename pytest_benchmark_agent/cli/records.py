@@ -15,6 +15,7 @@ from pytest_benchmark_agent.cli.outline import skeptical_outline
 from pytest_benchmark_agent.cli.publish import cmd_changes, history_options
 from pytest_benchmark_agent.config.metric import MetricSpec
 from pytest_benchmark_agent.config.models import BenchmarkConfig
+from pytest_benchmark_agent.engine.reclassify import ReclassifyError, reclassify
 from pytest_benchmark_agent.errors import BenchError
 from pytest_benchmark_agent.judge.across import (
     blocking_reason,
@@ -24,7 +25,6 @@ from pytest_benchmark_agent.judge.across import (
 )
 from pytest_benchmark_agent.judge.baseline import FINISHED, config_differences, resolve_ref
 from pytest_benchmark_agent.judge.reproduce import reproduction
-from pytest_benchmark_agent.judge.tags import TAGS, ReclassifyError, reclassify
 from pytest_benchmark_agent.records import recover
 from pytest_benchmark_agent.records.index import IndexEntry
 from pytest_benchmark_agent.records.outcomes import GateRecord
@@ -34,6 +34,7 @@ from pytest_benchmark_agent.records.record import (
     load_run,
     verdict_table,
 )
+from pytest_benchmark_agent.records.runcheck import TAGS
 from pytest_benchmark_agent.records.store import runs_in
 from pytest_benchmark_agent.records.summary import SummaryRow
 from pytest_benchmark_agent.records.writer import load_index_entry

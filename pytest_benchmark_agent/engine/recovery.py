@@ -70,28 +70,33 @@ def finalize(run_dir: Path, by: str, hook: Any = None) -> None:
     through ``hook`` (None: :func:`.finish.standalone_hooks`)."""
     # The finisher, the judge and the plan load here only: every verb and session scans for
     # orphans first (``recover_orphans``), and a scan that finds none must stay cheap.
-    from pytest_benchmark_agent.config.models import BenchmarkConfig
     from pytest_benchmark_agent.engine.finish import finish, standalone_hooks
     from pytest_benchmark_agent.engine.plan import build_plan
+    from pytest_benchmark_agent.records.frozen import thaw
     from pytest_benchmark_agent.records.reader import load_results, load_yaml
+    from pytest_benchmark_agent.records.record import record_of_files
     from pytest_benchmark_agent.records.run import BenchRun
     from pytest_benchmark_agent.report.progress import read_heartbeat
 
-    frozen = load_yaml(run_dir / "config.yaml")
-    config = BenchmarkConfig.model_validate(frozen["config"])
-    source = Path(frozen["source"])
-    previous = load_results(run_dir)
-    points = _points(previous) if config.search_space is not None else None
+    # Typed as load_run types it, without its field check: a run an earlier version left may
+    # hold what that check now refuses (a 1e308 sample), and finishing it recomputes the rest.
+    previous = record_of_files(load_results(run_dir), load_yaml(run_dir / "config.yaml"), run_dir)
+    config = previous.model
+    if previous.source is None:
+        raise ValueError(f"{run_dir / 'config.yaml'} names no benchmark file (source)")
+    points = _points(previous.treatments) if config.search_space is not None else None
     run = BenchRun(
-        plan=build_plan(config, source, points), home=run_dir.parent.parent, run_id=run_dir.name
+        plan=build_plan(config, Path(previous.source), points),
+        home=run_dir.parent.parent,
+        run_id=run_dir.name,
     )
-    planned = set(frozen.get("planned_trials") or [])
+    planned = {trial.id for trial in previous.planned}
     run.planned = [spec for spec in run.plan.trials if run.trial_id(spec) in planned]
-    run.trials = [t for t in previous.get("trials") or [] if t.get("status") != "not_run"]
-    run.preps = list(previous.get("preps") or [])
-    run.caveats = list(previous.get("caveats") or [])
-    run.fingerprint = frozen.get("fingerprint") or {}
-    run.started = previous.get("started") or previous.get("ended") or utc_now()
+    run.trials = [thaw(t) for t in previous.trials if t.status != "not_run"]
+    run.preps = thaw(previous.preps)
+    run.caveats = list(previous.caveats)
+    run.fingerprint = thaw(previous.fingerprint)
+    run.started = previous.started or previous.ended or utc_now()
     beat = read_heartbeat(run_dir) or {}
     why = (
         f"the session that ran it (pid {beat.get('pid') or '?'}) ended without finishing it "
@@ -109,7 +114,6 @@ def finalize(run_dir: Path, by: str, hook: Any = None) -> None:
     )
 
 
-def _points(results: dict[str, Any]) -> list[dict[str, Any]]:
+def _points(labels: tuple[str, ...]) -> list[dict[str, Any]]:
     """A tuning round's points, read back from its treatment labels (``a=1,b=2``)."""
-    labels = results.get("treatments") or []
     return [dict(pair.split("=", 1) for pair in str(label).split(",")) for label in labels]

@@ -22,36 +22,20 @@ The rules, the first that applies:
   primary verdicts, each decided effect's interval overlapping the earlier one's or its ratio
   within ``reproduce_tolerance``), with no caveat.
 
-``reclassify`` may only lower a tag, unless a later run reproduced the run (the new evidence a
-higher tag needs). Every run that cited a lowered run (as its baseline or the run it reproduced)
-is flagged; a flagged RELIABLE run becomes QUALIFIED, and the flag cascades from it in turn.
+``reclassify`` (:mod:`.engine.reclassify`, which writes it) may only lower a tag, unless a later
+run reproduced the run (the new evidence a higher tag needs). Every run that cited a lowered run
+(as its baseline or the run it reproduced) is flagged; a flagged RELIABLE run becomes QUALIFIED,
+and the flag cascades from it in turn.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from pytest_benchmark_agent.judge.reproduce import Reproduction
-from pytest_benchmark_agent.records.reader import load_results
-from pytest_benchmark_agent.records.record import load_run
-from pytest_benchmark_agent.records.runcheck import TAGS
-from pytest_benchmark_agent.records.writer import (
-    dump_yaml,
-    index_entries,
-    index_entry,
-    regenerate_index,
-)
-from pytest_benchmark_agent.util.fsutil import atomic_write, file_lock, utc_now
 
+#: The tags from lowest to highest: ``reclassify`` raises one only with a reproduction.
 RANK = {"UNRELIABLE": 0, "EXPLORATORY": 1, "QUALIFIED": 2, "RELIABLE": 3}
-_SECTION = "## Reclassifications and flags"
-
-
-class ReclassifyError(Exception):
-    """A reclassification that is refused, with why and what to do instead."""
 
 
 def compute_tag(
@@ -96,120 +80,3 @@ def compute_tag(
         f"reproduces {reference.run_id} (same config and code: every primary "
         "verdict the same, each effect's size agreeing), with no caveat"
     ]
-
-
-# -- reclassify -----------------------------------------------------------------------------------
-
-
-def reclassify(home: Path, run_dir: Path, tag: str, why: str) -> list[str]:
-    """Set a run's tag by hand, with a reason; returns what changed (the run and its citers)."""
-    tag = tag.upper()
-    if tag not in TAGS:
-        raise ReclassifyError(f"tag '{tag}': use one of {', '.join(TAGS)}")
-    if not why.strip():
-        raise ReclassifyError("--why: state the reason for the change (it is recorded)")
-    with file_lock(home / ".reclassify.lock"):
-        load_run(run_dir)  # the typed loader refuses a record of the wrong type, naming the field
-        record = load_results(run_dir)
-        old = record.get("tag") or "EXPLORATORY"
-        if record.get("state") == "running":
-            raise ReclassifyError(f"{run_dir.name} is still running; reclassify it once it ended")
-        if tag == old:
-            raise ReclassifyError(f"{run_dir.name} is already {old}")
-        proof = None
-        if RANK[tag] > RANK[old]:
-            proof = _reproduced_by(home, run_dir.name)
-            if proof is None:
-                raise ReclassifyError(
-                    f"{run_dir.name}: {old} -> {tag} raises the tag, and a tag may only be "
-                    "lowered without a new run. Run the same config again: a run that "
-                    "reproduces it is the evidence a higher tag needs."
-                )
-        entry = {"from": old, "to": tag, "why": why, "at": utc_now()}
-        if proof:
-            entry["evidence"] = f"reproduced by {proof}"
-        record.setdefault("reclassified", []).append(entry)
-        _write(
-            run_dir,
-            record,
-            tag,
-            f"Reclassified {old} -> {tag} on {entry['at']}: {why}"
-            + (f" ({entry['evidence']})" if proof else ""),
-        )
-        lines = [f"{run_dir.name}: {old} -> {tag} ({why})"]
-        if RANK[tag] < RANK[old]:
-            lines += _cascade(home, run_dir.name, tag, why, {run_dir.name})
-    regenerate_index(home)
-    return lines
-
-
-def _cascade(home: Path, cited: str, tag: str, why: str, seen: set[str]) -> list[str]:
-    """Flag every run that cited ``cited``; a RELIABLE one becomes QUALIFIED and cascades."""
-    lines = []
-    for run_dir in citing(home, cited):
-        if run_dir.name in seen:
-            continue
-        seen.add(run_dir.name)
-        record = load_results(run_dir)
-        old = record.get("tag") or "EXPLORATORY"
-        new = "QUALIFIED" if old == "RELIABLE" else old
-        flag = {"run": cited, "to": tag, "why": why, "at": utc_now()}
-        record.setdefault("flags", []).append(flag)
-        _write(
-            run_dir,
-            record,
-            new,
-            f"Flagged on {flag['at']}: it cited {cited}, since "
-            f"reclassified {tag} ({why})" + (f"; {old} -> {new}" if new != old else ""),
-        )
-        lines.append(
-            f"flagged {run_dir.name}: it cited {cited}"
-            + (f"; {old} -> {new}" if new != old else f"; stays {old}")
-        )
-        if new != old:
-            lines += _cascade(home, run_dir.name, new, f"it cited {cited} ({why})", seen)
-    return lines
-
-
-def citing(home: Path, run_id: str) -> list[Path]:
-    """Runs whose index entry says they cited ``run_id`` (as baseline or reproduction)."""
-    return [
-        run_dir for run_dir, entry in index_entries(home) if run_id in (entry.get("cites") or [])
-    ]
-
-
-def _reproduced_by(home: Path, run_id: str) -> str | None:
-    """A later run that reproduced ``run_id`` (same frozen config, within tolerance)."""
-    for run_dir in citing(home, run_id):
-        reproduces = load_results(run_dir).get("reproduces") or {}
-        if (
-            reproduces.get("run_id") == run_id
-            and reproduces.get("kind") == "reproduction"
-            and reproduces.get("ok")
-        ):
-            return run_dir.name
-    return None
-
-
-def _write(run_dir: Path, record: dict[str, Any], tag: str, note: str) -> None:
-    """The new tag into results.yaml, index.json and report.md (with a dated note)."""
-    old = record.get("tag")
-    record["tag"] = tag
-    atomic_write(run_dir / "results.yaml", dump_yaml(record))
-    entry = index_entry(run_dir)  # an unreadable one is left as it is, with a warning
-    if entry is not None:
-        entry.update(tag=tag, flags=len(record.get("flags") or []))
-        atomic_write(run_dir / "index.json", json.dumps(entry, indent=1))
-    report = run_dir / "report.md"
-    if report.is_file():
-        lines = report.read_text().splitlines()
-        if tag != old:
-            lines = [
-                f"- **Tag:** {tag} (was {old}; see Reclassifications and flags below)"
-                if line.startswith("- **Tag:** ")
-                else line
-                for line in lines
-            ]
-        if _SECTION not in lines:
-            lines += ["", _SECTION, ""]
-        atomic_write(report, "\n".join(lines + [f"- {note}"]) + "\n")

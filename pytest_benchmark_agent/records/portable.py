@@ -1,13 +1,15 @@
 """One run as one portable JSON file, so a baseline can travel between CI jobs.
 
-:func:`export_run` reads a run folder into a document: the format's name and
-``schema_version``, the run id, the record (``results.yaml`` with the journal merged in, its
-trials apart under ``trials``: every sample), the frozen ``config.yaml`` (config, effective
-params, fingerprints), the index entry and the report. :func:`import_run` checks a document
-field by field (a file from a download is input, not trusted: a run id that would leave the
-data directory, a wrong format or a truncated file is refused with the field named) and adds
-the run to a data directory as the engine would have written it, so ``--bench-baseline`` and
-``compare`` find it. The records were redacted when written; nothing here adds to them.
+:func:`export_run` reads a run folder with the one loader (:func:`.record.load_run`) into a
+document: the format's name and ``schema_version``, the run id, the record (``results.yaml``
+with the journal merged in, its trials apart under ``trials``: every sample), the frozen
+``config.yaml`` (config, effective params, fingerprints), the index entry and the report.
+:func:`import_run` checks a document field by field (a file from a download is input, not
+trusted: a run id that would leave the data directory, a wrong format or a truncated file is
+refused with the field named) and adds the run to a data directory as the engine would have
+written it (a :class:`.RunRecord` through the writer's :func:`.writer.write_record`), so
+``--bench-baseline`` and ``compare`` find it. The records were redacted when written; nothing
+here adds to them.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.records.bounded import (
     MAX_RECORD_BYTES,
@@ -31,8 +31,9 @@ from pytest_benchmark_agent.records.bounded import (
     decode_json,
     read_json,
 )
-from pytest_benchmark_agent.records.reader import JOURNAL, load_results, load_yaml
-from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.records.frozen import thaw
+from pytest_benchmark_agent.records.reader import JOURNAL, UnreadableRecord
+from pytest_benchmark_agent.records.record import RunRecord, load_run, record_of_files
 from pytest_benchmark_agent.records.run import SCHEMA_VERSION
 from pytest_benchmark_agent.records.runcheck import RecordFieldError, check_run_files
 from pytest_benchmark_agent.records.schema import (
@@ -41,7 +42,12 @@ from pytest_benchmark_agent.records.schema import (
     TrialRecord,
     check_verdict,
 )
-from pytest_benchmark_agent.records.writer import build_index_entry, dump_yaml, regenerate_index
+from pytest_benchmark_agent.records.writer import (
+    build_index_entry,
+    config_document,
+    regenerate_index,
+    write_record,
+)
 from pytest_benchmark_agent.util.fsutil import (
     NotRegularFile,
     atomic_write,
@@ -71,11 +77,11 @@ class PortableError(ValueError):
 
 
 def export_run(run_dir: Path) -> dict[str, Any]:
-    """The portable document of the run in ``run_dir``."""
-    record = load_results(run_dir)
+    """The portable document of the run in ``run_dir``, read by the one loader
+    (:func:`.record.load_run`): its record and ``config.yaml`` as the writer writes them."""
+    run = load_run(run_dir)
+    record = thaw(run)
     trials = record.pop("trials", None) or []
-    frozen_path = run_dir / "config.yaml"
-    frozen = (load_yaml(frozen_path) or {}) if frozen_path.is_file() else {}
     index_path, report_path = run_dir / "index.json", run_dir / "report.md"
     index = None
     if index_path.is_file():
@@ -87,7 +93,7 @@ def export_run(run_dir: Path) -> dict[str, Any]:
         "run_id": run_dir.name,
         "exported": utc_now(),
         "record": record,
-        "config": frozen,
+        "config": config_document(run),
         "trials": trials,
         "index": index,
         "report": report_path.read_text() if report_path.is_file() else None,
@@ -351,12 +357,14 @@ def import_run(
     runs = home / "runs"
     target = runs / run_id
     record = {**document["record"], "run_id": run_id, "trials": list(document["trials"])}
+    frozen = {**document["config"], "run_id": run_id}
+    incoming = record_of_files(record, frozen, target)
     staging = home / _STAGING
     staging.mkdir(parents=True, exist_ok=True)
     with file_lock(home / ".import.lock"):
         existed = target.exists()
         if existed and not force:
-            if _same(_existing(target), record):
+            if _same(_existing(target), incoming):
                 return target, "already present"
             raise PortableError(
                 source,
@@ -366,7 +374,7 @@ def import_run(
             )
         folder = Path(tempfile.mkdtemp(prefix=f"{run_id[:40]}.", dir=staging))
         try:
-            _write_run(folder, document, record)
+            _write_run(folder, document, incoming.replace(dir=folder))
             runs.mkdir(parents=True, exist_ok=True)
             if existed:
                 old = Path(tempfile.mkdtemp(prefix="replaced.", dir=staging))
@@ -383,39 +391,34 @@ def import_run(
     return target, "replaced" if existed else "imported"
 
 
-def _write_run(folder: Path, document: Mapping[str, Any], record: dict[str, Any]) -> None:
-    frozen = {**document["config"], "run_id": record["run_id"]}
-    atomic_write(folder / "config.yaml", dump_yaml(frozen))
-    atomic_write(folder / "results.yaml", dump_yaml(record))
+def _write_run(folder: Path, document: Mapping[str, Any], run: RunRecord) -> None:
+    """The imported run's files in ``folder``: its record and ``config.yaml`` through the writer
+    (:func:`.writer.write_record`), its journal, the exported report and its index entry."""
+    results = write_record(run)
     atomic_write(
-        folder / JOURNAL, "".join(json.dumps(t, default=str) + "\n" for t in record["trials"])
+        folder / JOURNAL, "".join(json.dumps(t, default=str) + "\n" for t in results["trials"])
     )
     if document.get("report"):
         atomic_write(folder / "report.md", inert_markdown(document["report"]))
-    entry = index_entry(record, frozen, document.get("index"))
+    entry = index_entry(run, document.get("index"))
     atomic_write(folder / "index.json", json.dumps(entry, indent=1))
 
 
-def index_entry(
-    record: Mapping[str, Any], frozen: Mapping[str, Any], exported: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """The ``index.json`` entry the engine writes at a run's end, rebuilt from the record by
+def index_entry(run: RunRecord, exported: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``index.json`` entry the engine writes at a run's end, built from the record by
     :func:`.writer.build_index_entry`; the file's own entry gives only the keys this version
     does not build, and the code block where the fingerprint has no code identity."""
-    run = RunRecord.from_dict(
-        record, config=frozen["config"], fingerprint=frozen.get("fingerprint") or {}
-    )
     entry = {**_obj(exported), **build_index_entry(run).to_dict(), "imported": utc_now()}
     if entry["code"] is None and isinstance(_obj(exported).get("code"), dict):
         entry["code"] = _obj(exported)["code"]
     return entry
 
 
-def _existing(run_dir: Path) -> dict[str, Any] | None:
+def _existing(run_dir: Path) -> RunRecord | None:
     """The record already at ``run_dir``, None where it cannot be read."""
     try:
-        return load_results(run_dir)
-    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):
+        return load_run(run_dir)
+    except (UnreadableRecord, OSError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -424,10 +427,11 @@ def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Whether two records hold the same data (compared as JSON, as the export holds them)."""
+def _same(existing: RunRecord | None, incoming: RunRecord) -> bool:
+    """Whether a run already on the home holds the same record as an imported one (their
+    ``results.yaml`` documents compared as JSON, as the export holds them)."""
 
     def plain(value: Any) -> Any:
-        return json.loads(json.dumps(value, default=str, sort_keys=True))
+        return json.loads(json.dumps(thaw(value), default=str, sort_keys=True))
 
-    return plain(a) == plain(b)
+    return existing is not None and plain(existing) == plain(incoming)

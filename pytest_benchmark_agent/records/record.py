@@ -4,13 +4,15 @@
 the fingerprint of ``config.yaml``. The engine makes one from its live run
 (:meth:`.run.BenchRun.record`); :func:`load_run` makes one from a run folder (every version of
 the format; a newer one is refused). Hooks, the judge's readers, the reports, the verbs and the
-``bench`` fixture take it; the readers that rewrite or copy a record as a document (``reclassify``,
-the recovery of a run, ``export``/``import``, the tuner's rounds) read the merged mapping of
-:func:`.reader.load_results`, and a few look up one field of ``results.yaml`` (the plan review,
-``tune --resume``). It is frozen all the way down (mappings read-only, sequences
-tuples, trials :class:`.TrialRecord`, verdicts :class:`.Verdict`, the CI gate, reproduction and
-sequential looks :mod:`.outcomes`' types, summary rows :class:`.SummaryRow`), so no reader can
-change what another reads after it; only the writer calls :meth:`RunRecord.to_dict`.
+``bench`` fixture take it, and so does every reader of a run folder: ``reclassify`` (a new
+record, written through the writers), the recovery of a run, ``export``/``import``, the
+tuner's rounds; only a few look up one field of a ``results.yaml`` as YAML (the plan review,
+``tune --resume``, whose record is a tune's). It is frozen all the way down (mappings
+read-only, sequences tuples, trials :class:`.TrialRecord`, verdicts :class:`.Verdict`, the CI
+gate, reproduction and sequential looks :mod:`.outcomes`' types, summary rows
+:class:`.SummaryRow`), so no reader can change what another reads after it; only the writer calls
+:meth:`RunRecord.to_dict`, and a reader that needs the ``results.yaml`` document (``export``,
+the tuner's rounds) gets it with :func:`.frozen.thaw`.
 
 :class:`Judgement` is what gate 2 decides about a run (``judge.gate2.judge_run``): returned to
 the engine, which puts it on the run; the judge never writes on the run itself.
@@ -484,6 +486,16 @@ def load_run(run_dir: Path) -> RunRecord:
         raise UnreadableRecord(
             where, f"field {error.field.removeprefix('config.yaml:')}: {error.problem}"
         ) from None
+    return record_of_files(results, frozen, run_dir)
+
+
+def record_of_files(
+    results: Mapping[str, Any], frozen: Mapping[str, Any], run_dir: Path
+) -> RunRecord:
+    """The record of a run's ``results.yaml`` and ``config.yaml`` documents, once checked: by
+    :func:`load_run`, by ``import`` before it writes the run through the writer, or (their
+    shape only, by :func:`.reader.load_results`) by the recovery of a run an earlier version
+    left, which finishing it recomputes."""
     planned = frozen.get("planned_trials") or ()
     return RunRecord.from_dict(
         results,

@@ -7,7 +7,8 @@ finished trial, appended at once, so a killed session keeps every sample it took
 never re-reads every record). ``results.yaml`` is rewritten atomically at the start, at most
 every 10 s while trials finish (less often as it grows: a snapshot waits at least 100 times its
 own last cost, so rewriting it stays under ~1% of the run), and at the end; readers use
-:func:`.reader.load_results`, which merges the journal in, so a crashed run shows every trial.
+:func:`.record.load_run`, which merges the journal in, so a crashed run shows every trial. A run
+written again whole (an import) goes through :func:`write_record`.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class RecordWriter:
     @pytest.hookimpl
     def pytest_bench_run_started(self, run: RunRecord) -> None:
         _folder(run).mkdir(parents=True, exist_ok=True)
-        self._write_config(run)
+        _write_config(run)
         self._snapshot(run)
 
     @pytest.hookimpl
@@ -122,7 +123,7 @@ class RecordWriter:
         fd = self._journals.pop(run.run_id, None)
         if fd is not None:
             os.close(fd)
-        self._write_config(run)
+        _write_config(run)
         self._snapshot(run, run.to_dict())
         entry = build_index_entry(run)
         atomic_write(_folder(run) / "index.json", json.dumps(entry.to_dict(), indent=1))
@@ -147,20 +148,37 @@ class RecordWriter:
             SNAPSHOT_INTERVAL_S, SNAPSHOT_COST_FACTOR * (end - start)
         )
 
-    def _write_config(self, run: RunRecord) -> None:
-        effective: dict[str, dict[str, str]] = {}
-        for trial in run.trials:
-            effective.setdefault(trial.treatment, {}).update(trial.get("effective") or {})
-        document = {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": run.run_id,
-            "source": run.source,
-            "config": thaw(run.config),
-            "planned_trials": [planned.id for planned in run.planned],
-            "effective_params": effective,
-            "fingerprint": thaw(run.fingerprint),
-        }
-        atomic_write(_folder(run) / "config.yaml", dump_yaml(document))
+
+def write_record(run: RunRecord) -> dict[str, Any]:
+    """A finished run's ``config.yaml`` and ``results.yaml``, written whole from ``run`` (an
+    imported run; a run's end writes them from its hook); returns the ``results.yaml``
+    document, what the run's ``index.json`` entry is built from."""
+    _write_config(run)
+    results = run.to_dict()
+    atomic_write(_folder(run) / "results.yaml", dump_yaml(results))
+    return results
+
+
+def _write_config(run: RunRecord) -> None:
+    """``config.yaml`` of ``run``, rewritten whole."""
+    atomic_write(_folder(run) / "config.yaml", dump_yaml(config_document(run)))
+
+
+def config_document(run: RunRecord) -> dict[str, Any]:
+    """``config.yaml`` of ``run``: the frozen config, the planned trial ids, the effective
+    params and the fingerprint (what the writer writes, and what ``export`` carries)."""
+    effective: dict[str, dict[str, str]] = {}
+    for trial in run.trials:
+        effective.setdefault(trial.treatment, {}).update(trial.get("effective") or {})
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run.run_id,
+        "source": run.source,
+        "config": thaw(run.config),
+        "planned_trials": [planned.id for planned in run.planned],
+        "effective_params": effective,
+        "fingerprint": thaw(run.fingerprint),
+    }
 
 
 def _folder(run: RunRecord) -> Path:
@@ -271,12 +289,6 @@ def load_index(home: Path) -> list[tuple[Path, IndexEntry]]:
     return [(runs, cached[2]) for runs, cached in _scan(home)]
 
 
-def index_entries(home: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """:func:`load_index`'s entries as their JSON objects, for a reader that rewrites the file
-    with what it changed (judge/tags.py)."""
-    return [(runs, cached[1]) for runs, cached in _scan(home)]
-
-
 def _scan(home: Path) -> list[tuple[Path, _Cached]]:
     """Every run's entry in ``home``, by folder name.
 
@@ -346,13 +358,6 @@ def load_index_entry(run_dir: Path) -> IndexEntry | None:
     is None with a warning naming it."""
     cached = _read_one(run_dir)
     return None if cached is None else cached[2]
-
-
-def index_entry(run_dir: Path) -> dict[str, Any] | None:
-    """:func:`load_index_entry`'s entry as its JSON object, for a reader that rewrites the file
-    with what it changed (judge/tags.py)."""
-    cached = _read_one(run_dir)
-    return None if cached is None else cached[1]
 
 
 def _read_one(run_dir: Path) -> _Cached | None:

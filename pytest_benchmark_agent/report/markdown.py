@@ -31,6 +31,7 @@ from pytest_benchmark_agent.report.hosts import hosts_lines
 from pytest_benchmark_agent.report.html import render_html
 from pytest_benchmark_agent.report.junit import add_run_properties
 from pytest_benchmark_agent.report.plots import PlotLayout, plot_file, write_plots
+from pytest_benchmark_agent.report.reclassified import reclassified_lines, tag_line
 from pytest_benchmark_agent.report.seeds import seed_spread_lines
 from pytest_benchmark_agent.report.summary_lines import counts_text
 from pytest_benchmark_agent.report.wrong import what_went_wrong
@@ -101,7 +102,7 @@ def render_report(
         f"- **Hypothesis:** {md(config.hypothesis or '(none stated)')}",
         _treatment_line(run),
         f"- **State:** {state}",
-        f"- **Tag:** {run.tag}",
+        tag_line(run),
         *[f"  - {md(reason)}" for reason in run.tag_reasons],
         "- **Trials:** " + counts_text(run),
         f"- **Started / ended (UTC):** {run.started} / {run.ended}",
@@ -133,6 +134,7 @@ def render_report(
         lines.append("| (none ran) | | | |")
     lines += ["", "## Environment", ""]
     lines += _environment(run)
+    lines += reclassified_lines(run)
     return "\n".join(lines) + "\n"
 
 

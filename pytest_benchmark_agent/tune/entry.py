@@ -19,7 +19,9 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records.reader import load_results, load_yaml
+from pytest_benchmark_agent.records.frozen import thaw
+from pytest_benchmark_agent.records.reader import load_yaml
+from pytest_benchmark_agent.records.record import load_run
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.tune.recorder import TuneRecorder, definition
 from pytest_benchmark_agent.tune.report import chain_text, selected_text
@@ -234,6 +236,6 @@ def _replay(
             (d / "results.yaml").is_file() for d in dirs
         ):
             break
-        sessions = [RoundOutcome(d.name, load_results(d), 0.0) for d in dirs]
+        sessions = [RoundOutcome(d.name, thaw(load_run(d)), 0.0) for d in dirs]
         out.append((summary, merged(sessions, config.max_replicates).record))
     return out

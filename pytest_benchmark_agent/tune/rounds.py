@@ -21,7 +21,8 @@ from typing import Any, Protocol
 
 from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.frozen import thaw
+from pytest_benchmark_agent.records.record import load_run
 from pytest_benchmark_agent.tune.space import Point
 from pytest_benchmark_agent.util.fsutil import atomic_write
 
@@ -41,9 +42,10 @@ class RoundRequest:
 
 @dataclass
 class RoundOutcome:
-    """What a round left: its run id and record (``results.yaml`` as ``load_results`` reads
-    it; empty when the tune's wall-clock budget ran out before the session recorded anything),
-    how long it took, and whether that budget cut it short."""
+    """What a round left: its run id and record (the ``results.yaml`` document of the
+    :class:`.RunRecord` that :func:`.record.load_run` reads, every field checked; empty when the
+    tune's wall-clock budget ran out before the session recorded anything), how long it took,
+    and whether that budget cut it short."""
 
     run_id: str
     record: dict[str, Any]
@@ -116,7 +118,7 @@ class SubprocessRounds:
                 f"{proc.returncode} without a run record. Its output "
                 f"({log_path}) ends:\n{tail}"
             )
-        return RoundOutcome(run_id, load_results(run_dir), wall_s, timed_out)
+        return RoundOutcome(run_id, thaw(load_run(run_dir)), wall_s, timed_out)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
