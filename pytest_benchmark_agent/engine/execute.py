@@ -14,6 +14,7 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,10 @@ from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.engine import untimed
 from pytest_benchmark_agent.engine.context import (
     StageContext,
-    ceiling,
     check_exit,
     gpu_spend,
+    guarded,
     merged,
-    pin_gpus,
     stage_env,
 )
 from pytest_benchmark_agent.engine.isolation import host_id
@@ -94,10 +94,9 @@ def run_trial(
     }
     command = render(spec.stage.cmd or "", values)
     record.update(command=command, logs=str(folder))
-    limit = functools.partial(_trial_timeout, ctx, run, spec.stage)
     if uses_out:  # else nothing is made unless output comes
         _trial_write(ctx, spec, record, lambda: scratch.mkdir(parents=True, exist_ok=True))
-    result, by_budget = _measure(run, ctx, spec, record, values, checkout, limit, progress)
+    result, by_budget = _measure(run, ctx, spec, record, values, progress)
     _take_metrics(run, ctx, spec, record, result, values, by_budget)
     effective = {
         **upstream_effective,
@@ -154,37 +153,23 @@ def _measure(
     spec: TrialSpec,
     record: dict[str, Any],
     values: dict[str, Any],
-    checkout: Path,
-    limit: untimed.Limit,
     progress: Progress | None = None,
 ) -> tuple[StageRun, bool]:
     """The trial's warm-up rounds, setup and measure stage, alone on the host (but for its
     counted batch: ``progress``) with its GPUs pinned, and whether the measure stage's timeout
     was the budget's; a failed setup or GPU request fails the trial, a budget spent before the
     measure stage or Ctrl-C interrupts it."""
-    command, folder = record["command"], Path(record["logs"])
+    limit = functools.partial(_trial_timeout, ctx, run, spec.stage)
+    env = stage_env(ctx, spec.stage.env, values, spec.checkout or spec.cwd)
+    call = ctx.invocation(spec.stage.name, record["command"], spec.cwd, env, Path(record["logs"]))
     try:
-        devices, env, vram_mb = pin_gpus(
-            run, spec.stage, stage_env(ctx, spec.stage.env, values, checkout)
-        )
+        call = guarded(run, ctx, call, spec.stage, record["id"])
     except GpuUnavailable as exc:
         raise _not_passed(
             record, StageFailed(spec.stage.name, "could not get its GPUs", detail=str(exc))
         ) from None
-    stage = functools.partial(
-        run_stage,
-        spec.stage.name,
-        command,
-        cwd=spec.cwd,
-        env=env,
-        log_dir=folder,
-        cgroup=ctx.cgroup,
-        mem_ceiling_mb=ceiling(run, spec.stage),
-        progress_every_s=ctx.progress_every_s,
-        echo=ctx.echo and functools.partial(ctx.echo, record["id"]),
-        gpus=devices,
-        vram_ceiling_mb=vram_mb,
-        containment=ctx.containment,
+    call = replace(
+        call,
         counters=spec.stage.counters,
         block=spec.replicate,
         hash_seed_base=run.hash_seed_base,
@@ -193,9 +178,9 @@ def _measure(
     def measured() -> tuple[StageRun, bool]:
         batch = progress is not None  # the batch holds the host lock and publishes the start
         with contextlib.nullcontext() if batch else ctx.isolation.stage("measure"):
-            timeout_s, budget = untimed.before_measure(run, ctx, spec, record, values, env, limit)
+            timeout_s, budget = untimed.before_measure(run, ctx, spec, record, values, call, limit)
             shown = progress or ctx.announce(run, spec.stage.name, record["id"])
-            return stage(timeout_s=timeout_s, progress=shown), budget
+            return run_stage(replace(call, timeout_s=timeout_s, progress=shown)), budget
 
     try:
         return _trial_write(ctx, spec, record, measured)

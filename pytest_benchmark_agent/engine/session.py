@@ -35,12 +35,12 @@ from pytest_benchmark_agent.engine.context import StageContext
 from pytest_benchmark_agent.engine.counted import CountedBatches
 from pytest_benchmark_agent.engine.counters import fingerprint_label
 from pytest_benchmark_agent.engine.finish import finish, take_caveats
+from pytest_benchmark_agent.engine.invocation import DEFAULT_PROGRESS_S
 from pytest_benchmark_agent.engine.isolation import HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan
 from pytest_benchmark_agent.engine.preflight import check_gpu_budget, check_resources, gate_one
 from pytest_benchmark_agent.engine.protocol import TrialProtocol
 from pytest_benchmark_agent.engine.revisions import Revisions
-from pytest_benchmark_agent.engine.stages import DEFAULT_PROGRESS_S
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
