@@ -19,6 +19,7 @@ from typing import Any
 
 from pytest_benchmark_agent.engine.worktrees import sweep
 from pytest_benchmark_agent.records.recover import orphaned
+from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.util.fsutil import acquire_lock, release_lock, utc_now
 
 _LOCK = ".recover.lock"
@@ -87,7 +88,11 @@ def finalize(run_dir: Path, by: str, hook: Any = None) -> None:
     )
     planned = set(frozen.get("planned_trials") or [])
     run.planned = [spec for spec in run.plan.trials if run.trial_id(spec) in planned]
-    run.trials = [t for t in previous.get("trials") or [] if t.get("status") != "not_run"]
+    run.trials = [
+        TrialRecord.from_dict(t)
+        for t in previous.get("trials") or []
+        if t.get("status") != "not_run"
+    ]
     run.preps = list(previous.get("preps") or [])
     run.caveats = list(previous.get("caveats") or [])
     run.fingerprint = frozen.get("fingerprint") or {}

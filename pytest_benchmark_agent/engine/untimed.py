@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_benchmark_agent.engine.invocation import StageInvocation
 from pytest_benchmark_agent.engine.plan import TrialSpec
 from pytest_benchmark_agent.engine.stages import StageRun, run_stage
+from pytest_benchmark_agent.engine.trial import TrialBuilder
 from pytest_benchmark_agent.errors import StageFailed
 from pytest_benchmark_agent.records.frozen import freeze
 from pytest_benchmark_agent.util.fsutil import utc_now
@@ -66,19 +67,17 @@ def before_measure(
     run: BenchRun,
     ctx: StageContext,
     spec: TrialSpec,
-    record: dict[str, Any],
+    trial: TrialBuilder,
     values: Mapping[str, Any],
     call: StageInvocation,
     limit: Limit,
 ) -> tuple[float | None, bool]:
     """A trial's untimed part before its measure stage ``call``: its configuration's warm-up
-    rounds, then its setup (recorded on the trial's ``record``); returns the measure stage's
+    rounds, then its setup (recorded on ``trial``); returns the measure stage's
     timeout and whether it is the budget's. Raises :class:`BudgetSpent` when the budget leaves
     no time for the measure stage."""
-    warm_up(run, ctx, spec, record["id"], call, values, limit)
-    setup = run_setup(ctx, spec, values, call, limit)
-    if setup is not None:
-        record["setup"] = setup
+    warm_up(run, ctx, spec, trial.id, call, values, limit)
+    trial.setup = run_setup(ctx, spec, values, call, limit)
     if spent(limit):
         raise BudgetSpent("before its measure stage")
     return limit()

@@ -149,7 +149,7 @@ class RecordWriter:
     def _write_config(self, run: RunRecord) -> None:
         effective: dict[str, dict[str, str]] = {}
         for trial in run.trials:
-            effective.setdefault(trial.treatment, {}).update(trial.get("effective") or {})
+            effective.setdefault(trial.treatment, {}).update(trial.effective)
         document = {
             "schema_version": SCHEMA_VERSION,
             "run_id": run.run_id,
