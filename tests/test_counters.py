@@ -21,6 +21,7 @@ import yaml
 from pytest_benchmark_agent.config.metric import COUNTER_NOISE_THRESHOLD
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.engine import counters
+from pytest_benchmark_agent.engine.invocation import StageInvocation
 from pytest_benchmark_agent.engine.preflight import gate_one
 from pytest_benchmark_agent.engine.stages import run_stage
 from pytest_benchmark_agent.errors import ConfigError
@@ -202,25 +203,29 @@ def test_the_deadline_and_the_memory_guard_hold_under_the_backend(tmp_path):
     """Run straight through the stage runner: a counted stage past its timeout is stopped, and
     one past its memory ceiling is stopped by the guard; neither leaves counts or files."""
     late = run_stage(
-        "late",
-        "sleep 30",
-        cwd=tmp_path,
-        env=dict(os.environ),
-        log_dir=tmp_path / "late",
-        timeout_s=2,
-        counters=["instructions"],
+        StageInvocation(
+            "late",
+            "sleep 30",
+            cwd=tmp_path,
+            env=dict(os.environ),
+            log_dir=tmp_path / "late",
+            timeout_s=2,
+            counters=["instructions"],
+        )
     )
     assert late.timed_out and late.counts == {} and late.count_error is None
     assert not (tmp_path / "late" / "counters").exists()
     big = run_stage(
-        "big",
-        f"{PYTHON} -S -c 'import time; x = bytearray(400 << 20); time.sleep(30)'",
-        cwd=tmp_path,
-        env=dict(os.environ),
-        log_dir=tmp_path / "big",
-        timeout_s=120,
-        mem_ceiling_mb=150,
-        counters=["instructions"],
+        StageInvocation(
+            "big",
+            f"{PYTHON} -S -c 'import time; x = bytearray(400 << 20); time.sleep(30)'",
+            cwd=tmp_path,
+            env=dict(os.environ),
+            log_dir=tmp_path / "big",
+            timeout_s=120,
+            mem_ceiling_mb=150,
+            counters=["instructions"],
+        )
     )
     assert [event["kind"] for event in big.guard_events] == ["memory"]
     assert not big.timed_out and big.counts == {}
@@ -293,11 +298,13 @@ def test_perf_counts_a_loop_where_the_kernel_exposes_a_pmu(tmp_path):
     found = counters.detect()
     assert found is not None and found.name == "perf"
     run = run_stage(
-        "loop",
-        f"{PYTHON} -S -c '{LOOP}' 20000",
-        cwd=tmp_path,
-        env=dict(os.environ),
-        log_dir=tmp_path / "log",
-        counters=["instructions"],
+        StageInvocation(
+            "loop",
+            f"{PYTHON} -S -c '{LOOP}' 20000",
+            cwd=tmp_path,
+            env=dict(os.environ),
+            log_dir=tmp_path / "log",
+            counters=["instructions"],
+        )
     )
     assert run.exit_code == 0 and run.counts["instructions"] > 1_000_000

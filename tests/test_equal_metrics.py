@@ -4,6 +4,7 @@ summarized with a mean."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -271,9 +272,8 @@ def test_a_run_with_nothing_to_compare_reads_text_values_as_the_analysis_does(
     run.planned, run.state = list(plan.trials), "complete"
     for spec in run.planned:  # the control's trials alone passed, one with a changed hash
         trial = run.blank_trial(spec, "passed" if spec.treatment_label == "a" else "not_run")
-        trial["metrics"] = {"t": 1.0, "h": SHA if spec.replicate else "0x1f"}
-        trial["host"] = "h"
-        run.trials.append(trial)
+        metrics = {"t": 1.0, "h": SHA if spec.replicate else "0x1f"}
+        run.trials.append(dataclasses.replace(trial, metrics=metrics, host="h"))
     this = run.record()
     refused = judge._nothing_to_compare(this)
     assert refused is not None and refused == judge._analysed(this, None, None)

@@ -81,11 +81,8 @@ def record(
         if blocks is not None and spec.replicate not in blocks:
             continue
         trial = run.blank_trial(spec, status(spec.treatment_label, spec.replicate))
-        trial["metrics"] = {
-            m: value(spec.treatment_label, spec.replicate) for m in run.plan.config.metrics
-        }
-        trial["host"] = host(spec.replicate)
-        run.trials.append(trial)
+        metrics = {m: value(spec.treatment_label, spec.replicate) for m in run.plan.config.metrics}
+        run.trials.append(dataclasses.replace(trial, metrics=metrics, host=host(spec.replicate)))
 
 
 def judged(run: BenchRun, sequential: object = None) -> RunRecord:
@@ -136,7 +133,7 @@ def test_blocks_are_numbered_per_host_so_pairs_never_cross_hosts(tmp_path: Path)
 def test_a_trial_recorded_twice_is_analysed_once_with_a_caveat(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=2)
     record(run, twice_as_slow)
-    run.trials.append(dict(run.trials[0]))
+    run.trials.append(run.trials[0])
     obs, caveats = observations(run.record().trials, ["t"], run.treatment_labels)
     assert len(obs["t"]) == 4
     assert caveats == ["1 trial(s) were recorded twice; the last record of each was analysed"]
@@ -247,7 +244,7 @@ def test_a_run_with_nothing_to_compare_is_refused_as_the_analysis_would(
 ) -> None:
     run = make_run(tmp_path, replicates=replicates, metrics=metrics)
     record(run, value, status=status or (lambda t, r: "passed"), host=host or (lambda r: "h"))
-    run.trials.append(dict(run.trials[0]))  # recorded twice: a caveat of both paths
+    run.trials.append(run.trials[0])  # recorded twice: a caveat of both paths
     this = run.record()
     refused = judge._nothing_to_compare(this)
     assert refused is not None, case
@@ -338,11 +335,11 @@ def test_judging_a_run_without_comparisons_imports_no_analysis(
 def test_blocks_done_counts_leading_complete_blocks_only(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=4)
     record(run, twice_as_slow)
-    missing = next(t for t in run.trials if t["replicate"] == 1 and t["treatment"] == "b")
+    missing = next(t for t in run.trials if t.replicate == 1 and t.treatment == "b")
     run.trials.remove(missing)
     ran = run.record()
     assert blocks_done(ran.trials, planned_blocks(ran)) == 1
-    not_run = dataclasses.replace(ran.trials[0], id=missing["id"], status="not_run")
+    not_run = dataclasses.replace(ran.trials[0], id=missing.id, status="not_run")
     assert blocks_done((*ran.trials, not_run), planned_blocks(ran)) == 1  # not_run is not run
 
 
@@ -461,8 +458,8 @@ def test_broken_gates_make_the_run_unreliable(tmp_path: Path, status: str, expec
 def test_overlapping_measurements_fail_host_isolation_only(tmp_path: Path) -> None:
     run = make_run(tmp_path, replicates=5)
     record(run, twice_as_slow)
-    for trial in run.trials:
-        trial["started"], trial["ended"] = "2026-12-02T10:00:00.000Z", "2026-12-02T10:00:01.000Z"
+    window = {"started": "2026-12-02T10:00:00.000Z", "ended": "2026-12-02T10:00:01.000Z"}
+    run.trials = [dataclasses.replace(trial, **window) for trial in run.trials]
     assert any("overlapped" in f for f in judge.gate_failures(run.record())[0])
     run.caveats.append(CAVEAT_NONE)
     assert judge.gate_failures(run.record())[0] == []
@@ -479,11 +476,13 @@ def test_counted_trials_side_by_side_are_no_overlap_but_a_timed_one_beside_them_
         run = make_run(tmp_path / folder, replicates=5)
         record(run, twice_as_slow)
         for index, trial in enumerate(run.trials):  # a block's two at once, blocks in turn
-            second = f"{trial['replicate']:02d}"
-            trial["started"] = f"2026-12-02T10:00:{second}.000Z"
-            trial["ended"] = f"2026-12-02T10:00:{second}.900Z"
-            if index != timed:
-                trial["counted_by"] = "cachegrind 3.19.0"
+            second = f"{trial.replicate:02d}"
+            run.trials[index] = dataclasses.replace(
+                trial,
+                started=f"2026-12-02T10:00:{second}.000Z",
+                ended=f"2026-12-02T10:00:{second}.900Z",
+                counted_by=None if index == timed else "cachegrind 3.19.0",
+            )
         return run
 
     counted = blocks_at_once(Path("counted"), None).record()

@@ -214,6 +214,7 @@ def test_a_detached_run_logs_its_stages_output(project: BenchProject) -> None:
 
 
 def test_a_stage_still_running_writes_its_output_as_it_comes(tmp_path: Path) -> None:
+    from pytest_benchmark_agent.engine.invocation import StageInvocation
     from pytest_benchmark_agent.engine.stages import run_stage
 
     go = tmp_path / "go"
@@ -226,14 +227,16 @@ def test_a_stage_still_running_writes_its_output_as_it_comes(tmp_path: Path) -> 
             go.write_text("")
 
     result = run_stage(
-        "s",
-        f"echo waiting; i=0; while [ ! -e {go} ] && [ $i -lt {WAIT_S * 10} ]; do sleep 0.1; "
-        "i=$((i+1)); done; echo done",
-        cwd=tmp_path,
-        env=dict(os.environ),
-        log_dir=tmp_path / "logs",
-        progress=progress,
-        progress_every_s=0.2,
+        StageInvocation(
+            "s",
+            f"echo waiting; i=0; while [ ! -e {go} ] && [ $i -lt {WAIT_S * 10} ]; do sleep 0.1; "
+            "i=$((i+1)); done; echo done",
+            cwd=tmp_path,
+            env=dict(os.environ),
+            log_dir=tmp_path / "logs",
+            progress=progress,
+            progress_every_s=0.2,
+        )
     )
     assert result.exit_code == 0 and seen and seen[0] == "waiting\n"
     assert result.stdout() == "waiting\ndone\n"

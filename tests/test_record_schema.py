@@ -34,10 +34,12 @@ TRIAL = {
 
 
 def test_a_record_reads_back_as_written_unknown_fields_kept() -> None:
-    record = TrialRecord.from_dict(TRIAL)
+    written = {**TRIAL, "plugin_note": "kept"}
+    record = TrialRecord.from_dict(written)
     assert record.metrics == {"score": 6} and record.position == 0
-    assert record.extra == {"command": "echo score=6", "effective": {"mode": "a"}}
-    assert record.to_dict() == TRIAL
+    assert record.command == "echo score=6" and record.effective == {"mode": "a"}
+    assert record.extra == {"plugin_note": "kept"}
+    assert record.to_dict() == written and list(record.to_dict()) == list(written)
     assert list(record.to_dict())[:6] == [
         "id",
         "treatment",

@@ -21,18 +21,11 @@ _DECLARATIVE = (
     "(produces, needs, params, inputs, seed, mem_mb, gpus, vram_mb, timeout_s), so a Python "
     "Domain declares a stage as a benchmark file does"
 )
-_TYPED_TRIAL = "to be removed by the typed trial (issue 46: engine/ is being fixed beside this)"
 
 #: The functions allowed more than :data:`MAX_PARAMETERS` parameters, ``file:name`` -> why.
 MANY_PARAMETERS = {
     "pytest_benchmark_agent/domains/api.py:prep": _DECLARATIVE,
     "pytest_benchmark_agent/domains/api.py:measure": _DECLARATIVE,
-    "pytest_benchmark_agent/engine/stages.py:run_stage": _TYPED_TRIAL,
-    "pytest_benchmark_agent/engine/stages.py:_watch": _TYPED_TRIAL,
-    "pytest_benchmark_agent/engine/untimed.py:warm_up": _TYPED_TRIAL,
-    "pytest_benchmark_agent/engine/untimed.py:_round": _TYPED_TRIAL,
-    "pytest_benchmark_agent/engine/execute.py:_measure": _TYPED_TRIAL,
-    "pytest_benchmark_agent/engine/bisect_state.py:prepare": _TYPED_TRIAL,
 }
 
 
@@ -143,3 +136,5 @@ def test_the_checks_name_a_long_module_and_a_long_nested_function(tmp_path: Path
     (package / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
     assert long_modules(package) == [f"pkg/long.py: {MAX_MODULE_LINES + 1} lines"]
     assert long_functions(package) == [f"pkg/sub/deep.py:1 outer: {MAX_FUNCTION_LINES + 2} lines"]
+    (package / "wide.py").write_text("class C:\n    def m(self, a, b, *, c):\n        pass\n")
+    assert many_parameters(package, 2) == ["pkg/wide.py:2 m: 3 parameters"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_benchmark_agent.engine import stages
+from pytest_benchmark_agent.engine.invocation import StageInvocation
 from pytest_benchmark_agent.engine.stage_output import SPILL_BYTES, StageOutput, StreamRedactor
 from pytest_benchmark_agent.engine.stages import StageRun, run_stage
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
@@ -22,7 +23,14 @@ from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 
 def stage(tmp_path: Path, command: str, **options: object) -> StageRun:
     return run_stage(
-        "measure", command, cwd=tmp_path, env=dict(os.environ), log_dir=tmp_path / "logs", **options
+        StageInvocation(
+            "measure",
+            command,
+            cwd=tmp_path,
+            env=dict(os.environ),
+            log_dir=tmp_path / "logs",
+            **options,
+        )
     )  # type: ignore[arg-type]
 
 
@@ -192,7 +200,13 @@ def test_a_stage_starts_as_subprocess_would_start_it(tmp_path: Path) -> None:
         f'{sys.executable} -c "import os; print(os.getsid(0) == os.getppid())"'
     )
     result = run_stage(
-        "measure", script, cwd=tmp_path / "link", env=dict(os.environ), log_dir=tmp_path / "logs"
+        StageInvocation(
+            "measure",
+            script,
+            cwd=tmp_path / "link",
+            env=dict(os.environ),
+            log_dir=tmp_path / "logs",
+        )
     )
     assert result.exit_code == 0, result.stderr_tail()
     folder, stdin, args, ignored, leads = result.stdout().splitlines()

@@ -44,16 +44,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     say = _stderr
     bisect.interrupt_on_sigterm()
     try:
-        state = bisect_state.prepare(
-            Path.cwd(),
-            own.good,
-            own.bad,
-            own.file,
-            home,
-            pytest_args,
-            file_from=own.file_from,
-            threshold=own.threshold,
+        asked = bisect_state.BisectRequest(
+            own.good, own.bad, own.file, file_from=own.file_from, threshold=own.threshold
         )
+        state = bisect_state.prepare(Path.cwd(), asked, home, pytest_args)
         say(
             f"bisect {state.name} ({state.file}): GOOD {state.good[:7]}, BAD {state.bad[:7]}; "
             f"state {state.state_path}"

@@ -118,20 +118,29 @@ class Bisection:
             ) from None
 
 
-def prepare(
-    repo: Path,
-    good: str,
-    bad: str,
-    file: str,
-    home: Path,
-    pytest_args: Sequence[str],
-    *,
-    file_from: str = "worktree",
-    threshold: float | None = None,
-) -> Bisection:
+@dataclass(frozen=True)
+class BisectRequest:
+    """What a bisection is asked: GOOD, BAD and FILE as given, where FILE's text comes from
+    (``worktree`` or each ``revision``'s own), and ``--threshold``'s rule, if any."""
+
+    good: str
+    bad: str
+    file: str
+    file_from: str = "worktree"
+    threshold: float | None = None
+
+
+def prepare(repo: Path, asked: BisectRequest, home: Path, pytest_args: Sequence[str]) -> Bisection:
     """Check the input and return the bisection's state: the recorded one when this GOOD, BAD,
     FILE (and its text, from the working tree), rule and pytest arguments were bisected before
     on this data home (resumed), else a new one. Raises :class:`BisectError` naming the fix."""
+    good, bad, file, file_from, threshold = (
+        asked.good,
+        asked.bad,
+        asked.file,
+        asked.file_from,
+        asked.threshold,
+    )
     top = _toplevel(repo)
     good_sha, bad_sha = _commit(top, good, "GOOD"), _commit(top, bad, "BAD")
     if good_sha == bad_sha:

@@ -10,17 +10,19 @@ environment, its GPUs and their cost, its memory ceiling, and how it failed.
 from __future__ import annotations
 
 import errno
+import functools
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.config.models import Stage
 from pytest_benchmark_agent.engine.cache import PrepCache
+from pytest_benchmark_agent.engine.invocation import DEFAULT_PROGRESS_S, StageInvocation
 from pytest_benchmark_agent.engine.isolation import Containment, HostIsolation
 from pytest_benchmark_agent.engine.revisions import CHECKOUT_ENV
-from pytest_benchmark_agent.engine.stages import DEFAULT_PROGRESS_S, StageRun
+from pytest_benchmark_agent.engine.stages import StageRun
 from pytest_benchmark_agent.errors import StageFailed
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import (
@@ -87,6 +89,39 @@ class StageContext:
             )
 
         return progress
+
+    def invocation(
+        self, stage: str, command: str, cwd: Path, env: Mapping[str, str], log_dir: Path
+    ) -> StageInvocation:
+        """``command`` as a stage of this session: in its memory cgroup and containment, its
+        progress at the session's pace. A prep, a measure stage and an untimed stage all start
+        from it."""
+        return StageInvocation(
+            stage,
+            command,
+            cwd=cwd,
+            env=env,
+            log_dir=log_dir,
+            cgroup=self.cgroup,
+            progress_every_s=self.progress_every_s,
+            containment=self.containment,
+        )
+
+
+def guarded(
+    run: BenchRun, ctx: StageContext, call: StageInvocation, stage: Stage, shown_as: str
+) -> StageInvocation:
+    """``call`` as a prep's or measure stage's: its GPUs pinned (:func:`pin_gpus`, which raises
+    GpuUnavailable), its memory and VRAM ceilings, its output echoed as ``shown_as``."""
+    devices, env, vram_mb = pin_gpus(run, stage, dict(call.env))
+    return replace(
+        call,
+        env=env,
+        gpus=devices,
+        vram_ceiling_mb=vram_mb,
+        mem_ceiling_mb=ceiling(run, stage),
+        echo=ctx.echo and functools.partial(ctx.echo, shown_as),
+    )
 
 
 def ceiling(run: BenchRun, stage: Stage) -> float | None:

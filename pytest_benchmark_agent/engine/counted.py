@@ -33,12 +33,13 @@ from pytest_benchmark_agent.engine.execute import Progress, TrialNotPassed, run_
 from pytest_benchmark_agent.engine.plan import TrialSpec
 from pytest_benchmark_agent.engine.preps import PrepOutcome
 from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.schema import TrialRecord
 
 if TYPE_CHECKING:
     from pytest_benchmark_agent.engine.collect import BenchItem
 
 #: A measured trial's outcome: returns its record, or raises what ``run_trial`` raised.
-Outcome = Callable[[], dict[str, Any]]
+Outcome = Callable[[], TrialRecord]
 
 
 def cpus() -> int:
@@ -79,7 +80,7 @@ class CountedBatches:
         self._done: dict[str, Outcome] = {}  # item node id -> its measured outcome
         self._blocks: dict[tuple[str, int], list[BenchItem]] | None = None
 
-    def trial(self, item: BenchItem, preps: list[PrepOutcome]) -> dict[str, Any]:
+    def trial(self, item: BenchItem, preps: list[PrepOutcome]) -> TrialRecord:
         """``item``'s trial record (raising as ``run_trial`` does): measured already in its
         block's batch, measured now with the rest of its block, or measured alone."""
         outcome = self._done.pop(item.nodeid, None)
@@ -110,7 +111,7 @@ class CountedBatches:
 
     def _run_batch(
         self, item: BenchItem, preps: list[PrepOutcome], batch: list[BenchItem]
-    ) -> dict[str, Any]:
+    ) -> TrialRecord:
         """Measure ``batch`` at once; keep the others' outcomes, return ``item``'s."""
         run, ctx = item.run, self._ctx
         jobs = [(item, preps)]
@@ -118,7 +119,7 @@ class CountedBatches:
         seen: dict[str, tuple[float, float]] = {}
         cancel = threading.Event()
         own = ctx.announce(run, item.spec.stage.name, run.trial_id(item.spec))
-        futures: dict[str, Future[dict[str, Any]]] = {}
+        futures: dict[str, Future[TrialRecord]] = {}
         with (
             ctx.isolation.stage("measure"),
             ThreadPoolExecutor(
@@ -142,7 +143,7 @@ class CountedBatches:
             self._done[member.nodeid] = _interrupt if future.cancelled() else future.result
         return futures[item.nodeid].result()
 
-    def _replay(self, item: BenchItem, outcome: Outcome) -> dict[str, Any]:
+    def _replay(self, item: BenchItem, outcome: Outcome) -> TrialRecord:
         """Publish the stage's start of a trial measured in its block's batch (as it would have
         been, had it run now), then return its record or raise what stopped it."""
         try:
@@ -153,10 +154,10 @@ class CountedBatches:
         self._started(item, record)
         return record
 
-    def _started(self, item: BenchItem, record: dict[str, Any] | None) -> None:
-        if record is not None and record.get("started"):  # its stage ran
+    def _started(self, item: BenchItem, record: TrialRecord | None) -> None:
+        if record is not None and record.started:  # its stage ran
             self._ctx.hook.pytest_bench_stage_started(
-                run=item.run.record(), stage=item.spec.stage.name, trial_id=record["id"]
+                run=item.run.record(), stage=item.spec.stage.name, trial_id=record.id
             )
 
 
@@ -206,6 +207,6 @@ def _reporter(key: str, seen: dict[str, tuple[float, float]], cancel: threading.
     return progress
 
 
-def _interrupt() -> dict[str, Any]:
+def _interrupt() -> TrialRecord:
     """The outcome of a batch trial that never started: the session was interrupted."""
     raise KeyboardInterrupt

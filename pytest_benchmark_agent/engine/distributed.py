@@ -255,7 +255,7 @@ class DistributedController:
     def pytest_sessionfinish(self, session: pytest.Session):
         """Before the session finishes the runs: trials in execution order, hosts named."""
         for run in self.runs.values():
-            run.trials.sort(key=lambda t: t.get("started") or t.get("ended") or "")
+            run.trials.sort(key=lambda t: t.started or t.ended or "")
             hosts = {host: fp for host, fp in self._workers.get(run.run_id, {}).values()}
             if len(hosts) > 1:
                 run.fingerprint = {**run.fingerprint, "hosts": hosts}
@@ -280,7 +280,7 @@ class DistributedController:
             self._warmed(run, {**warmup, "worker": worker, "host": host})
         for trial in part["trials"]:
             if isinstance(trial, dict) and isinstance(trial.get("id"), str):
-                self._record(run, trial)
+                self._record(run, TrialRecord.from_dict(trial))
             else:  # a worker of another version, most likely: said, not guessed at
                 caveat = f"worker {worker} (host {host}) sent a trial record without an id"
                 run.caveats += [caveat] if caveat not in run.caveats else []
@@ -302,13 +302,13 @@ class DistributedController:
         except OSError as exc:
             self.bench._write_failed(run, exc)
 
-    def _record(self, run: BenchRun, trial: dict[str, Any]) -> None:
-        key = (trial["id"], trial.get("started"))
+    def _record(self, run: BenchRun, trial: TrialRecord) -> None:
+        key = (trial.id, trial.started)
         seen = self._recorded.setdefault(run.run_id, set())
         if key in seen:
             return
         seen.add(key)
-        self._ids.setdefault(run.run_id, set()).add(trial["id"])
+        self._ids.setdefault(run.run_id, set()).add(trial.id)
         run.trials.append(trial)
         try:
             published = run.record()
@@ -331,9 +331,7 @@ class DistributedController:
             return
         if run.started is None:
             self._start(run, None, {})
-        trial = run.blank_trial(spec, "interrupted", why)
-        trial["ended"] = utc_now()
-        self._record(run, trial)
+        self._record(run, run.blank_trial(spec, "interrupted", why, utc_now()))
         caveat = f"{why}; its other trials are kept"
         run.caveats += [caveat] if caveat not in run.caveats else []
 

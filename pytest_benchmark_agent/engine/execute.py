@@ -14,6 +14,7 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,13 @@ from pytest_benchmark_agent.config.stage import Stage
 from pytest_benchmark_agent.engine import untimed
 from pytest_benchmark_agent.engine.context import (
     StageContext,
-    ceiling,
     check_exit,
     gpu_spend,
+    guarded,
     merged,
-    pin_gpus,
     stage_env,
 )
+from pytest_benchmark_agent.engine.invocation import StageInvocation
 from pytest_benchmark_agent.engine.isolation import host_id
 from pytest_benchmark_agent.engine.metrics import (
     Value,
@@ -44,11 +45,13 @@ from pytest_benchmark_agent.engine.plan import TrialSpec
 from pytest_benchmark_agent.engine.preps import PrepOutcome
 from pytest_benchmark_agent.engine.revisions import foreign_code
 from pytest_benchmark_agent.engine.stages import StageRun, run_stage
+from pytest_benchmark_agent.engine.trial import TrialBuilder
 from pytest_benchmark_agent.errors import MetricError, StageFailed
 from pytest_benchmark_agent.guards.gpu import (
     GpuUnavailable,
 )
 from pytest_benchmark_agent.records.run import BenchRun
+from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.util import redact
 from pytest_benchmark_agent.util.fsutil import utc_now
 from pytest_benchmark_agent.util.placeholders import names_in, render
@@ -65,7 +68,7 @@ def run_trial(
     spec: TrialSpec,
     preps: list[PrepOutcome],
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> TrialRecord:
     """Run the measure stage of one trial and return its record (not yet published).
 
     ``progress`` marks a trial of a counted batch (:mod:`.counted`): the batch holds the host
@@ -75,9 +78,8 @@ def run_trial(
     the trial did not pass, so pytest shows it as a failure with the stage's reason, and a
     KeyboardInterrupt carrying the record (:func:`interrupted_record`) when it was cut short.
     """
-    record = run.blank_trial(spec, "passed")
-    record["host"] = host_id()
-    _check_preps(record, preps)
+    trial = TrialBuilder(run.blank_trial(spec, "passed"), host=host_id())
+    _check_preps(trial, preps)
     folder = run.trial_dir(spec)
     scratch = folder / "out"
     uses_out = _uses_out(
@@ -92,24 +94,22 @@ def run_trial(
         "out": scratch,
         **artifacts,
     }
-    command = render(spec.stage.cmd or "", values)
-    record.update(command=command, logs=str(folder))
-    limit = functools.partial(_trial_timeout, ctx, run, spec.stage)
+    trial.command, trial.logs = render(spec.stage.cmd or "", values), str(folder)
     if uses_out:  # else nothing is made unless output comes
-        _trial_write(ctx, spec, record, lambda: scratch.mkdir(parents=True, exist_ok=True))
-    result, by_budget = _measure(run, ctx, spec, record, values, checkout, limit, progress)
-    _take_metrics(run, ctx, spec, record, result, values, by_budget)
-    effective = {
+        _trial_write(ctx, spec, trial, lambda: scratch.mkdir(parents=True, exist_ok=True))
+    env = stage_env(ctx, spec.stage.env, values, checkout)
+    call = ctx.invocation(spec.stage.name, trial.command, spec.cwd, env, folder)
+    result, by_budget = _measure(run, ctx, spec, trial, values, call, progress)
+    _take_metrics(run, ctx, spec, trial, result, values, by_budget)
+    trial.effective = {
         **upstream_effective,
         **parse_effective(result.stdout_lines(), scratch if uses_out else None),
     }
-    if effective:
-        record["effective"] = effective
-    _check_code_from(run, ctx, spec, record, result.stdout_lines())
-    mismatches = effective_mismatches(spec.params, effective)
+    _check_code_from(run, ctx, spec, trial, result.stdout_lines())
+    mismatches = effective_mismatches(spec.params, trial.effective)
     if mismatches:
         raise _not_passed(
-            record,
+            trial,
             StageFailed(
                 spec.stage.name,
                 "is not comparable",
@@ -117,10 +117,10 @@ def run_trial(
                 detail="effective params differ from declared: " + "; ".join(mismatches),
             ),
         )
-    return record
+    return trial.freeze()
 
 
-def _check_preps(record: dict[str, Any], preps: list[PrepOutcome]) -> None:
+def _check_preps(trial: TrialBuilder, preps: list[PrepOutcome]) -> None:
     """A trial whose prep failed does not run: it fails with the prep's reason (its output
     shown in full under the first such trial only)."""
     failed = next((p for p in preps if p.error), None)
@@ -128,15 +128,15 @@ def _check_preps(record: dict[str, Any], preps: list[PrepOutcome]) -> None:
         return
     detail = failed.error or ""
     if failed.shown_in is None:
-        failed.shown_in = record["id"]
+        failed.shown_in = trial.id
     else:  # its output once, not once per trial
         first = detail.splitlines()[0] if detail else ""
         detail = f"{first} (its output is shown once, under {failed.shown_in})"
-    raise _not_passed(record, StageFailed(failed.node.stage.name, "(a prep) failed", detail=detail))
+    raise _not_passed(trial, StageFailed(failed.node.stage.name, "(a prep) failed", detail=detail))
 
 
 def _trial_write(
-    ctx: StageContext, spec: TrialSpec, record: dict[str, Any], write: Callable[[], Any]
+    ctx: StageContext, spec: TrialSpec, trial: TrialBuilder, write: Callable[[], Any]
 ) -> Any:
     """``write()``; an OSError fails the trial, naming what could not be written."""
     try:
@@ -144,7 +144,7 @@ def _trial_write(
     except OSError as exc:  # its folder, logs or heartbeat could not be written
         reason = ctx.write_failed("the trial could not write its records", exc)
         raise _not_passed(
-            record, StageFailed(spec.stage.name, "could not run", detail=reason)
+            trial, StageFailed(spec.stage.name, "could not run", detail=reason)
         ) from None
 
 
@@ -152,39 +152,24 @@ def _measure(
     run: BenchRun,
     ctx: StageContext,
     spec: TrialSpec,
-    record: dict[str, Any],
+    trial: TrialBuilder,
     values: dict[str, Any],
-    checkout: Path,
-    limit: untimed.Limit,
+    call: StageInvocation,
     progress: Progress | None = None,
 ) -> tuple[StageRun, bool]:
-    """The trial's warm-up rounds, setup and measure stage, alone on the host (but for its
-    counted batch: ``progress``) with its GPUs pinned, and whether the measure stage's timeout
-    was the budget's; a failed setup or GPU request fails the trial, a budget spent before the
-    measure stage or Ctrl-C interrupts it."""
-    command, folder = record["command"], Path(record["logs"])
+    """The trial's warm-up rounds, setup and measure stage ``call``, alone on the host (but for
+    its counted batch: ``progress``) with its GPUs pinned, and whether the measure stage's
+    timeout was the budget's; a failed setup or GPU request fails the trial, a budget spent
+    before the measure stage or Ctrl-C interrupts it."""
+    limit = functools.partial(_trial_timeout, ctx, run, spec.stage)
     try:
-        devices, env, vram_mb = pin_gpus(
-            run, spec.stage, stage_env(ctx, spec.stage.env, values, checkout)
-        )
+        call = guarded(run, ctx, call, spec.stage, trial.id)
     except GpuUnavailable as exc:
         raise _not_passed(
-            record, StageFailed(spec.stage.name, "could not get its GPUs", detail=str(exc))
+            trial, StageFailed(spec.stage.name, "could not get its GPUs", detail=str(exc))
         ) from None
-    stage = functools.partial(
-        run_stage,
-        spec.stage.name,
-        command,
-        cwd=spec.cwd,
-        env=env,
-        log_dir=folder,
-        cgroup=ctx.cgroup,
-        mem_ceiling_mb=ceiling(run, spec.stage),
-        progress_every_s=ctx.progress_every_s,
-        echo=ctx.echo and functools.partial(ctx.echo, record["id"]),
-        gpus=devices,
-        vram_ceiling_mb=vram_mb,
-        containment=ctx.containment,
+    call = replace(
+        call,
         counters=spec.stage.counters,
         block=spec.replicate,
         hash_seed_base=run.hash_seed_base,
@@ -193,44 +178,44 @@ def _measure(
     def measured() -> tuple[StageRun, bool]:
         batch = progress is not None  # the batch holds the host lock and publishes the start
         with contextlib.nullcontext() if batch else ctx.isolation.stage("measure"):
-            timeout_s, budget = untimed.before_measure(run, ctx, spec, record, values, env, limit)
-            shown = progress or ctx.announce(run, spec.stage.name, record["id"])
-            return stage(timeout_s=timeout_s, progress=shown), budget
+            timeout_s, budget = untimed.before_measure(run, ctx, spec, trial, values, call, limit)
+            shown = progress or ctx.announce(run, spec.stage.name, trial.id)
+            return run_stage(replace(call, timeout_s=timeout_s, progress=shown)), budget
 
     try:
-        return _trial_write(ctx, spec, record, measured)
+        return _trial_write(ctx, spec, trial, measured)
     except KeyboardInterrupt:
-        record.update(status="interrupted", reason=INTERRUPTED, ended=utc_now())
-        raise _Interrupted(record) from None
+        trial.end("interrupted", INTERRUPTED, utc_now())
+        raise _Interrupted(trial.freeze()) from None
     except StageFailed as exc:  # its setup: failed
-        raise _not_passed(record, exc) from None
+        raise _not_passed(trial, exc) from None
     except untimed.BudgetSpent as exc:
-        raise _budget_stopped(record, str(exc)) from None
+        raise _budget_stopped(trial, str(exc)) from None
 
 
 def _take_metrics(
     run: BenchRun,
     ctx: StageContext,
     spec: TrialSpec,
-    record: dict[str, Any],
+    trial: TrialBuilder,
     result: StageRun,
     values: dict[str, Any],
     by_budget: bool,
 ) -> None:
-    """Put the stage's outcome and metrics on the record: the built-ins (less those a counting
-    backend distorted), its counts and its reported metrics; a failed exit or bad metrics fail
-    the trial, a trial the budget cut short is interrupted."""
-    record.update(result.as_record())
-    record.update(gpu_spend(run, result))
-    record["metrics"] = {name: record[name] for name in BUILTIN_METRICS}
-    for name in result.distorted:  # measured under a counting backend: no verdict uses it
-        del record["metrics"][name]
+    """Put the stage's outcome and metrics on the trial: the built-ins (less those a counting
+    backend distorted: no verdict uses them), its counts and its reported metrics; a failed
+    exit or bad metrics fail the trial, a trial the budget cut short is interrupted."""
+    trial.result, trial.spend = result, gpu_spend(run, result)
+    measured = result.as_record()
+    trial.metrics = {
+        name: measured[name] for name in BUILTIN_METRICS if name not in result.distorted
+    }
     if by_budget and result.timed_out:
-        raise _budget_stopped(record, "(the trial was cut short)")
+        raise _budget_stopped(trial, "(the trial was cut short)")
     try:
         check_exit(result, ctx)
-        record["metrics"].update(result.counts_or_error())
-        record["metrics"].update(
+        trial.metrics.update(result.counts_or_error())
+        trial.metrics.update(
             _read_metrics(spec, result, values, exact_metrics(run.plan.config.metrics), run.home)
         )
     except (StageFailed, MetricError) as exc:
@@ -239,11 +224,11 @@ def _take_metrics(
             if isinstance(exc, StageFailed)
             else StageFailed(spec.stage.name, "reported bad metrics", detail=str(exc))
         )
-        raise _not_passed(record, cause) from None
+        raise _not_passed(trial, cause) from None
 
 
 def _check_code_from(
-    run: BenchRun, ctx: StageContext, spec: TrialSpec, record: dict[str, Any], stdout: Any
+    run: BenchRun, ctx: StageContext, spec: TrialSpec, trial: TrialBuilder, stdout: Any
 ) -> None:
     """Record where the stage said it imported the code under test from (``BENCH_CODE_FROM``);
     under ``--bench-against`` a trial that imported the other revision's code is not
@@ -251,12 +236,12 @@ def _check_code_from(
     paths = parse_code_from(stdout)
     if not paths:
         return
-    record["code_from"] = paths
+    trial.code_from = list(paths)
     revisions = run.plan.revisions
     foreign = revisions and foreign_code(paths, spec.checkout, revisions, ctx.cache.root)
     if foreign:
         raise _not_passed(
-            record,
+            trial,
             StageFailed(
                 spec.stage.name,
                 "is not comparable",
@@ -272,7 +257,7 @@ class TrialNotPassed(Exception):
     """Carries a finished trial's record out of the item so it is published, then shown (a
     failure, or a skip for a trial the wall-clock budget cut short)."""
 
-    def __init__(self, record: dict[str, Any], cause: BaseException):
+    def __init__(self, record: TrialRecord, cause: BaseException):
         self.record = record
         self.cause = cause
         super().__init__(str(cause))
@@ -281,25 +266,27 @@ class TrialNotPassed(Exception):
 class _Interrupted(KeyboardInterrupt):
     """A KeyboardInterrupt that still carries the record of the trial it cut short."""
 
-    def __init__(self, record: dict[str, Any]):
+    def __init__(self, record: TrialRecord):
         super().__init__()
         self.record = record
 
 
-def interrupted_record(exc: BaseException) -> dict[str, Any] | None:
+def interrupted_record(exc: BaseException) -> TrialRecord | None:
     return exc.record if isinstance(exc, _Interrupted) else None
 
 
-def _budget_stopped(record: dict[str, Any], when: str) -> TrialNotPassed:
+def _budget_stopped(trial: TrialBuilder, when: str) -> TrialNotPassed:
     """The trial ``budget.wall_clock_s`` stopped (``when``: before or during which part):
     interrupted by the budget, shown as a skip."""
-    record.update(status="interrupted", reason=f"{untimed.BUDGET_STOP} {when}", ended=utc_now())
-    return TrialNotPassed(record, pytest.skip.Exception(record["reason"]))
+    reason = f"{untimed.BUDGET_STOP} {when}"
+    trial.end("interrupted", reason, utc_now())
+    return TrialNotPassed(trial.freeze(), pytest.skip.Exception(reason))
 
 
-def _not_passed(record: dict[str, Any], exc: StageFailed) -> TrialNotPassed:
-    record.update(status=exc.status, reason=redact.stage_text(str(exc)))
-    return TrialNotPassed(record, exc)
+def _not_passed(trial: TrialBuilder, exc: StageFailed) -> TrialNotPassed:
+    """The trial failed (or is not comparable) for ``exc``: its record, frozen, carried out."""
+    trial.end(exc.status, redact.stage_text(str(exc)))
+    return TrialNotPassed(trial.freeze(), exc)
 
 
 @functools.lru_cache(maxsize=256)

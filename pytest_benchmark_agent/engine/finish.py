@@ -44,7 +44,7 @@ def finish(
     sequential = sequential_outcome(run.record())
     run.decided = run.decided or (sequential.decided if sequential else None)
     why = why or run.stop_reason or run.decided or "the session ended before it ran"
-    done = {t["id"] for t in run.trials}
+    done = {t.id for t in run.trials}
     for spec in run.planned:
         trial_id = run.trial_id(spec)
         if trial_id in done:
@@ -54,7 +54,7 @@ def finish(
         else:
             run.trials.append(run.blank_trial(spec, "not_run", why))
     cut_short = interrupted or any(
-        t["status"] == "interrupted" and not str(t.get("reason", "")).startswith(BUDGET_STOP)
+        t.status == "interrupted" and not str(t.reason or "").startswith(BUDGET_STOP)
         for t in run.trials
     )
     run.state = "interrupted" if cut_short else "halted" if run.stop_reason else "complete"

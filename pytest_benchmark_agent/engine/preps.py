@@ -8,21 +8,19 @@ locked builds another one meanwhile, so preps build in parallel.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.engine.context import (
     StageContext,
-    ceiling,
     check_exit,
     gpu_spend,
+    guarded,
     merged,
-    pin_gpus,
     stage_env,
 )
 from pytest_benchmark_agent.engine.metrics import (
@@ -191,23 +189,14 @@ def _run_prep(
     run: BenchRun, ctx: StageContext, node: PrepNode, command: str, env: dict[str, str]
 ) -> StageRun:
     """The prep's stage, alone on the host as the isolation policy says, its GPUs pinned."""
-    devices, env, vram_mb = pin_gpus(run, node.stage, env)
+    name = node.stage.name
+    log_dir = run.dir / "preps" / f"{name}-{node.signature[:12]}"
+    call = guarded(
+        run, ctx, ctx.invocation(name, command, node.cwd, env, log_dir), node.stage, f"prep {name}"
+    )
     with ctx.isolation.stage("prep"):
         return run_stage(
-            node.stage.name,
-            command,
-            cwd=node.cwd,
-            env=env,
-            log_dir=run.dir / "preps" / f"{node.stage.name}-{node.signature[:12]}",
-            timeout_s=node.stage.timeout_s,
-            cgroup=ctx.cgroup,
-            mem_ceiling_mb=ceiling(run, node.stage),
-            progress=ctx.announce(run, node.stage.name, None),
-            progress_every_s=ctx.progress_every_s,
-            echo=ctx.echo and functools.partial(ctx.echo, f"prep {node.stage.name}"),
-            gpus=devices,
-            vram_ceiling_mb=vram_mb,
-            containment=ctx.containment,
+            replace(call, timeout_s=node.stage.timeout_s, progress=ctx.announce(run, name, None))
         )
 
 

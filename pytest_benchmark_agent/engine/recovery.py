@@ -92,7 +92,7 @@ def finalize(run_dir: Path, by: str, hook: Any = None) -> None:
     )
     planned = {trial.id for trial in previous.planned}
     run.planned = [spec for spec in run.plan.trials if run.trial_id(spec) in planned]
-    run.trials = [thaw(t) for t in previous.trials if t.status != "not_run"]
+    run.trials = [t for t in previous.trials if t.status != "not_run"]
     run.preps = thaw(previous.preps)
     run.caveats = list(previous.caveats)
     run.fingerprint = thaw(previous.fingerprint)

@@ -35,12 +35,12 @@ from pytest_benchmark_agent.engine.context import StageContext
 from pytest_benchmark_agent.engine.counted import CountedBatches
 from pytest_benchmark_agent.engine.counters import fingerprint_label
 from pytest_benchmark_agent.engine.finish import finish, take_caveats
+from pytest_benchmark_agent.engine.invocation import DEFAULT_PROGRESS_S
 from pytest_benchmark_agent.engine.isolation import HostIsolation
 from pytest_benchmark_agent.engine.plan import BenchPlan
 from pytest_benchmark_agent.engine.preflight import check_gpu_budget, check_resources, gate_one
 from pytest_benchmark_agent.engine.protocol import TrialProtocol
 from pytest_benchmark_agent.engine.revisions import Revisions
-from pytest_benchmark_agent.engine.stages import DEFAULT_PROGRESS_S
 from pytest_benchmark_agent.errors import ConfigError
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import nvml_unavailable_reason
@@ -401,13 +401,12 @@ class BenchSession:
         ):
             # A fixture or the engine itself broke before the trial could run: still a record.
             record = item.run.blank_trial(
-                item.spec, "failed", f"setup failed: {call.excinfo.exconly()}"
+                item.spec, "failed", f"setup failed: {call.excinfo.exconly()}", utc_now()
             )
-            record["ended"] = utc_now()
             self.finish_trial(item.run, record)
         return report
 
-    def finish_trial(self, run: BenchRun, record: dict[str, Any]) -> None:
+    def finish_trial(self, run: BenchRun, record: TrialRecord) -> None:
         """Publish a finished trial, then check the run's budget and sequential looks."""
         run.trials.append(record)
         try:
@@ -536,10 +535,9 @@ class BenchSession:
 def _seen_by_worker(run: BenchRun) -> tuple[TrialRecord, ...]:
     """The trials an xdist worker can see: its own, and with a shared data directory every
     trial the controller journalled (machines that share nothing see only their own)."""
-    journal = read_journal(run.dir)
-    known = {(t["id"], t.get("started")) for t in journal}
-    seen = journal + [t for t in run.trials if (t["id"], t.get("started")) not in known]
-    return tuple(TrialRecord.from_dict(t) for t in seen)
+    journal = tuple(TrialRecord.from_dict(t) for t in read_journal(run.dir))
+    known = {(t.id, t.started) for t in journal}
+    return journal + tuple(t for t in run.trials if (t.id, t.started) not in known)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

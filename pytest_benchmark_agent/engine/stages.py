@@ -33,17 +33,17 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.engine.counters import Counting, counting
-from pytest_benchmark_agent.engine.isolation import Containment, StageScope
+from pytest_benchmark_agent.engine.invocation import StageInvocation
+from pytest_benchmark_agent.engine.isolation import StageScope
 from pytest_benchmark_agent.engine.metrics import quoted
 from pytest_benchmark_agent.engine.stage_output import StageOutput
 from pytest_benchmark_agent.errors import MetricError
-from pytest_benchmark_agent.guards.cgroup import CgroupMemory
 from pytest_benchmark_agent.guards.gpu import VramGuard, VramReport, process_tree
 from pytest_benchmark_agent.guards.memory import GuardReport, MemoryGuard
 from pytest_benchmark_agent.util.fsutil import utc_now
@@ -55,8 +55,6 @@ _JOIN = 'if [ -n "$2" ]; then echo $$ > "$2" || exit 125; fi; '
 #: Seconds a stopped stage gets between SIGTERM and SIGKILL.
 STOP_GRACE_S = 2.0
 STDERR_TAIL_LINES = 20
-#: How often a running stage's progress callback is called (the live line, the heartbeat).
-DEFAULT_PROGRESS_S = 1.0
 #: A stage still running after this many seconds writes its output to its files as it comes.
 LIVE_AFTER_S = 1.0
 _READ_BYTES = 1 << 16
@@ -152,27 +150,9 @@ class StageRun:
         }
 
 
-def run_stage(
-    stage: str,
-    command: str,
-    *,
-    cwd: Path,
-    env: Mapping[str, str],
-    log_dir: Path,
-    timeout_s: float | None = None,
-    mem_ceiling_mb: float | None = None,
-    cgroup: CgroupMemory | None = None,
-    progress: Callable[[float, float], None] | None = None,
-    progress_every_s: float = DEFAULT_PROGRESS_S,
-    echo: Callable[[str, bytes], None] | None = None,
-    gpus: Sequence[int] = (),
-    vram_ceiling_mb: float = 0,
-    containment: Containment | None = None,
-    counters: Sequence[str] = (),
-    block: int = 0,
-    hash_seed_base: int = 0,
-) -> StageRun:
-    """Run ``command`` to completion (or its timeout, or a guard kill) and report how it went.
+def run_stage(call: StageInvocation) -> StageRun:
+    """Run ``call``'s command to completion (or its timeout, or a guard kill) and report
+    how it went.
 
     The memory guard watches the stage's tree against ``mem_ceiling_mb`` and the enclosing
     ``cgroup`` (the one this process runs in, so the stage starts there too) against its limit;
@@ -186,16 +166,17 @@ def run_stage(
     runs under (:mod:`.counters`), read once the stage exited cleanly; Python's hash seed is
     then the ``block``'s in the run's ``hash_seed_base`` unless ``env`` sets it.
     """
-    count = counting(counters, log_dir)
-    if count:
-        env = count.environment(env, block, hash_seed_base)
-    scope = containment.stage() if containment is not None else StageScope("process-group", "")
-    launched = _launch(command, cwd, env, log_dir, echo, count, scope)
-    guard = MemoryGuard(launched.pid, mem_ceiling_mb, stage, scope.cgroup or cgroup)
-    ended = _watch(
-        launched, guard, stage, gpus, vram_ceiling_mb, timeout_s, progress, progress_every_s
+    count = counting(call.counters, call.log_dir)
+    env = count.environment(call.env, call.block, call.hash_seed_base) if count else call.env
+    scope = (
+        call.containment.stage()
+        if call.containment is not None
+        else StageScope("process-group", "")
     )
-    return _stage_run(stage, command, cwd, gpus, launched, ended)
+    launched = _launch(call, env, count, scope)
+    guard = MemoryGuard(launched.pid, call.mem_ceiling_mb, call.stage, scope.cgroup or call.cgroup)
+    ended = _watch(launched, guard, call)
+    return _stage_run(call, launched, ended)
 
 
 @dataclass(frozen=True)
@@ -228,24 +209,19 @@ class _Ended:
 
 
 def _launch(
-    command: str,
-    cwd: Path,
-    env: Mapping[str, str],
-    log_dir: Path,
-    echo: Callable[[str, bytes], None] | None,
-    count: Counting | None,
-    scope: StageScope,
+    call: StageInvocation, env: Mapping[str, str], count: Counting | None, scope: StageScope
 ) -> _Launched:
-    """Start the stage's shell under its counting backend and inside ``scope`` (ended again
-    when the start fails), its output captured under ``log_dir``."""
-    out = StageOutput(log_dir / "stdout.txt", echo=echo)
-    err = StageOutput(log_dir / "stderr.txt", echo=echo)
+    """Start the stage's shell with ``env`` under its counting backend and inside ``scope``
+    (ended again when the start fails), its output captured under its log folder."""
+    out = StageOutput(call.log_dir / "stdout.txt", echo=call.echo)
+    err = StageOutput(call.log_dir / "stderr.txt", echo=call.echo)
+    command = call.command
     if scope.env:
         env = {**env, **scope.env}
     started, t0 = utc_now(), time.perf_counter()
     try:
         pid, stdout_fd, stderr_fd = _spawn(
-            count.command(command) if count else command, cwd, env, scope.join
+            count.command(command) if count else command, call.cwd, env, scope.join
         )
     except BaseException:
         scope.end()
@@ -254,17 +230,8 @@ def _launch(
     return _Launched(pid, pipes, out, err, scope, count, env, started, t0)
 
 
-def _watch(
-    launched: _Launched,
-    guard: MemoryGuard,
-    stage: str,
-    gpus: Sequence[int],
-    vram_ceiling_mb: float,
-    timeout_s: float | None,
-    progress: Callable[[float, float], None] | None,
-    progress_every_s: float,
-) -> _Ended:
-    """Wait for the stage under its memory guard (and VRAM guard on ``gpus``), its timeout and
+def _watch(launched: _Launched, guard: MemoryGuard, call: StageInvocation) -> _Ended:
+    """Wait for the stage under its memory guard (and VRAM guard on its GPUs), its timeout and
     progress; whatever happens, nothing it started outlives it and its output is drained."""
     pid = launched.pid
     vram = None
@@ -273,16 +240,18 @@ def _watch(
         vram = (
             VramGuard(
                 process_tree(pid),
-                gpus,
-                vram_ceiling_mb,
-                stage,
+                call.gpus,
+                call.vram_ceiling_mb,
+                call.stage,
                 on_breach=lambda: _kill_leftovers(pid),
             ).start()
-            if gpus
+            if call.gpus
             else None
         )
         waiter = _Waiter(pid, launched.pipes)
-        timed_out = waiter.wait(guard, launched.t0, timeout_s, progress, progress_every_s)
+        timed_out = waiter.wait(
+            guard, launched.t0, call.timeout_s, call.progress, call.progress_every_s
+        )
         wall = time.perf_counter() - launched.t0
         _, status, usage = _wait4(pid)
     except BaseException:
@@ -299,9 +268,7 @@ def _watch(
     return _Ended(timed_out, wall, status, usage, report, vram_report)
 
 
-def _stage_run(
-    stage: str, command: str, cwd: Path, gpus: Sequence[int], launched: _Launched, ended: _Ended
-) -> StageRun:
+def _stage_run(call: StageInvocation, launched: _Launched, ended: _Ended) -> StageRun:
     """The record of a finished stage: its times, usage, guard events and counts."""
     report, vram_report, count = ended.memory, ended.vram, launched.count
     events = [report.event.as_record()] if report.event else []
@@ -309,9 +276,9 @@ def _stage_run(
         events.append(vram_report.event)
     counts, count_error = _counted(count, ended.status, ended.timed_out or bool(events))
     return StageRun(
-        stage=stage,
-        command=command,
-        cwd=str(cwd),
+        stage=call.stage,
+        command=call.command,
+        cwd=str(call.cwd),
         exit_code=os.waitstatus_to_exitcode(ended.status),
         wall_s=ended.wall_s,
         cpu_s=ended.usage.ru_utime + ended.usage.ru_stime,
@@ -325,7 +292,7 @@ def _stage_run(
         timed_out=ended.timed_out,
         guard_events=events,
         guard_samples=report.n_samples,
-        gpus=list(gpus),
+        gpus=list(call.gpus),
         peak_vram_mb=vram_report.peak_vram_mb if vram_report else None,
         containment=launched.scope.kind,
         counts=counts,

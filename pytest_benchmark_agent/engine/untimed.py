@@ -17,11 +17,14 @@ stage it stops does.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_benchmark_agent.engine.invocation import StageInvocation
 from pytest_benchmark_agent.engine.plan import TrialSpec
 from pytest_benchmark_agent.engine.stages import StageRun, run_stage
+from pytest_benchmark_agent.engine.trial import TrialBuilder
 from pytest_benchmark_agent.errors import StageFailed
 from pytest_benchmark_agent.records.frozen import freeze
 from pytest_benchmark_agent.util.fsutil import utc_now
@@ -50,46 +53,31 @@ def spent(limit: Limit) -> bool:
     return by_budget and timeout_s is not None and timeout_s <= SPENT_S
 
 
-def _untimed_stage(
-    ctx: StageContext,
-    spec: TrialSpec,
-    name: str,
-    command: str,
-    env: Mapping[str, str],
-    log_dir: Path,
-    timeout_s: float | None,
-) -> StageRun:
-    """``command`` as a stage of ``spec``'s, in its folder and the session's cgroup, its output
-    under ``log_dir``: what a setup and a warm-up round have in common (neither is a trial)."""
-    return run_stage(
-        name,
-        command,
-        cwd=spec.cwd,
-        env=env,
-        log_dir=log_dir,
-        timeout_s=timeout_s,
-        cgroup=ctx.cgroup,
-        containment=ctx.containment,
-    )
+def _untimed(
+    ctx: StageContext, call: StageInvocation, stage: str, command: str, log_dir: Path
+) -> StageInvocation:
+    """``command`` run as the stage ``stage`` of the trial whose measure stage is ``call``: in
+    its folder and environment (GPUs pinned), its output under ``log_dir``, but with none of
+    its guards' ceilings, counting, echo or progress: what a setup and a warm-up round have in
+    common (neither is a trial)."""
+    return ctx.invocation(stage, command, call.cwd, call.env, log_dir)
 
 
 def before_measure(
     run: BenchRun,
     ctx: StageContext,
     spec: TrialSpec,
-    record: dict[str, Any],
+    trial: TrialBuilder,
     values: Mapping[str, Any],
-    env: Mapping[str, str],
+    call: StageInvocation,
     limit: Limit,
 ) -> tuple[float | None, bool]:
-    """A trial's untimed part: its configuration's warm-up rounds, then its setup (recorded on
-    the trial's ``record``); returns the measure stage's timeout and whether it is the budget's.
-    Raises :class:`BudgetSpent` when the budget leaves no time for the measure stage."""
-    folder = Path(record["logs"])
-    warm_up(run, ctx, spec, record["id"], record["command"], values, env, folder, limit)
-    setup = run_setup(ctx, spec, values, env, folder / "setup", limit)
-    if setup is not None:
-        record["setup"] = setup
+    """A trial's untimed part before its measure stage ``call``: its configuration's warm-up
+    rounds, then its setup (recorded on ``trial``); returns the measure stage's
+    timeout and whether it is the budget's. Raises :class:`BudgetSpent` when the budget leaves
+    no time for the measure stage."""
+    warm_up(run, ctx, spec, trial.id, call, values, limit)
+    trial.setup = run_setup(ctx, spec, values, call, limit)
     if spent(limit):
         raise BudgetSpent("before its measure stage")
     return limit()
@@ -99,12 +87,12 @@ def run_setup(
     ctx: StageContext,
     spec: TrialSpec,
     values: Mapping[str, Any],
-    env: Mapping[str, str],
-    log_dir: Path,
+    call: StageInvocation,
     limit: Limit,
 ) -> dict[str, Any] | None:
-    """Run the stage's ``setup:`` (every substituted value quoted) and return its record
-    (command, exit code, wall and CPU time); None without one. A setup that fails raises
+    """Run the stage's ``setup:`` (every substituted value quoted) before ``call`` (a measure
+    stage or a warm-up round), its output under ``setup`` of ``call``'s folder, and return its
+    record (command, exit code, wall and CPU time); None without one. A setup that fails raises
     :class:`StageFailed` naming it, with its stderr; one the budget leaves no time for, or
     stops, :class:`BudgetSpent`."""
     template = spec.stage.setup
@@ -114,7 +102,8 @@ def run_setup(
         raise BudgetSpent("before its setup: command")
     command = render(template, values)
     timeout_s, by_budget = limit()
-    result = _untimed_stage(ctx, spec, f"{spec.stage.name} setup", command, env, log_dir, timeout_s)
+    setup = _untimed(ctx, call, f"{spec.stage.name} setup", command, call.log_dir / "setup")
+    result = run_stage(replace(setup, timeout_s=timeout_s))
     if by_budget and result.timed_out:
         raise BudgetSpent("during its setup: command")
     record = _timing(result)
@@ -133,13 +122,12 @@ def warm_up(
     ctx: StageContext,
     spec: TrialSpec,
     trial_id: str,
-    command: str,
+    call: StageInvocation,
     values: Mapping[str, Any],
-    env: Mapping[str, str],
-    folder: Path,
     limit: Limit,
 ) -> None:
-    """Run the configuration's untimed rounds once per process, before its first trial.
+    """Run the configuration's untimed rounds of the measure stage ``call`` once per process,
+    before its first trial.
 
     A round that fails is recorded as failed and the trial still runs: its own record says
     whether the command works; the warm-up only keeps the first sample from being cold. The
@@ -150,6 +138,7 @@ def warm_up(
     if rounds <= 0 or key in ctx.warmed:
         return
     ctx.warmed.add(key)
+    folder = call.log_dir
     for number in range(rounds):
         if spent(limit):
             return
@@ -161,9 +150,10 @@ def warm_up(
             "stage": spec.stage.name,
             "seed": spec.seed,
             "round": number,
-            "command": command,
+            "command": call.command,
         }
-        going_on = _round(ctx, spec, command, values, env, round_dir, limit, record)
+        round_call = _untimed(ctx, call, spec.stage.name, call.command, round_dir)
+        going_on = _round(ctx, spec, values, round_call, limit, record)
         _publish(run, ctx, record)
         if not going_on:
             return
@@ -172,21 +162,19 @@ def warm_up(
 def _round(
     ctx: StageContext,
     spec: TrialSpec,
-    command: str,
     values: Mapping[str, Any],
-    env: Mapping[str, str],
-    round_dir: Path,
+    call: StageInvocation,
     limit: Limit,
     record: dict[str, Any],
 ) -> bool:
-    """One warm-up round (its setup, then the command), its outcome put on ``record``;
+    """One warm-up round ``call`` (its setup, then the command), its outcome put on ``record``;
     False when ``budget.wall_clock_s`` stopped it, so no further round starts."""
     try:
-        setup = run_setup(ctx, spec, values, env, round_dir / "setup", limit)
+        setup = run_setup(ctx, spec, values, call, limit)
         if setup is not None:
             record["setup"] = setup
         timeout_s, by_budget = limit()
-        result = _untimed_stage(ctx, spec, spec.stage.name, command, env, round_dir, timeout_s)
+        result = run_stage(replace(call, timeout_s=timeout_s))
     except StageFailed as exc:
         record.update(status="failed", reason=str(exc), ended=utc_now())
         return True

@@ -71,7 +71,7 @@ def counter_floors(config: BenchmarkConfig, trials: Sequence[TrialRecord]) -> di
     counted = {stage.name: stage.counters for stage in config.stages if stage.counters}
     floors: dict[str, float] = {}
     for trial in trials:
-        floor = noise_floor(trial.get("counted_by"))
+        floor = noise_floor(trial.counted_by)
         for metric in counted.get(trial.stage, ()):
             if floor is not None and metric in config.metrics:
                 floors[metric] = max(floor, floors.get(metric, 0.0))

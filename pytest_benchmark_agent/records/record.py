@@ -398,10 +398,8 @@ class RunRecord:
             running: list[TrialRecord] = []
             for later in timed:
                 running = [t for t in running if (later.started or "") < (t.ended or "")]
-                counted = bool(later.get("counted_by"))
-                pairs += [
-                    (t.id, later.id) for t in running if not (counted and t.get("counted_by"))
-                ]
+                counted = bool(later.counted_by)
+                pairs += [(t.id, later.id) for t in running if not (counted and t.counted_by)]
                 running.append(later)
         return pairs
 

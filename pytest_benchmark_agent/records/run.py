@@ -78,7 +78,7 @@ class BenchRun:
     planned: list[TrialSpec] = field(default_factory=list)
     state: str = "running"
     tag: str = "EXPLORATORY"
-    trials: list[dict[str, Any]] = field(default_factory=list)
+    trials: list[TrialRecord] = field(default_factory=list)
     preps: list[dict[str, Any]] = field(default_factory=list)
     #: Untimed warm-up rounds (engine/untimed.py): recorded, never a trial or a sample.
     warmups: list[dict[str, Any]] = field(default_factory=list)
@@ -190,9 +190,10 @@ class BenchRun:
         spec: TrialSpec,
         status: str,
         reason: str | None = None,
-    ) -> dict[str, Any]:
-        """A trial record before (or instead of) measuring: the fixed keys, in FORMAT.md's order
-        (:class:`.TrialRecord`)."""
+        ended: str | None = None,
+    ) -> TrialRecord:
+        """A trial record before (or instead of) measuring: the plan's fields, and a trial that
+        did not run its ``status``, ``reason`` and when it ``ended``."""
         return TrialRecord(
             id=self.trial_id(spec),
             treatment=spec.treatment_label,
@@ -202,7 +203,8 @@ class BenchRun:
             status=status,
             stage=spec.stage.name,
             reason=reason,
-        ).to_dict()
+            ended=ended,
+        )
 
     def metric_names(self) -> list[str]:
         """Declared metrics first, then any built-in metric the trials carry."""
@@ -214,10 +216,10 @@ class BenchRun:
         metric's as recorded: ints and strs)."""
         table: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
         for trial in self.trials:
-            if trial["status"] != "passed":
+            if trial.status != "passed":
                 continue
-            for metric, value in trial["metrics"].items():
-                table[metric][trial["treatment"]].append(value)
+            for metric, value in trial.metrics.items():
+                table[metric][trial.treatment].append(value)
         return table
 
     def summarize(self) -> None:
@@ -263,7 +265,7 @@ class BenchRun:
     def record(self) -> RunRecord:
         """The run as it stands, frozen: what every hook, report and reader is given.
 
-        Trials are frozen once each (the live run only appends them), and the config, its
+        Trials are frozen already (each once, as it ends) and only appended, and the config, its
         hash and the fingerprint are frozen once per run, so a hook called per trial costs
         about the same on a run of ten trials as on one of ten thousand. A run that has not
         changed since the last snapshot (a stage's start after the previous trial's end) gets
@@ -298,13 +300,10 @@ class BenchRun:
         if self._frozen_of is not self.trials:  # a new list (recovery): freeze it again
             self._frozen_of, self._frozen_trials = self.trials, ()
             self._tally = Tally()
-        new = self.trials[len(self._frozen_trials) :]
+        new = tuple(self.trials[len(self._frozen_trials) :])
         if new:
-            frozen = tuple(
-                t if isinstance(t, TrialRecord) else TrialRecord.from_dict(t) for t in new
-            )
-            self._frozen_trials += frozen
-            self._tally.add(frozen)
+            self._frozen_trials += new
+            self._tally.add(new)
         record = RunRecord.from_dict(
             {
                 **self._results_fields(),

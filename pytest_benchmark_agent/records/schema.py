@@ -1,13 +1,13 @@
 """The record types docs/benchmark/FORMAT.md defines (a trial, a prep event), checked where a
 record is read back, in one place.
 
-The engine fills a trial's fields as the stage runs, in a plain mapping; when the run is frozen
-(``BenchRun.record``) each finished trial goes through ``from_dict`` once, and that
-:class:`TrialRecord` is what hooks get and what the journal and ``results.yaml`` write (thawed,
-secrets redacted). What reads one back (the journal, a snapshot, an import) goes through
-``from_dict`` too, so a record of the wrong shape is refused naming the field, instead of
-failing later, deep in gate 2 or a report, as a ``KeyError``. Fields this version does not know
-(a newer writer's, a plugin's) are kept as they are, in ``extra``.
+The engine fills a trial's fields as the stage runs, in a builder (``engine/trial.py``) that
+it freezes once into a :class:`TrialRecord`: what hooks get and what the journal and
+``results.yaml`` write (``to_dict``, thawed, secrets redacted). What reads one back (the
+journal, a snapshot, an import) goes through ``from_dict``, so a record of the wrong shape is
+refused naming the field, instead of failing later, deep in gate 2 or a report, as a
+``KeyError``. Fields this version does not know (a newer writer's, a plugin's) are kept as they
+are, in ``extra``.
 """
 
 from __future__ import annotations
@@ -82,15 +82,45 @@ class TrialRecord:
     reason: str | None = None
     position: int | None = None
     host: str | None = None
-    #: Every other field (command, logs, effective, guard events, ...), as written.
+    #: The rendered command, the trial's folder, and its output files (those written).
+    command: str | None = None
+    logs: str | None = None
+    #: Its ``setup:`` command as run (command, exit code, wall and CPU time, its window).
+    setup: Mapping[str, Any] | None = None
+    #: What the engine measured of the stage (cpu_s: user_s + sys_s, the whole tree's).
+    exit_code: int | None = None
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    user_s: float | None = None
+    sys_s: float | None = None
+    #: What held the stage's processes (``cgroup``, ``subreaper``, ``process-group``).
+    containment: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    guard_events: tuple[Mapping[str, Any], ...] = ()
+    gpus: tuple[int, ...] = ()
+    peak_vram_mb: float | None = None
+    #: A counted trial's backend, the built-in metrics it distorted, its ``PYTHONHASHSEED``.
+    counted_by: str | None = None
+    distorted: tuple[str, ...] = ()
+    hash_seed: str | None = None
+    #: GPU-hours (wall time x pinned GPUs) and their cost, where the stage had GPUs.
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
+    #: The ``BENCH_EFFECTIVE`` params the stage (and its preps) reported.
+    effective: Mapping[str, Any] = field(default_factory=dict)
+    #: Where the stage said it imported the code under test from (``BENCH_CODE_FROM``).
+    code_from: tuple[str, ...] = ()
+    #: Every other field (a newer writer's, a plugin's), as written.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "metrics", freeze(self.metrics))
-        object.__setattr__(self, "extra", freeze(self.extra))
+        # Read-only all the way down: a record read back may hold a container in any field.
+        for name in self.__dataclass_fields__:
+            object.__setattr__(self, name, freeze(getattr(self, name)))
 
     def get(self, name: str, default: Any = None) -> Any:
-        """A field by its record name, named or in ``extra`` (``command``, ``logs``, ...)."""
+        """A field by its record name, named or in ``extra`` (a plugin's, a newer writer's)."""
         if name in self.extra:
             return self.extra[name]
         return getattr(self, name, default) if name in _TRIAL_FIELDS else default
@@ -118,11 +148,36 @@ class TrialRecord:
             "peak_rss_mb": self.peak_rss_mb,
             "stage": self.stage,
         }
-        for name in ("reason", "host"):
+        for name in ("reason", "host", "command", "logs", "setup"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
+        out.update(self._measured())
         out.update(self.extra)
+        return out
+
+    def _measured(self) -> dict[str, Any]:
+        """The engine's fields of a stage that ran, as FORMAT.md names them: each group only
+        where it applies (GPUs, counting, effective params, ``BENCH_CODE_FROM``)."""
+        out: dict[str, Any] = {}
+        for name in _MEASURED:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.guard_events:
+            out["guard_events"] = list(self.guard_events)
+        if self.gpus:
+            out.update(gpus=list(self.gpus), peak_vram_mb=self.peak_vram_mb)
+        if self.counted_by is not None:
+            out.update(
+                counted_by=self.counted_by, distorted=list(self.distorted), hash_seed=self.hash_seed
+            )
+        if self.gpu_hours is not None:
+            out.update(gpu_hours=self.gpu_hours, cost_usd=self.cost_usd)
+        if self.effective:
+            out["effective"] = dict(self.effective)
+        if self.code_from:
+            out["code_from"] = list(self.code_from)
         return out
 
 
@@ -234,6 +289,8 @@ _KIND_NAMES = {
     (Mapping,): "a mapping",
     (int, float): "a number",
 }
+#: The engine's scalar fields of a stage that ran, in the order a trial record writes them.
+_MEASURED = ("exit_code", "wall_s", "cpu_s", "user_s", "sys_s", "containment", "stdout", "stderr")
 #: The fields each record type names (any other key is in its ``extra``).
 _TRIAL_FIELDS = frozenset(TrialRecord.__dataclass_fields__) - {"extra"}
 _PREP_FIELDS = frozenset(PrepEvent.__dataclass_fields__) - {"extra"}

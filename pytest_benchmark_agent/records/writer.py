@@ -169,7 +169,7 @@ def config_document(run: RunRecord) -> dict[str, Any]:
     params and the fingerprint (what the writer writes, and what ``export`` carries)."""
     effective: dict[str, dict[str, str]] = {}
     for trial in run.trials:
-        effective.setdefault(trial.treatment, {}).update(trial.get("effective") or {})
+        effective.setdefault(trial.treatment, {}).update(trial.effective)
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run.run_id,

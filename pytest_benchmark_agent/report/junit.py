@@ -10,25 +10,28 @@ and 95% interval, the figure the report quotes).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats.units import verdict_text
 
 
-def trial_properties(trial: Mapping[str, Any]) -> list[tuple[str, object]]:
+def trial_properties(trial: TrialRecord) -> list[tuple[str, object]]:
     """A finished trial's properties, its metrics as recorded."""
     properties: list[tuple[str, object]] = [
-        (f"bench.{key}", trial.get(key))
-        for key in ("treatment", "replicate", "seed", "status")
-        if trial.get(key) is not None
+        (f"bench.{key}", value)
+        for key, value in (
+            ("treatment", trial.treatment),
+            ("replicate", trial.replicate),
+            ("seed", trial.seed),
+            ("status", trial.status),
+        )
+        if value is not None
     ]
-    properties += [
-        (f"bench.metric.{name}", value) for name, value in (trial.get("metrics") or {}).items()
-    ]
+    properties += [(f"bench.metric.{name}", value) for name, value in trial.metrics.items()]
     return properties
 
 
@@ -48,7 +51,7 @@ def add_trial_properties(item: pytest.Item) -> None:
     if run is None or spec is None:
         return
     trial_id = run.trial_id(spec)
-    trial = next((t for t in reversed(run.trials) if t.get("id") == trial_id), None)
+    trial = next((t for t in reversed(run.trials) if t.id == trial_id), None)
     if trial is not None:
         item.user_properties.extend(trial_properties(trial))
 

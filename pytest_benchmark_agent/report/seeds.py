@@ -39,7 +39,7 @@ def seed_spread_lines(run: RunRecord, metric: str) -> list[str]:
             continue
         block = (trial.host, trial.replicate)
         by_label.setdefault(trial.treatment, {})[block] = float(value)
-        seeds.add(str(trial.get("hash_seed")))
+        seeds.add(str(trial.hash_seed))
     if not by_label:
         return []
     control = by_label.get(str(run.control), {})

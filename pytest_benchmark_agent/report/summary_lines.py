@@ -63,12 +63,13 @@ def cpu_split_lines(run: RunRecord) -> list[str]:
     """The medians of ``user_s`` and ``sys_s`` per treatment, beside ``cpu_s``'s."""
     cells = []
     for label in run.treatments:
-        trials = [t for t in run.passed() if t.treatment == label and t.get("user_s") is not None]
+        trials = [t for t in run.passed() if t.treatment == label and t.user_s is not None]
         if not trials:
             continue
         medians = {
-            key: statistics.median(float(t.get(key)) for t in trials)
-            for key in ("cpu_s", "user_s", "sys_s")
+            "cpu_s": statistics.median(float(t.cpu_s or 0) for t in trials),
+            "user_s": statistics.median(float(t.user_s or 0) for t in trials),
+            "sys_s": statistics.median(float(t.sys_s or 0) for t in trials),
         }
         cells.append(
             f"{label}: {human(medians['cpu_s'], 'cpu_s')} = user "

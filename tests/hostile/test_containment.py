@@ -176,9 +176,12 @@ def test_a_later_session_sweeps_the_cgroup_of_a_session_that_is_gone(marker: str
 
 
 def test_a_stage_run_without_a_session_says_its_group_alone_held_it(tmp_path: Path) -> None:
+    from pytest_benchmark_agent.engine.invocation import StageInvocation
     from pytest_benchmark_agent.engine.stages import run_stage
 
-    result = run_stage("m", "true", cwd=tmp_path, env=dict(os.environ), log_dir=tmp_path / "l")
+    result = run_stage(
+        StageInvocation("m", "true", cwd=tmp_path, env=dict(os.environ), log_dir=tmp_path / "l")
+    )
     assert result.as_record()["containment"] == "process-group"
 
 
@@ -188,6 +191,7 @@ def test_an_emptied_stage_cgroup_is_reused_and_removed_at_the_end(
 ) -> None:
     """A stage's cgroup, emptied when the stage ends (a stray killed), serves the next stage;
     the session's close removes it and the session's folder."""
+    from pytest_benchmark_agent.engine.invocation import StageInvocation
     from pytest_benchmark_agent.engine.stages import run_stage
 
     containment = Containment()
@@ -209,12 +213,14 @@ def test_an_emptied_stage_cgroup_is_reused_and_removed_at_the_end(
         second.end()
         session_folder = first.cgroup.path.parent
         result = run_stage(
-            "m",
-            "true",
-            cwd=tmp_path,
-            env=dict(os.environ),
-            log_dir=tmp_path / "log",
-            containment=containment,
+            StageInvocation(
+                "m",
+                "true",
+                cwd=tmp_path,
+                env=dict(os.environ),
+                log_dir=tmp_path / "log",
+                containment=containment,
+            )
         )
         assert result.as_record()["containment"] == "cgroup"
         stage_folders = [p.name for p in session_folder.iterdir() if p.is_dir()]
