@@ -39,6 +39,7 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.tuning import TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest
 from pytest_benchmark_agent.tune.space import load_space
 from pytest_benchmark_agent.tune.strategies import STRATEGIES
@@ -104,7 +105,8 @@ class Sessions:
                         "metrics": {"p50_ms": value},
                     }
                 )
-        return RoundOutcome(request.run_id, {"state": "complete", "trials": trials}, 0.0)
+        record = RunRecord.from_dict({"state": "complete", "trials": trials})
+        return RoundOutcome(request.run_id, record, 0.0)
 
 
 def tune(strategy: str, landscape: Landscape, seed: int, replicates: int | None) -> Tuner:

@@ -42,6 +42,7 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.tuning import TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest
 from pytest_benchmark_agent.tune.space import load_space
 from pytest_benchmark_agent.tune.strategies import STRATEGIES
@@ -135,7 +136,8 @@ class SimulatedRounds:
                         },
                     }
                 )
-        return RoundOutcome(request.run_id, {"state": "complete", "trials": trials}, 0.0)
+        record = RunRecord.from_dict({"state": "complete", "trials": trials})
+        return RoundOutcome(request.run_id, record, 0.0)
 
 
 Run = Callable[[int, int], tuple[int, list[dict[str, Any]]]]  # (seed, replicates) -> result

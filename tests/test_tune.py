@@ -28,11 +28,17 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.tuning import TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.records.reader import load_yaml
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.stats import sequential
 from pytest_benchmark_agent.stats.analysis import Judging
 from pytest_benchmark_agent.stats.sequential import Looks
 from pytest_benchmark_agent.tune.entry import run_tune
-from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest, SubprocessRounds
+from pytest_benchmark_agent.tune.rounds import (
+    RoundOutcome,
+    RoundRequest,
+    SubprocessRounds,
+    unrecorded,
+)
 from pytest_benchmark_agent.tune.space import load_space
 from pytest_benchmark_agent.tune.strategies import STRATEGIES
 from pytest_benchmark_agent.tune.tuner import ResumeMismatch, Tuner
@@ -88,7 +94,7 @@ class ScriptedRounds:
         record: dict[str, Any] = {"state": "complete", "trials": trials, "preps": []}
         if self.stop_after is not None:
             record["sequential"] = {"blocks_used": self.stop_after}
-        return RoundOutcome(request.run_id, record, self.wall_s * len(trials))
+        return RoundOutcome(request.run_id, RunRecord.from_dict(record), self.wall_s * len(trials))
 
 
 def landscape(
@@ -446,9 +452,9 @@ def test_resume_refuses_a_record_that_no_longer_matches_the_file() -> None:
         tuner_for(changed, ScriptedRounds(landscape(bowl)), replay=replay).run("coordinate")
 
 
-def _record_of(tuner: Tuner, index: int) -> dict[str, Any]:
+def _record_of(tuner: Tuner, index: int) -> RunRecord:
     trials = [t for t in tuner.trials if t["round"] == index]
-    return {"state": "complete", "trials": trials, "preps": []}
+    return RunRecord.from_dict({"state": "complete", "trials": trials, "preps": []})
 
 
 def test_a_move_needs_its_confirmation_round_too() -> None:
@@ -672,7 +678,7 @@ def test_a_budget_that_ends_before_the_round_records_halts_the_tune(project: Ben
     path = land_project(project)
     rounds = SubprocessRounds(path, project.home, project.home / "tune-logs")
     outcome = rounds(RoundRequest(0, "r0", [{"x": 0}, {"x": 1}], timeout_s=0.01))
-    assert outcome.timed_out and outcome.record == {}
+    assert outcome.timed_out and outcome.record == unrecorded("r0")
 
 
 def test_a_round_that_cannot_collect_fails_the_tune(project: BenchProject) -> None:

@@ -26,8 +26,10 @@ import yaml
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.safe_yaml import parse_value, read_input
 from pytest_benchmark_agent.errors import ConfigError
+from pytest_benchmark_agent.records.frozen import thaw
 from pytest_benchmark_agent.records.lessons import Note, notes_for
 from pytest_benchmark_agent.records.reader import UnreadableRecord, load_yaml, skip_unreadable
+from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.records.store import DEVIATIONS, runs_in
 from pytest_benchmark_agent.records.writer import dump_yaml
 from pytest_benchmark_agent.util import redact
@@ -135,46 +137,51 @@ def variables_of(config: BenchmarkConfig) -> list[str]:
     return list(config.search_space or {})
 
 
-def latest_reliable(home: Path, name: str) -> Baseline | None:
-    """The newest run of benchmark ``name`` whose record is tagged RELIABLE."""
+def _latest_reliable_run(home: Path, name: str) -> tuple[str, RunRecord] | None:
+    """(folder name, record) of the newest run of benchmark ``name`` tagged RELIABLE, each run
+    read with :func:`.record.load_run`; an unreadable record is skipped with a warning naming
+    it."""
     for run_dir in reversed(runs_in(home)):
-        try:  # an unreadable earlier record is skipped, with a warning naming it
-            results = load_yaml(run_dir / "results.yaml") or {}
-            config_path = run_dir / "config.yaml"
-            document = (load_yaml(config_path) or {}) if config_path.is_file() else {}
+        try:
+            run = load_run(run_dir)
         except UnreadableRecord as error:
             skip_unreadable(error)
             continue
-        frozen = document.get("config", {}) if isinstance(document, dict) else None
-        if not isinstance(results, dict) or not isinstance(frozen, dict):
-            continue
-        if results.get("name") != name or results.get("tag") != "RELIABLE":
-            continue
-        variable = frozen.get("treatment_variable") or results.get("treatment_variable")
-        variables = [variable] if isinstance(variable, str) else list(variable or [])
-        return Baseline(
-            run_id=run_dir.name,
-            params=dict(frozen.get("params") or {}),
-            variables=variables,
-            treatments=list(frozen.get("treatments") or results.get("treatments") or []),
-        )
+        if run.name == name and run.tag == "RELIABLE":
+            return run_dir.name, run
     return None
+
+
+def _baseline(run_id: str, run: RunRecord) -> Baseline:
+    """The baseline ``run`` is: its frozen config's params, variables and treatments."""
+    frozen = run.config
+    variable = thaw(frozen.get("treatment_variable")) or run.treatment_variable
+    return Baseline(
+        run_id=run_id,
+        params=thaw(frozen.get("params") or {}),
+        variables=[variable] if isinstance(variable, str) else list(variable or []),
+        treatments=thaw(frozen.get("treatments")) or list(run.treatments),
+    )
+
+
+def latest_reliable(home: Path, name: str) -> Baseline | None:
+    """The newest run of benchmark ``name`` whose record is tagged RELIABLE."""
+    found = _latest_reliable_run(home, name)
+    return _baseline(*found) if found is not None else None
 
 
 def latest_reliable_values(home: Path, name: str) -> tuple[str, dict[str, Any]] | None:
     """(run id, params and seeds) of the latest RELIABLE run of benchmark ``name``, if any:
     gate 1's hint for a manifest param the file leaves out (config/manifest.py)."""
-    baseline = latest_reliable(home, name)
-    if baseline is None:
+    found = _latest_reliable_run(home, name)
+    if found is None:
         return None
-    frozen = home / "runs" / baseline.run_id / "config.yaml"
-    seeds = (
-        ((load_yaml(frozen) or {}).get("config") or {}).get("seeds") if frozen.is_file() else None
-    )
-    values = dict(baseline.params)
+    run_id, run = found
+    values = dict(_baseline(run_id, run).params)
+    seeds = thaw(run.config.get("seeds"))
     if seeds is not None:
         values["seeds"] = seeds
-    return baseline.run_id, values
+    return run_id, values
 
 
 def review(home: Path, config: BenchmarkConfig) -> Review:

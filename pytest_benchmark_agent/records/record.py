@@ -6,13 +6,13 @@ the fingerprint of ``config.yaml``. The engine makes one from its live run
 the format; a newer one is refused). Hooks, the judge's readers, the reports, the verbs and the
 ``bench`` fixture take it, and so does every reader of a run folder: ``reclassify`` (a new
 record, written through the writers), the recovery of a run, ``export``/``import``, the
-tuner's rounds; only a few look up one field of a ``results.yaml`` as YAML (the plan review,
-``tune --resume``, whose record is a tune's). It is frozen all the way down (mappings
-read-only, sequences tuples, trials :class:`.TrialRecord`, verdicts :class:`.Verdict`, the CI
-gate, reproduction and sequential looks :mod:`.outcomes`' types, summary rows
-:class:`.SummaryRow`), so no reader can change what another reads after it; only the writer calls
-:meth:`RunRecord.to_dict`, and a reader that needs the ``results.yaml`` document (``export``,
-the tuner's rounds) gets it with :func:`.frozen.thaw`.
+tuner's rounds (pooled with :meth:`RunRecord.replace`), the plan review; only ``tune --resume``
+reads a ``results.yaml`` as YAML, since that record is a tune's, not a run's. It is frozen all
+the way down (mappings read-only, sequences tuples, trials :class:`.TrialRecord`, verdicts
+:class:`.Verdict`, the CI gate, reproduction and sequential looks :mod:`.outcomes`' types,
+summary rows :class:`.SummaryRow`), so no reader can change what another reads after it; only
+the writer calls :meth:`RunRecord.to_dict`, and a reader that needs the ``results.yaml``
+document (``export``, the trials a tune's record keeps) gets it with :func:`.frozen.thaw`.
 
 :class:`Judgement` is what gate 2 decides about a run (``judge.gate2.judge_run``): returned to
 the engine, which puts it on the run; the judge never writes on the run itself.

@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.engine.preflight import declared_per_trial
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.tally import ran, spent, status_counts
 
 
@@ -28,10 +29,10 @@ class Spent:
     gpu_hours: float = 0.0
     cost_usd: float = 0.0
 
-    def add(self, record: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    def add(self, record: RunRecord, wall_s: float) -> dict[str, Any]:
         """Count a round's record in; returns the round's own share (for its summary)."""
-        trials = record.get("trials") or []
-        used = spent(trials, record.get("preps") or [])
+        trials = record.trials
+        used = spent(trials, record.preps)
         count, hours, dollars = ran(status_counts(trials)), used["gpu_hours"], used["cost_usd"]
         self.trials += count
         self.wall_s += wall_s

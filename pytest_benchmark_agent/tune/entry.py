@@ -19,9 +19,8 @@ from typing import Any
 from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.domains.load import load_benchmark
 from pytest_benchmark_agent.errors import ConfigError
-from pytest_benchmark_agent.records.frozen import thaw
 from pytest_benchmark_agent.records.reader import load_yaml
-from pytest_benchmark_agent.records.record import load_run
+from pytest_benchmark_agent.records.record import RunRecord, load_run
 from pytest_benchmark_agent.records.run import new_run_id
 from pytest_benchmark_agent.tune.recorder import TuneRecorder, definition
 from pytest_benchmark_agent.tune.report import chain_text, selected_text
@@ -226,7 +225,7 @@ def _previous_tune(
 
 def _replay(
     home: Path, previous: dict[str, Any], config: BenchmarkConfig
-) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+) -> list[tuple[dict[str, Any], RunRecord]]:
     """The finished rounds of a previous attempt, in order, up to the first unfinished one; a
     round of several sessions pooled as it was judged."""
     out = []
@@ -236,6 +235,6 @@ def _replay(
             (d / "results.yaml").is_file() for d in dirs
         ):
             break
-        sessions = [RoundOutcome(d.name, thaw(load_run(d)), 0.0) for d in dirs]
+        sessions = [RoundOutcome(d.name, load_run(d), 0.0) for d in dirs]
         out.append((summary, merged(sessions, config.max_replicates).record))
     return out

@@ -10,6 +10,7 @@ round that needs more blocks than the file's replicates runs several sessions, p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -17,12 +18,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_benchmark_agent.engine.child import bench_command
 from pytest_benchmark_agent.errors import BenchError
-from pytest_benchmark_agent.records.frozen import thaw
-from pytest_benchmark_agent.records.record import load_run
+from pytest_benchmark_agent.records.record import RunRecord, load_run
+from pytest_benchmark_agent.records.schema import PrepEvent, TrialRecord
 from pytest_benchmark_agent.tune.space import Point
 from pytest_benchmark_agent.util.fsutil import atomic_write
 
@@ -42,13 +43,13 @@ class RoundRequest:
 
 @dataclass
 class RoundOutcome:
-    """What a round left: its run id and record (the ``results.yaml`` document of the
-    :class:`.RunRecord` that :func:`.record.load_run` reads, every field checked; empty when the
-    tune's wall-clock budget ran out before the session recorded anything), how long it took,
-    and whether that budget cut it short."""
+    """What a round left: its run id and record (the :class:`.RunRecord` that
+    :func:`.record.load_run` reads, every field checked; :func:`unrecorded` when the tune's
+    wall-clock budget ran out before the session recorded anything), how long it took, and
+    whether that budget cut it short."""
 
     run_id: str
-    record: dict[str, Any]
+    record: RunRecord
     wall_s: float
     timed_out: bool = False
 
@@ -110,7 +111,7 @@ class SubprocessRounds:
         run_dir = self.home / "runs" / run_id
         recorded = (run_dir / "results.yaml").is_file()
         if timed_out and not recorded:
-            return RoundOutcome(run_id, {}, wall_s, timed_out)  # the budget ended before it began
+            return RoundOutcome(run_id, unrecorded(run_id), wall_s, timed_out)
         if not recorded:
             tail = "\n".join(log_path.read_text(errors="replace").rstrip().splitlines()[-25:])
             raise RoundError(
@@ -118,7 +119,13 @@ class SubprocessRounds:
                 f"{proc.returncode} without a run record. Its output "
                 f"({log_path}) ends:\n{tail}"
             )
-        return RoundOutcome(run_id, thaw(load_run(run_dir)), wall_s, timed_out)
+        return RoundOutcome(run_id, load_run(run_dir), wall_s, timed_out)
+
+
+def unrecorded(run_id: str) -> RunRecord:
+    """The record of a round session stopped before it recorded anything (the budget ended
+    before it began): no trials, no preps and no state, so the round reads as unfinished."""
+    return RunRecord(run_id=run_id, name="", state="")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -136,29 +143,34 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def merged(outcomes: Sequence[RoundOutcome], per_session: int) -> RoundOutcome:
     """One round's outcome from its sessions, in order: session k's blocks are numbered after
     the earlier sessions' (``per_session`` each), so the pooled blocks pair as one comparison,
-    and every trial keeps the run id of its own session. The round is complete only when every
-    session is."""
-    trials: list[dict[str, Any]] = []
-    preps: list[dict[str, Any]] = []
+    and every trial keeps the run id of its own session (``run_id`` among its other fields). The
+    round is complete only when every session is; its record is the first session's with the
+    pooled trials and preps."""
+    trials: list[TrialRecord] = []
+    preps: list[PrepEvent] = []
     state, stop_reason = "complete", None
     for k, outcome in enumerate(outcomes):
         record = outcome.record
-        for trial in record.get("trials") or []:
-            block = int(trial.get("replicate") or 0) + k * per_session
-            trials.append({**trial, "replicate": block, "run_id": outcome.run_id})
-        preps += record.get("preps") or []
-        if state == "complete" and record.get("state") != "complete":
-            state, stop_reason = record.get("state"), record.get("stop_reason")
+        for trial in record.trials:
+            trials.append(
+                dataclasses.replace(
+                    trial,
+                    replicate=trial.replicate + k * per_session,
+                    extra={**trial.extra, "run_id": outcome.run_id},
+                )
+            )
+        preps += record.preps
+        if state == "complete" and record.state != "complete":
+            state, stop_reason = record.state, record.stop_reason
     first = outcomes[0]
     return RoundOutcome(
         first.run_id,
-        {
-            **first.record,
-            "trials": trials,
-            "preps": preps,
-            "state": state,
-            "stop_reason": stop_reason if state != "complete" else first.record.get("stop_reason"),
-        },
+        first.record.replace(
+            trials=trials,
+            preps=preps,
+            state=state,
+            stop_reason=stop_reason if state != "complete" else first.record.stop_reason,
+        ),
         sum(o.wall_s for o in outcomes),
         any(o.timed_out for o in outcomes),
     )

@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_benchmark_agent.config.models import BenchmarkConfig, ReplicateRange
 from pytest_benchmark_agent.judge.observations import measure_stages, observations
+from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.stats import analysis, sequential
 from pytest_benchmark_agent.stats.comparability import Verdict, is_guarded
@@ -67,7 +68,7 @@ def metric_specs(config: BenchmarkConfig, space: SearchSpace) -> dict[str, Any]:
     return specs
 
 
-def comparer(record: dict[str, Any], config: BenchmarkConfig, objective: str) -> Compare:
+def comparer(record: RunRecord, config: BenchmarkConfig, objective: str) -> Compare:
     """Gate 2 on ``record``: the objective's verdicts of some labels against the first, with
     ``specs`` (the objective and the metrics whose comparisons join Holm's family).
 
@@ -76,19 +77,17 @@ def comparer(record: dict[str, Any], config: BenchmarkConfig, objective: str) ->
     max}`` file is judged at the look its session stopped at, with the same alpha spending
     (:func:`.sequential.sequential_decision`); one that ended before ``min`` as a fixed design.
     """
-    trials = record.get("trials") or []
+    trials = record.trials
     replicates = config.replicates
     look = None
     if isinstance(replicates, ReplicateRange):
-        used = (record.get("sequential") or {}).get("blocks_used")
-        blocks = int(used) if used is not None else _complete_blocks(trials)
+        looked = record.sequential
+        blocks = looked.blocks_used if looked is not None else _complete_blocks(trials)
         look = blocks if blocks >= replicates.min else None
-
-    typed = tuple(TrialRecord.from_dict(t) for t in trials)
 
     def compare(labels: Sequence[str], specs: dict[str, Any]) -> dict[str, Verdict]:
         stages = measure_stages(config, list(specs))
-        drawn, _ = observations(typed, list(specs), labels, upto=look, stage_of=stages)
+        drawn, _ = observations(trials, list(specs), labels, upto=look, stage_of=stages)
         if look is None or not isinstance(replicates, ReplicateRange):
             result = analysis.analyze_run(drawn, specs, list(labels), labels[0])
         else:
@@ -105,10 +104,10 @@ def comparer(record: dict[str, Any], config: BenchmarkConfig, objective: str) ->
     return compare
 
 
-def _complete_blocks(trials: Sequence[dict[str, Any]]) -> int:
+def _complete_blocks(trials: Sequence[TrialRecord]) -> int:
     """Leading blocks (replicates) in which no trial is ``not_run``."""
-    skipped = {int(t.get("replicate") or 0) for t in trials if t.get("status") == "not_run"}
-    ran = {int(t.get("replicate") or 0) for t in trials if t.get("status") != "not_run"}
+    skipped = {t.replicate for t in trials if t.status == "not_run"}
+    ran = {t.replicate for t in trials if t.status != "not_run"}
     done = 0
     while done in ran and done not in skipped:
         done += 1
@@ -120,23 +119,23 @@ def objective_stage(config: BenchmarkConfig, objective: str) -> str | None:
     return measure_stages(config, [objective])[objective]
 
 
-def trials_by_label(record: dict[str, Any], labels: list[str]) -> dict[str, list[dict]]:
+def trials_by_label(record: RunRecord, labels: list[str]) -> dict[str, list[TrialRecord]]:
     """The trials of each label that ran (``not_run`` left out)."""
-    table: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
-    for trial in record.get("trials") or []:
-        if trial.get("treatment") in table and trial.get("status") != "not_run":
-            table[trial["treatment"]].append(trial)
+    table: dict[str, list[TrialRecord]] = {label: [] for label in labels}
+    for trial in record.trials:
+        if trial.treatment in table and trial.status != "not_run":
+            table[trial.treatment].append(trial)
     return table
 
 
-def constraint_checks(space: SearchSpace, trials: list[dict[str, Any]]) -> list[dict]:
+def constraint_checks(space: SearchSpace, trials: Sequence[TrialRecord]) -> list[dict]:
     """Each constraint against every passed sample: ok only when all of them meet it."""
     checks = []
     for constraint in space.constraints:
         values = [
-            float(t["metrics"][constraint.metric])
+            float(t.metrics[constraint.metric])
             for t in trials
-            if t["status"] == "passed" and constraint.metric in t.get("metrics", {})
+            if t.status == "passed" and constraint.metric in t.metrics
         ]
         if not values:
             checks.append(
@@ -167,14 +166,14 @@ def classify(
     label: str,
     point: Point,
     incumbent: str,
-    trials: list[dict[str, Any]],
+    trials: list[TrialRecord],
     verdict: Verdict,
 ) -> Candidate:
     """The candidate ``label`` of round ``index``: eligible, or why it is not."""
     values = [
-        t["metrics"][space.objective]
+        t.metrics[space.objective]
         for t in trials
-        if t["status"] == "passed" and space.objective in t.get("metrics", {})
+        if t.status == "passed" and space.objective in t.metrics
     ]
     better = verdict.ratio is not None and (
         verdict.ratio < 1 if space.direction == "lower" else verdict.ratio > 1
@@ -196,23 +195,23 @@ def classify(
 
 
 def _decision(
-    trials: list[dict[str, Any]],
+    trials: list[TrialRecord],
     verdict: Verdict,
     constraints: list[dict[str, Any]],
     incumbent: str,
 ) -> tuple[str, str]:
     """A candidate's decision and why: not comparable (a trial or gate 2 refused), a constraint
     broken, eligible (a supported improvement), worse, or not shown to differ."""
-    broken = [t for t in trials if t["status"] == "not_comparable"]
-    failed = [t for t in trials if t["status"] not in ("passed", "not_comparable")]
+    broken = [t for t in trials if t.status == "not_comparable"]
+    failed = [t for t in trials if t.status not in ("passed", "not_comparable")]
     if broken:
-        return "not_comparable", gist(broken[0].get("reason"))
+        return "not_comparable", gist(broken[0].reason)
     if verdict.verdict == "not_comparable":
         reason = verdict.reason or "gate 2 refused the comparison"
         if failed:
             reason = (
                 f"{len(failed)} of {len(trials)} trials did not pass "
-                f"({gist(failed[0].get('reason'))}); "
+                f"({gist(failed[0].reason)}); "
                 f"{reason}"
             )
         return "not_comparable", reason

@@ -24,6 +24,9 @@ from pytest_benchmark_agent.config.models import BenchmarkConfig
 from pytest_benchmark_agent.config.tuning import TuneSettings
 from pytest_benchmark_agent.engine.plan import point_label
 from pytest_benchmark_agent.errors import BenchError
+from pytest_benchmark_agent.records.frozen import thaw
+from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.records.schema import TrialRecord
 from pytest_benchmark_agent.tune import budget
 from pytest_benchmark_agent.tune.rounds import RoundOutcome, RoundRequest, RoundRunner, merged
 from pytest_benchmark_agent.tune.selection import (
@@ -85,7 +88,7 @@ class Tuner:
         runner: RoundRunner,
         *,
         tune_id: str,
-        replay: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
+        replay: Sequence[tuple[dict[str, Any], RunRecord]] = (),
         echo: Callable[[str], None] | None = None,
     ):
         self.space = space
@@ -204,7 +207,7 @@ class Tuner:
             request = RoundRequest(index, f"{self.tune_id}-r{index:02d}{suffix}", points, left)
             outcomes.append(self.runner(request))
             last = outcomes[-1]
-            if last.timed_out or last.record.get("state") != "complete":
+            if last.timed_out or last.record.state != "complete":
                 break
         return merged(outcomes, size.per_session)
 
@@ -239,7 +242,7 @@ class Tuner:
         self.rounds.append(summary)
         by_label = trials_by_label(record, labels)
         self._keep_trials(index, points, labels, outcome)
-        if outcome.timed_out or record.get("state") != "complete":
+        if outcome.timed_out or record.state != "complete":
             self._halt_unfinished(index, summary, outcome)
         try:
             self._check_incumbent(labels[0], by_label[labels[0]])
@@ -290,9 +293,7 @@ class Tuner:
         return {
             "round": index,
             "run_id": run_id,
-            "run_ids": list(
-                dict.fromkeys(str(t.get("run_id") or run_id) for t in record.get("trials") or [])
-            )
+            "run_ids": list(dict.fromkeys(str(t.get("run_id") or run_id) for t in record.trials))
             or [run_id],
             "points": labels,
             "incumbent": labels[0],
@@ -306,14 +307,14 @@ class Tuner:
         self, index: int, points: list[Point], labels: list[str], outcome: RoundOutcome
     ) -> None:
         """The round's trials into the tune's record, each with its round, run and point."""
-        for trial in outcome.record.get("trials") or []:
+        for trial in outcome.record.trials:
             self.trials.append(
                 {
-                    **trial,
+                    **thaw(trial),
                     "round": index,
                     "run_id": trial.get("run_id") or outcome.run_id,
-                    "point": dict(points[labels.index(trial["treatment"])])
-                    if trial.get("treatment") in labels
+                    "point": dict(points[labels.index(trial.treatment)])
+                    if trial.treatment in labels
                     else None,
                 }
             )
@@ -324,16 +325,15 @@ class Tuner:
         """Record a round whose session did not complete and halt: on the budget when the wall
         clock or the session's budget ran out, else on the round."""
         record = outcome.record
-        state = record.get("state")
         summary["status"] = "unfinished"
         why = (
             "budget.wall_clock_s ran out during it"
             if outcome.timed_out
-            else f"its session ended {state}: {record.get('stop_reason') or 'no reason'}"
+            else f"its session ended {record.state}: {record.stop_reason or 'no reason'}"
         )
         summary["outcome"] = f"unfinished: {why}"
         self._notify()
-        stopped_by_budget = str(record.get("stop_reason") or "").startswith("budget.")
+        stopped_by_budget = (record.stop_reason or "").startswith("budget.")
         kind = "budget" if outcome.timed_out or stopped_by_budget else "round"
         raise Halt(
             kind,
@@ -408,23 +408,23 @@ class Tuner:
         if self.on_round is not None:
             self.on_round()
 
-    def _check_incumbent(self, label: str, trials: list[dict[str, Any]]) -> None:
+    def _check_incumbent(self, label: str, trials: list[TrialRecord]) -> None:
         """Halt when the round's baseline cannot ground any comparison."""
         stage = objective_stage(self.config, self.space.objective)
-        own = [t for t in trials if stage is None or t.get("stage") == stage]
-        broken = [t for t in own if t["status"] == "not_comparable"]
+        own = [t for t in trials if stage is None or t.stage == stage]
+        broken = [t for t in own if t.status == "not_comparable"]
         if broken:
             raise Halt(
                 "ungrounded",
                 f"the incumbent {label} is not comparable: "
-                f"{gist(broken[0].get('reason'))}. Fix the stage or the declared "
+                f"{gist(broken[0].reason)}. Fix the stage or the declared "
                 "params, then resume.",
             )
-        passed = [t for t in own if t["status"] == "passed"]
+        passed = [t for t in own if t.status == "passed"]
         needed = self._specs[self.space.objective].min_replicates
         if len(passed) < needed:
-            failed = next((t for t in own if t["status"] != "passed"), None)
-            why = f" (first failure: {gist(failed.get('reason'))})" if failed else ""
+            failed = next((t for t in own if t.status != "passed"), None)
+            why = f" (first failure: {gist(failed.reason)})" if failed else ""
             raise Halt(
                 "ungrounded",
                 f"the incumbent {label} has {len(passed)} passed trial(s) of "
