@@ -11,7 +11,7 @@ import pytest
 import yaml
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
-from support.records import recorded
+from support.records import constant, recorded
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.config.models import load_config
@@ -22,7 +22,7 @@ from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.records.run import CAVEAT_NONE
 
 #: What the scored benchmark measures: b at x1.5 of a.
-SCORES = {"a": 6, "b": 9}
+SCORES = {"score": constant({"a": 6, "b": 9})}
 
 
 def reference(

@@ -119,30 +119,34 @@ def write_run(record: RunRecord) -> RunRecord:
     return record
 
 
-def recorded(home: Path, run_id: str, values: Mapping[str, float], **results: Any) -> RunRecord:
-    """A run of the scored config measuring each treatment's constant ``score`` (``values``),
-    judged against the runs already in ``home`` and written there: what ``run_as`` records."""
-    samples = {"score": constant(values)}
-    return write_run(judged(run_record(run_id, home=home, samples=samples, **results)))
+def recorded(
+    home: Path, run_id: str, samples: Mapping[str, Mapping[str, Sequence[Any]]], **fields: Any
+) -> RunRecord:
+    """A run measuring ``samples`` (``fields``: :func:`run_record`'s others), judged against the
+    runs already in ``home`` and written there: what a session's run leaves."""
+    return write_run(judged(run_record(run_id, home=home, samples=samples, **fields)))
 
 
 def _trials(
     samples: Mapping[str, Mapping[str, Sequence[Any]]], config: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
-    """Passed trials, one per treatment and replicate, each carrying every metric's value."""
+    """Passed trials, one per treatment and replicate, each carrying every metric's value, in
+    the session's balanced order: block ``k`` runs the treatments rotated by ``k`` (``a, b`` then
+    ``b, a``), and ``position`` is a trial's place in its block."""
     stage = config["stages"][0]["name"]
     labels = [str(t) for t in config["treatments"]]
     count = max((len(v) for per in samples.values() for v in per.values()), default=0)
     trials = []
     for replicate in range(count):
-        for label in labels:
+        shift = replicate % len(labels)
+        for position, label in enumerate(labels[shift:] + labels[:shift]):
             trials.append(
                 {
                     "id": f"{label}-r{replicate}",
                     "treatment": label,
                     "replicate": replicate,
                     "seed": None,
-                    "position": len(trials),
+                    "position": position,
                     "status": "passed",
                     "metrics": {m: per[label][replicate] for m, per in samples.items()},
                     "started": None,
