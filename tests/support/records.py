@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_benchmark_agent.engine.finish import standalone_hooks
+from pytest_benchmark_agent.judge.baseline import check_baseline
 from pytest_benchmark_agent.judge.gate2 import judge_run
 from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.stats.describe import describe, median_ratio
@@ -95,10 +96,15 @@ def run_record(
     )
 
 
-def judged(record: RunRecord) -> RunRecord:
+def judged(record: RunRecord, against: str | None = None) -> RunRecord:
     """``record`` as gate 2 judges it at a session's end (``judge_run``): its verdicts, the run
-    it reproduces in its home, its tag and the reasons for it."""
-    judgement = judge_run(record, None)
+    it reproduces in its home, its tag and the reasons for it; with ``against``, compared with
+    the baseline that REF names, found and checked as ``--bench-baseline REF`` does."""
+    baseline = None
+    if against is not None and record.home is not None:
+        bench = record.home.parent / "bench.yaml"
+        baseline = check_baseline(record.home, against, record.model, bench, record.run_id)
+    judgement = judge_run(record, None, baseline)
     return record.replace(
         verdicts=judgement.verdicts,
         refusals=judgement.refusals,
@@ -120,11 +126,17 @@ def write_run(record: RunRecord) -> RunRecord:
 
 
 def recorded(
-    home: Path, run_id: str, samples: Mapping[str, Mapping[str, Sequence[Any]]], **fields: Any
+    home: Path,
+    run_id: str,
+    samples: Mapping[str, Mapping[str, Sequence[Any]]],
+    against: str | None = None,
+    **fields: Any,
 ) -> RunRecord:
     """A run measuring ``samples`` (``fields``: :func:`run_record`'s others), judged against the
-    runs already in ``home`` and written there: what a session's run leaves."""
-    return write_run(judged(run_record(run_id, home=home, samples=samples, **fields)))
+    runs already in ``home`` (and the baseline ``against`` names) and written there: what a
+    session's run leaves."""
+    record = run_record(run_id, home=home, samples=samples, **fields)
+    return write_run(judged(record, against))
 
 
 def _trials(
