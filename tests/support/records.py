@@ -18,6 +18,7 @@ from pytest_benchmark_agent.engine.finish import standalone_hooks
 from pytest_benchmark_agent.judge.baseline import check_baseline
 from pytest_benchmark_agent.judge.gate2 import judge_run
 from pytest_benchmark_agent.records.record import RunRecord
+from pytest_benchmark_agent.report.wrong import what_went_wrong
 from pytest_benchmark_agent.stats.describe import describe, median_ratio
 
 #: Every record gets the next start time, so the runs of a test are ordered as they were built
@@ -63,12 +64,15 @@ def run_record(
     samples: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
     config: Mapping[str, Any] | None = None,
     fingerprint: Mapping[str, Any] | None = None,
+    code: str = "v1",
     **results: Any,
 ) -> RunRecord:
     """The record of a finished run: ``samples`` (metric -> treatment -> values) become passed
     trials, in replicate order, with their counts and summary; ``results`` are any other
-    ``results.yaml`` fields (``tag``, ``verdicts``, ``reproduces``, ``caveats``, ...). With a
-    ``home``, its folder is ``<home>/runs/<run_id>`` (where :func:`write_run` writes it)."""
+    ``results.yaml`` fields (``tag``, ``verdicts``, ``reproduces``, ``caveats``, ...). The
+    fingerprint holds the code identity of ``code`` (a content hash of that text: equal texts,
+    the same code) and ``fingerprint``'s fields. With a ``home``, its folder is
+    ``<home>/runs/<run_id>`` (where :func:`write_run` writes it)."""
     config = dict(config or scored_config())
     control = str(config["params"][config["treatment_variable"]])
     trials = _trials(samples or {}, config)
@@ -92,7 +96,7 @@ def run_record(
         document,
         run_dir=home / "runs" / run_id if home is not None else None,
         config=config,
-        fingerprint=fingerprint or {},
+        fingerprint={"code_identity": _content(code), **(fingerprint or {})},
     )
 
 
@@ -119,8 +123,9 @@ def judged(record: RunRecord, against: str | None = None) -> RunRecord:
 
 def write_run(record: RunRecord) -> RunRecord:
     """Publish ``record`` as a session's end does (``pytest_bench_run_finished`` to the
-    engine's record and report writers): its folder, ``index.json``, ``report.md`` and the
-    home's ``results_index.md``."""
+    engine's record and report writers), with its What Went Wrong list as a session's end
+    words it: its folder, ``index.json``, ``report.md`` and the home's ``results_index.md``."""
+    record = record.replace(what_went_wrong=record.what_went_wrong or what_went_wrong(record))
     standalone_hooks().pytest_bench_run_finished(run=record)
     return record
 
@@ -185,6 +190,11 @@ def _summary(samples: Mapping[str, Mapping[str, Sequence[Any]]], control: str) -
 
 def _time(seconds: int) -> str:
     return (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def _content(code: str) -> dict[str, Any]:
+    """The code identity of a tree outside git whose files hash as ``code`` does."""
+    return {"vcs": None, "content_hash": hashlib.sha256(code.encode()).hexdigest()}
 
 
 def _config_hash(config: Mapping[str, Any]) -> str:
