@@ -150,7 +150,7 @@ def _trials(
     """Passed trials, one per treatment and replicate, each carrying every metric's value, in
     the session's balanced order: block ``k`` runs the treatments rotated by ``k`` (``a, b`` then
     ``b, a``), and ``position`` is a trial's place in its block."""
-    stage = config["stages"][0]["name"]
+    stage = next(s["name"] for s in config["stages"] if s.get("kind", "measure") == "measure")
     labels = [str(t) for t in config["treatments"]]
     count = max((len(v) for per in samples.values() for v in per.values()), default=0)
     trials = []
