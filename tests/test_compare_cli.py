@@ -1,28 +1,40 @@
-"""``benchmark-agent compare``, ``history`` and ``analyze`` on real recorded runs."""
+"""``benchmark-agent compare``, ``history`` and ``analyze`` on recorded runs: records the
+engine's writers wrote to a data home (tests/support/records.py), as sessions leave them; the
+verbs read only the home."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from benchhelpers import BenchProject
-from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
+from support.records import constant, recorded, scored_config
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.records.record import load_run
+from pytest_benchmark_agent.records.run import CAVEAT_NONE
+
+#: What the scored benchmark measures (gate2helpers.scored): b at x1.5 of a.
+SCORES = {"score": constant({"a": 6, "b": 9})}
 
 
-def cli(project: BenchProject, capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, str]:
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """The data home of the runs."""
+    return tmp_path / "benchmark_data"
+
+
+def cli(home: Path, capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, str]:
     capsys.readouterr()  # what the runs before printed
-    code = main(["--home", str(project.home), *words])
+    code = main(["--home", str(home), *words])
     return code, capsys.readouterr().out
 
 
 def test_compare_two_runs_of_one_config_shows_b_against_a_and_the_reproduction(
-    project: BenchProject, capsys: pytest.CaptureFixture[str]
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scored(project)
-    run_as(project, "r1")
-    run_as(project, "r2")
-    code, out = cli(project, capsys, "compare", "r1", "r2")
+    recorded(home, "r1", SCORES)
+    recorded(home, "r2", SCORES)
+    code, out = cli(home, capsys, "compare", "r1", "r2")
     assert code == 0
     assert (
         "gate 1: they differ in the treatment variable's values only; gate 2: fingerprints "
@@ -43,13 +55,12 @@ def test_compare_two_runs_of_one_config_shows_b_against_a_and_the_reproduction(
 
 
 def test_compare_against_other_treatments_uses_a_s_control(
-    project: BenchProject, capsys: pytest.CaptureFixture[str]
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scored(project)
-    run_as(project, "r1")
-    scored(project, treatments=["a", "c"])
-    run_as(project, "r2")
-    code, out = cli(project, capsys, "compare", "r1", "r2")
+    recorded(home, "r1", SCORES)
+    other = scored_config(treatments=["a", "c"])
+    recorded(home, "r2", {"score": constant({"a": 6, "c": 9})}, config=other)
+    code, out = cli(home, capsys, "compare", "r1", "r2")
     assert code == 0
     row = next(line.split() for line in out.splitlines() if line.startswith("  c "))
     assert row[1:4] == ["6", "9", "improved"]  # c of B against a, A's control
@@ -57,12 +68,12 @@ def test_compare_against_other_treatments_uses_a_s_control(
 
 
 def test_compare_refuses_runs_that_differ_in_a_control_naming_it(
-    project: BenchProject, capsys: pytest.CaptureFixture[str]
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scored(project)
-    run_as(project, "r1")
-    run_as(project, "r2", "--bench-set", "size=4")
-    code, out = cli(project, capsys, "compare", "r1", "r2")
+    recorded(home, "r1", SCORES)
+    larger = scored_config(params={"mode": "a", "size": 4})  # --bench-set size=4
+    recorded(home, "r2", {"score": constant({"a": 8, "b": 12})}, config=larger)
+    code, out = cli(home, capsys, "compare", "r1", "r2")
     assert code == 1
     assert "not_comparable: the runs differ in more than the treatment variable's values" in out
     assert "  - params.size: '3' (A) vs '4' (B)" in out
@@ -70,15 +81,13 @@ def test_compare_refuses_runs_that_differ_in_a_control_naming_it(
 
 
 def test_compare_across_code_names_both_sides_and_checks_no_reproduction(
-    project: BenchProject, capsys: pytest.CaptureFixture[str]
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scored(project)
-    run_as(project, "r1")
-    project.write("code/measure.sh", '# v2\nread v < "data/$1.txt"; echo score=$(( v * $2 ))\n')
-    run_as(project, "r2")
-    code, out = cli(project, capsys, "compare", "r1", "latest")
+    recorded(home, "r1", SCORES)
+    recorded(home, "r2", SCORES, code="v2")  # the code edited
+    code, out = cli(home, capsys, "compare", "r1", "latest")
     assert code == 0  # a difference of code is what is compared, not a refusal
-    labels = [load_run(project.home / "runs" / run).code for run in ("r1", "r2")]
+    labels = [load_run(home / "runs" / run).code for run in ("r1", "r2")]
     assert labels[0] != labels[1] and all(label.startswith("content:") for label in labels)
     assert (
         f"code: {labels[0]} -> {labels[1]} (B measured other code: this is a comparison of "
@@ -91,25 +100,23 @@ def test_compare_across_code_names_both_sides_and_checks_no_reproduction(
 
 
 def test_compare_refuses_a_differing_declared_variable_naming_it(
-    project: BenchProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("BENCH_FLAVOUR", "plain")
-    scored(project, env_vars=["BENCH_FLAVOUR"])
-    run_as(project, "r1")
-    monkeypatch.setenv("BENCH_FLAVOUR", "spicy")
-    run_as(project, "r2")
-    code, out = cli(project, capsys, "compare", "r1", "r2")
+    declared = scored_config(env_vars=["BENCH_FLAVOUR"])
+    for run_id, flavour in (("r1", "plain"), ("r2", "spicy")):  # $BENCH_FLAVOUR at each run
+        fingerprint = {"vars": {"BENCH_FLAVOUR": flavour}}
+        recorded(home, run_id, SCORES, config=declared, fingerprint=fingerprint)
+    code, out = cli(home, capsys, "compare", "r1", "r2")
     assert code == 1
     assert "  - fingerprints differ in fields that matter: vars[BENCH_FLAVOUR]" in out
     assert "fingerprint difference that matters: vars[BENCH_FLAVOUR]: plain -> spicy" in out
 
 
 def test_compare_says_what_it_searched_when_a_ref_names_no_run(
-    project: BenchProject, capsys: pytest.CaptureFixture[str]
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scored(project)
-    run_as(project, "r1")
-    code = main(["--home", str(project.home), "compare", "r1", "nope"])
+    recorded(home, "r1", SCORES)
+    code = main(["--home", str(home), "compare", "r1", "nope"])
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith(
@@ -119,28 +126,25 @@ def test_compare_says_what_it_searched_when_a_ref_names_no_run(
 
 
 def test_history_lists_runs_with_tag_and_primary_verdicts_filtered_by_name(
-    project: BenchProject, capsys: pytest.CaptureFixture[str]
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scored(project)
-    run_as(project, "r1")
-    run_as(project, "r2")
-    scored(project, name="other")
-    run_as(project, "r3")
-    code, out = cli(project, capsys, "history", "--name", "scored")
+    recorded(home, "r1", SCORES)
+    recorded(home, "r2", SCORES)
+    recorded(home, "r3", SCORES, config=scored_config(name="other"))
+    code, out = cli(home, capsys, "history", "--name", "scored")
     assert code == 0
     lines = out.splitlines()
     assert [line.split()[0] for line in lines] == ["r1", "r2"]
     assert lines[1].split()[1:4] == ["complete", "RELIABLE", "scored"]
     assert lines[1].endswith("primary: score b improved")
-    assert len(cli(project, capsys, "history")[1].splitlines()) == 3
+    assert len(cli(home, capsys, "history")[1].splitlines()) == 3
 
 
 def test_analyze_prints_the_report_and_the_skeptical_outline(
-    project: BenchProject, capsys: pytest.CaptureFixture[str]
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scored(project)
-    run_as(project, "r1", "--bench-isolation", "none")
-    code, out = cli(project, capsys, "analyze", "latest")
+    recorded(home, "r1", SCORES, caveats=[CAVEAT_NONE])  # --bench-isolation none
+    code, out = cli(home, capsys, "analyze", "latest")
     assert code == 0
     report, outline = out.split("## Skeptical reading (outline)")
     assert "## What Went Wrong" in report and "| `b` | **improved** |" in report

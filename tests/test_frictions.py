@@ -1,6 +1,7 @@
 """The small frictions of issue 22, each through its real entry point: ``--version``, whole help
-sentences, ``compare`` with the control first, treatments YAML would retype, ``clean`` of trial
-scratch folders, the ``bench`` fixture's treatment lookup, and the skill's ``allowed-tools``."""
+sentences, ``compare`` with the control first (on records a session would leave), treatments
+YAML would retype, ``clean`` of trial scratch folders, the ``bench`` fixture's treatment lookup,
+and the skill's ``allowed-tools``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import yaml
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
+from support.records import constant, recorded, scored_config
 
 from pytest_benchmark_agent.cli.main import build_parser, main
 from pytest_benchmark_agent.config.models import load_config
@@ -54,13 +56,14 @@ def test_every_verb_in_the_list_has_a_whole_sentence() -> None:
 
 
 def test_compare_lists_the_control_first(
-    project: BenchProject, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Control ``b`` sorts after ``a``: its row still comes first."""
-    scored(project, params={"mode": "b", "size": 3}, treatments=["b", "a"])
-    run_as(project, "r1")
-    run_as(project, "r2")
-    code, out = cli(project.home, capsys, "compare", "r1", "r2")
+    home = tmp_path / "benchmark_data"
+    config = scored_config(params={"mode": "b", "size": 3}, treatments=["b", "a"])
+    for run_id in ("r1", "r2"):
+        recorded(home, run_id, {"score": constant({"b": 9, "a": 6})}, config=config)
+    code, out = cli(home, capsys, "compare", "r1", "r2")
     assert code == 0, out
     section = out.split("`score`", 1)[1]
     rows = [line.split()[0] for line in section.splitlines() if re.match(r"  [ab] ", line)]

@@ -1,17 +1,25 @@
 """Gate 2 end to end with real runs: A/A ends no_change, a slower treatment regresses and fails
 CI, sequential replication stops once decided, the baseline gate, fingerprint refusals, secrets,
-plots with and without matplotlib, and two hosts whose directions differ."""
+plots with and without matplotlib, and two hosts whose directions differ. How a baseline that
+served is judged (an anchor, an EXPLORATORY or QUALIFIED baseline) is the judge's reading of
+records, tested on records from tests/support/records.py without a session."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
+from support.records import constant, recorded, scored_config
 
 from pytest_benchmark_agent.records.reader import load_results
+from pytest_benchmark_agent.records.run import CAVEAT_NONE
 from pytest_benchmark_agent.report.plots import NO_MATPLOTLIB
+
+#: What the scored benchmark measures (gate2helpers.scored): b at x1.5 of a.
+SCORES = {"score": constant({"a": 6, "b": 9})}
 
 
 def two_way(cmd: str, metrics: dict, fields: list[str], **overrides) -> dict:
@@ -163,14 +171,14 @@ def test_a_baseline_may_differ_in_the_treatment_variable_only(project: BenchProj
     )
 
 
-def test_an_exploratory_baseline_serves_and_is_noted(project: BenchProject) -> None:
-    scored(project)
-    run_as(project, "r1")
-    record = run_as(project, "r2", "--bench-baseline", "r1", "--bench-fail-on=regression")
+def test_an_exploratory_baseline_serves_and_is_noted(tmp_path: Path) -> None:
+    home = tmp_path / "benchmark_data"
+    recorded(home, "r1", SCORES)
+    record = recorded(home, "r2", SCORES, against="r1").to_dict()
     base = record["baseline"]
     assert base["tag"] == "EXPLORATORY" and base["refused"] is None
     assert "the baseline r1 is EXPLORATORY: one session, never reproduced" in base["notes"][1]
-    assert base["gate"]["outcome"] == "passed"
+    assert base["gate"]["outcome"] == "passed"  # --bench-fail-on=regression would pass
     assert record["reproduces"]["run_id"] == "r1" and record["tag"] == "RELIABLE"
 
 
@@ -222,33 +230,34 @@ def test_an_unreliable_baseline_is_refused_naming_why(project: BenchProject) -> 
     assert record["baseline"]["gate"]["outcome"] == "unjudged"
 
 
-def test_a_baseline_of_other_treatments_anchors_the_run(project: BenchProject) -> None:
-    scored(project)
-    run_as(project, "r1")
-    run_as(project, "r2")
-    scored(project, treatments=["a", "c"])
-    record = run_as(project, "r3", "--bench-baseline", "r2")
+def test_a_baseline_of_other_treatments_anchors_the_run(tmp_path: Path) -> None:
+    home = tmp_path / "benchmark_data"
+    recorded(home, "r1", SCORES)
+    recorded(home, "r2", SCORES)
+    other = scored_config(treatments=["a", "c"])
+    samples = {"score": constant({"a": 6, "c": 9})}
+    record = recorded(home, "r3", samples, against="r2", config=other).to_dict()
     assert record["tag"] == "QUALIFIED"
     assert record["reproduces"]["kind"] == "anchor" and record["reproduces"]["ok"]
     against = record["baseline"]["verdicts"]["score"]
     assert against["a"]["against"] == against["c"]["against"] == "r2 `a`"
     assert against["a"]["verdict"] == "no_change" and against["c"]["verdict"] == "improved"
     assert against["c"]["design"] == "unpaired"  # two sessions: nothing to pair
-    report = (project.home / "runs" / "r3" / "report.md").read_text()
+    report = (home / "runs" / "r3" / "report.md").read_text()
     assert "## Baseline" in report and "drift between the two sessions does not cancel" in report
 
 
-def test_a_qualified_baseline_carries_its_caveat(project: BenchProject) -> None:
-    scored(project)
-    run_as(project, "r1")
-    assert run_as(project, "r2", "--bench-isolation", "none")["tag"] == "QUALIFIED"
-    record = run_as(project, "r3", "--bench-baseline", "r2")
-    assert record["tag"] == "QUALIFIED"
+def test_a_qualified_baseline_carries_its_caveat(tmp_path: Path) -> None:
+    home = tmp_path / "benchmark_data"
+    recorded(home, "r1", SCORES)
+    assert recorded(home, "r2", SCORES, caveats=[CAVEAT_NONE]).tag == "QUALIFIED"
+    record = recorded(home, "r3", SCORES, against="r2")
+    assert record.tag == "QUALIFIED"
     assert any(
         reason.startswith("relies on QUALIFIED run r2: isolation 'none'")
-        for reason in record["tag_reasons"]
+        for reason in record.tag_reasons
     )
-    report = (project.home / "runs" / "r3" / "report.md").read_text()
+    report = (home / "runs" / "r3" / "report.md").read_text()
     assert "Baseline r2 is QUALIFIED: isolation 'none'" in report
 
 

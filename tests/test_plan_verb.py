@@ -8,6 +8,7 @@ import subprocess
 
 import yaml
 from benchhelpers import BenchProject, simple_bench
+from support.records import constant, judged, run_record, write_run
 
 from pytest_benchmark_agent.cli.session import EXIT_CHALLENGED
 from pytest_benchmark_agent.records.lessons import LESSONS, Note, add_note
@@ -31,15 +32,13 @@ def agent(project: BenchProject, *args: str) -> subprocess.CompletedProcess[str]
 
 
 def reliable_baseline(project: BenchProject) -> str:
-    """A real run of the simple benchmark, re-tagged RELIABLE (as gate 2 tags a reproduction)."""
+    """A recorded run of the simple benchmark in the data home (the records a session leaves,
+    written by the engine's writers), tagged RELIABLE as gate 2 tags a reproduction."""
     project.bench(simple_bench())
-    assert agent(project, "run", "bench.yaml").returncode == 0
-    (run_dir,) = project.runs()
-    results = run_dir / "results.yaml"
-    record = yaml.safe_load(results.read_text())
-    record["tag"] = "RELIABLE"
-    results.write_text(yaml.safe_dump(record, sort_keys=False))
-    return run_dir.name
+    samples = {"score": constant({"a": 6, "b": 6}, replicates=2)}
+    run_id = "2026-01-01T00-00-00-simple-base"  # an id as a session names it: older than any
+    record = run_record(run_id, home=project.home, samples=samples, config=simple_bench())
+    return write_run(judged(record).replace(tag="RELIABLE")).run_id
 
 
 def test_plan_without_baseline_prints_the_matrix_and_applicable_lessons(

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import yaml
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as, scored  # noqa: F401
+from support.records import constant, recorded
 
 from pytest_benchmark_agent.cli.main import main
 from pytest_benchmark_agent.config.models import load_config
@@ -21,6 +23,9 @@ from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.records.record import RunRecord
 from pytest_benchmark_agent.records.run import CAVEAT_NONE
 from pytest_benchmark_agent.report.reclassified import reclassified_lines, tag_line
+
+#: What the scored benchmark measures: b at x1.5 of a.
+SCORES = {"score": constant({"a": 6, "b": 9})}
 
 
 def reference(
@@ -154,16 +159,22 @@ def test_an_accepted_deviation_qualifies_a_reproduced_run(project: BenchProject)
     assert "comparability limited" in second["tag_reasons"][0]
 
 
-# -- reclassify -----------------------------------------------------------------------------------
+# -- reclassify: on records of a data home, as the sessions above leave them ----------------------
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A data home holding one run of the scored benchmark, r1 (b measured at x1.5 of a)."""
+    folder = tmp_path / "benchmark_data"
+    recorded(folder, "r1", SCORES)
+    return folder
 
 
 def test_reclassify_downgrades_and_cascades_to_every_run_that_cited_it(
-    project: BenchProject, capsys: pytest.CaptureFixture[str]
+    home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scored(project)
-    for run_id in ("r1", "r2", "r3"):
-        run_as(project, run_id)
-    home = project.home
+    for run_id in ("r2", "r3"):
+        recorded(home, run_id, SCORES)
     assert [load_results(home / "runs" / r)["tag"] for r in ("r1", "r2", "r3")] == [
         "EXPLORATORY",
         "RELIABLE",
@@ -194,9 +205,10 @@ def test_reclassify_downgrades_and_cascades_to_every_run_that_cited_it(
     assert "- **Tag:** QUALIFIED (was RELIABLE" in report and "it cited r1" in report
     assert "flagged x1" in (home / "results_index.md").read_text()
     # a later run relying on a flagged run carries the flag as a caveat
-    fourth = run_as(project, "r4")
-    assert fourth["reproduces"]["run_id"] == "r3" and fourth["tag"] == "QUALIFIED"
-    assert any("flagged: it cited r2" in reason for reason in fourth["tag_reasons"])
+    fourth = recorded(home, "r4", SCORES)
+    assert fourth.reproduces is not None
+    assert fourth.reproduces["run_id"] == "r3" and fourth.tag == "QUALIFIED"
+    assert any("flagged: it cited r2" in reason for reason in fourth.tag_reasons)
 
 
 def test_the_report_renders_reclassifications_and_flags_from_the_record_alone() -> None:
@@ -240,11 +252,8 @@ def test_the_report_renders_reclassifications_and_flags_from_the_record_alone() 
     assert tag_line(plain) == "- **Tag:** RELIABLE" and reclassified_lines(plain) == []
 
 
-def test_reclassify_raises_a_tag_only_with_a_reproduction(project: BenchProject) -> None:
-    scored(project)
-    run_as(project, "r1")
-    run_as(project, "r2")
-    home = project.home
+def test_reclassify_raises_a_tag_only_with_a_reproduction(home: Path) -> None:
+    recorded(home, "r2", SCORES)
     reclassify(home, home / "runs" / "r2", "QUALIFIED", "a noisy neighbour was running")
     with pytest.raises(ReclassifyError, match="may only be lowered without a new run"):
         reclassify(home, home / "runs" / "r2", "RELIABLE", "it looked fine")
@@ -263,24 +272,17 @@ def test_reclassify_raises_a_tag_only_with_a_reproduction(project: BenchProject)
         ("GOLDEN", "why not", "use one of RELIABLE"),
     ],
 )
-def test_reclassify_refusals_name_the_fix(
-    project: BenchProject, tag: str, why: str, message: str
-) -> None:
-    scored(project)
-    run_as(project, "r1")
+def test_reclassify_refusals_name_the_fix(home: Path, tag: str, why: str, message: str) -> None:
     with pytest.raises(ReclassifyError, match=message):
-        reclassify(project.home, project.home / "runs" / "r1", tag, why)
+        reclassify(home, home / "runs" / "r1", tag, why)
 
 
-def test_reclassify_cli_needs_a_reason(project: BenchProject) -> None:
-    scored(project)
-    run_as(project, "r1")
+def test_reclassify_cli_needs_a_reason(home: Path) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["--home", str(project.home), "reclassify", "r1", "UNRELIABLE"])
+        main(["--home", str(home), "reclassify", "r1", "UNRELIABLE"])
     assert exit_info.value.code == 2  # argparse: --why is required
     with pytest.raises(SystemExit, match="raises the tag"):
-        main(["--home", str(project.home), "reclassify", "r1", "RELIABLE", "--why", "sure"])
-    assert (
-        yaml.safe_load((project.home / "runs" / "r1" / "results.yaml").read_text())["tag"]
-        == "EXPLORATORY"
+        main(["--home", str(home), "reclassify", "r1", "RELIABLE", "--why", "sure"])
+    assert yaml.safe_load((home / "runs" / "r1" / "results.yaml").read_text())["tag"] == (
+        "EXPLORATORY"
     )

@@ -4,46 +4,56 @@ A tiny Python stage prints ``t=<value>`` drawn from a generator seeded by the tr
 block and the position in the block (counted from the calls as run), so each test knows the
 truth it measures: a position effect under the balanced order, +0.5% under a 1% threshold,
 exact ties, a run too small to ever decide, and reproduction by evidence. Each asks for the
-fewest blocks at which its point can be decided (6 for one comparison).
+fewest blocks at which its point can be decided (6 for one comparison). Reproduction is the
+judge's reading of two records: its tests draw the same values in the session's order into
+records (tests/support/records.py) and judge those, with no session.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
+import random
 import sys
+from pathlib import Path
 
 from benchhelpers import BenchProject
 from gate2helpers import lazy_imports_done_outside_runs, run_as  # noqa: F401
+from support.records import recorded
 
+from pytest_benchmark_agent.records.reader import load_results
 from pytest_benchmark_agent.stats.analysis import Observation, PlainMetricRule, analyze_run
 
-GENERATOR = """\
-import json, math, random, sys
-from pathlib import Path
 
+def draw(truth: dict, mode: str, block: int, position: int, extra: list) -> float:
+    """The generator's value of ``mode`` at ``position`` of ``block`` (``extra``: the stage's
+    other arguments): one definition, run by the stage and by the tests on records."""
+    rng = random.Random(f"{truth.get('salt', 0)}:{mode}:{block}:{position}:{extra}")
+    if "values" in truth:
+        return truth["values"][mode][block]
+    value = truth.get("base", 10.0) * truth.get("effect", {}).get(mode, 1.0)
+    value *= math.exp(rng.gauss(0.0, truth.get("cv", 0.0)))
+    return value * (1 + truth.get("position", 0.0) * (position == 0))
+
+
+GENERATOR = (
+    "import json, math, random, sys\nfrom pathlib import Path\n\n"
+    + inspect.getsource(draw)
+    + """
 mode = sys.argv[1]
 truth = json.loads(Path("data/truth.json").read_text())
 log = Path("data/calls.txt")
 calls = log.read_text().split() if log.exists() else []
 log.write_text("".join(f"{c}\\n" for c in [*calls, mode]))
 block, position = divmod(len(calls), 2)  # two treatments: two trials a block, as run
-rng = random.Random(f"{truth.get('salt', 0)}:{mode}:{block}:{position}:{sys.argv[2:]}")
-if "values" in truth:
-    value = truth["values"][mode][block]
-else:
-    value = truth.get("base", 10.0) * truth.get("effect", {}).get(mode, 1.0)
-    value *= math.exp(rng.gauss(0.0, truth.get("cv", 0.0)))
-    value *= 1 + truth.get("position", 0.0) * (position == 0)
-print(f"t={value!r}")
+print(f"t={draw(truth, mode, block, position, sys.argv[2:])!r}")
 """
+)
 
 
-def synthetic(project: BenchProject, truth: dict, *, threshold: float = 0.01, **overrides) -> None:
-    """A two-treatment benchmark of the generator; ``truth`` is its data (outside the code, so a
-    new truth is a faithful rerun of the same config and code)."""
-    project.write("code/gen.py", GENERATOR)
-    project.write("data/truth.json", json.dumps(truth))
-    (project.path / "data" / "calls.txt").unlink(missing_ok=True)
+def synthetic_config(threshold: float = 0.01, **overrides: object) -> dict:
+    """The two-treatment benchmark of the generator, ``t`` lower is better."""
     document = {
         "name": "synthetic",
         "hypothesis": "b changes t",
@@ -63,7 +73,28 @@ def synthetic(project: BenchProject, truth: dict, *, threshold: float = 0.01, **
         "metrics": {"t": {"direction": "lower", "primary": True, "noise_threshold": threshold}},
     }
     document.update(overrides)
-    project.bench(document)
+    return document
+
+
+def synthetic(project: BenchProject, truth: dict, *, threshold: float = 0.01, **overrides) -> None:
+    """A two-treatment benchmark of the generator; ``truth`` is its data (outside the code, so a
+    new truth is a faithful rerun of the same config and code)."""
+    project.write("code/gen.py", GENERATOR)
+    project.write("data/truth.json", json.dumps(truth))
+    (project.path / "data" / "calls.txt").unlink(missing_ok=True)
+    project.bench(synthetic_config(threshold, **overrides))
+
+
+def measured(home: Path, run_id: str, truth: dict) -> dict:
+    """A rerun of the synthetic benchmark drawing ``truth`` in the session's order (six blocks,
+    ``a, b`` then ``b, a``), judged against the runs in ``home`` and written there, without a
+    session: its results.yaml, as ``run_as`` returns it."""
+    values = {
+        label: [draw(truth, label, k, (k + i) % 2, []) for k in range(6)]
+        for i, label in enumerate(("a", "b"))
+    }
+    recorded(home, run_id, {"t": values}, config=synthetic_config())
+    return load_results(home / "runs" / run_id)
 
 
 def verdict_of(record: dict) -> dict:
@@ -133,12 +164,11 @@ def test_a_run_that_can_never_decide_says_so(project: BenchProject) -> None:
     assert why in (project.home / "runs" / "seeds" / "report.md").read_text()
 
 
-def test_one_decided_run_and_one_undecided_rerun_are_inconclusive(project: BenchProject) -> None:
-    synthetic(project, {"cv": 0.005, "effect": {"b": 1.2}})
-    first = verdict_of(run_as(project, "r1"))
+def test_one_decided_run_and_one_undecided_rerun_are_inconclusive(tmp_path: Path) -> None:
+    first = verdict_of(measured(tmp_path, "r1", {"cv": 0.005, "effect": {"b": 1.2}}))
     assert first["verdict"] == "regressed"
-    synthetic(project, {"cv": 0.2, "effect": {"b": 1.2}, "salt": 3})  # the same, far noisier
-    record = run_as(project, "r2")
+    # the same, far noisier
+    record = measured(tmp_path, "r2", {"cv": 0.2, "effect": {"b": 1.2}, "salt": 3})
     second = verdict_of(record)
     assert second["verdict"] == "no_change"
     assert second["ci"][0] < first["ci"][1] and first["ci"][0] < second["ci"][1]
@@ -150,11 +180,9 @@ def test_one_decided_run_and_one_undecided_rerun_are_inconclusive(project: Bench
     assert any(x.startswith("inconclusive against r1") for x in record["tag_reasons"])
 
 
-def test_two_quiet_no_change_runs_reproduce(project: BenchProject) -> None:
-    synthetic(project, {"cv": 0.0005})  # A/A, far quieter than the 1% band
-    first = verdict_of(run_as(project, "q1"))
-    synthetic(project, {"cv": 0.0005, "salt": 1})
-    record = run_as(project, "q2")
+def test_two_quiet_no_change_runs_reproduce(tmp_path: Path) -> None:
+    first = verdict_of(measured(tmp_path, "q1", {"cv": 0.0005}))  # A/A, far under the 1% band
+    record = measured(tmp_path, "q2", {"cv": 0.0005, "salt": 1})
     second = verdict_of(record)
     assert first["verdict"] == second["verdict"] == "no_change"
     assert first["mde"] > 0.01 and second["mde"] > 0.01  # an MDE counts the band
@@ -163,11 +191,11 @@ def test_two_quiet_no_change_runs_reproduce(project: BenchProject) -> None:
     assert "reproduced (no change; both intervals inside the noise band +-1%" in line
 
 
-def test_decisions_in_opposite_directions_contradict(project: BenchProject) -> None:
-    synthetic(project, {"cv": 0.002, "effect": {"b": 1.2}})
-    assert verdict_of(run_as(project, "o1"))["verdict"] == "regressed"
-    synthetic(project, {"cv": 0.002, "effect": {"b": 0.8}})  # the same config, the truth flipped
-    record = run_as(project, "o2")
+def test_decisions_in_opposite_directions_contradict(tmp_path: Path) -> None:
+    first = measured(tmp_path, "o1", {"cv": 0.002, "effect": {"b": 1.2}})
+    assert verdict_of(first)["verdict"] == "regressed"
+    # the same config, the truth flipped
+    record = measured(tmp_path, "o2", {"cv": 0.002, "effect": {"b": 0.8}})
     assert verdict_of(record)["verdict"] == "improved"
     assert record["tag"] == "UNRELIABLE"
     (line,) = record["reproduces"]["lines"]

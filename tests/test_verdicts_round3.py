@@ -2,7 +2,8 @@
 words claim only what was shown, and a contradiction with any earlier run counts.
 
 Real sessions on the synthetic generator of ``test_verdicts_round2`` (metrics of known truth),
-and the analysis itself on many generated samples where a property must hold for every verdict.
+records of its draws where only the judge across runs is tested (the contradiction), and the
+analysis itself on many generated samples where a property must hold for every verdict.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 from gate2helpers import lazy_imports_done_outside_runs  # noqa: F401
 from test_plan_verb import agent
-from test_verdicts_round2 import synthetic, verdict_of
+from test_verdicts_round2 import measured, synthetic, verdict_of
 
 from pytest_benchmark_agent.cli.outline import order_outline
 from pytest_benchmark_agent.config import gate1
@@ -197,17 +198,14 @@ def test_no_change_says_within_only_when_its_interval_lies_inside_the_band() -> 
 # -- 5. a contradiction with ANY earlier run counts --
 
 
-def test_regressed_then_no_change_then_improved_ends_unreliable_naming_the_first(project) -> None:
+def test_regressed_then_no_change_then_improved_ends_unreliable_naming_the_first(
+    tmp_path: Path,
+) -> None:
     """The issue's story: run 1 decides ``regressed``, run 2 (the effect shrunk) ``no_change``,
     run 3 (the effect flipped) ``improved``: run 3 contradicts run 1, not only run 2."""
-    ids = []
     noisy = {"values": {"a": [10] * 6, "b": [14, 6.5, 13, 7, 14.5, 6.8]}}  # covers 0.7 and 1.3
-    for truth in ({"effect": {"b": 1.3}, "cv": 0.001}, noisy, {"effect": {"b": 0.7}, "cv": 0.001}):
-        synthetic(project, truth)
-        result = project.run("bench.yaml", subprocess=True)
-        assert result.ret == 0, result.stdout.str()
-        ids.append(project.runs()[-1].name)
-    first, second, third = (project.results(i) for i in range(3))
+    truths = ({"effect": {"b": 1.3}, "cv": 0.001}, noisy, {"effect": {"b": 0.7}, "cv": 0.001})
+    first, second, third = (measured(tmp_path, f"r{i}", truth) for i, truth in enumerate(truths, 1))
     assert [verdict_of(r)["verdict"] for r in (first, second, third)] == [
         "regressed",
         "no_change",
@@ -215,11 +213,10 @@ def test_regressed_then_no_change_then_improved_ends_unreliable_naming_the_first
     ]
     assert second["tag"] == "QUALIFIED"  # one decided, one not: inconclusive
     assert third["reproduces"]["problems"] == []  # against run 2 alone: inconclusive
-    assert third["reproduces"]["run_id"] == ids[1]  # the latest earlier run is the reference
+    assert third["reproduces"]["run_id"] == "r2"  # the latest earlier run is the reference
     assert third["tag"] == "UNRELIABLE"
     assert any(
-        reason.startswith(f"contradicts {ids[0]}: `t` [b] improved")
-        for reason in third["tag_reasons"]
+        reason.startswith("contradicts r1: `t` [b] improved") for reason in third["tag_reasons"]
     )
 
 
