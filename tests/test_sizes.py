@@ -136,5 +136,3 @@ def test_the_checks_name_a_long_module_and_a_long_nested_function(tmp_path: Path
     (package / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
     assert long_modules(package) == [f"pkg/long.py: {MAX_MODULE_LINES + 1} lines"]
     assert long_functions(package) == [f"pkg/sub/deep.py:1 outer: {MAX_FUNCTION_LINES + 2} lines"]
-    (package / "wide.py").write_text("class C:\n    def m(self, a, b, *, c):\n        pass\n")
-    assert many_parameters(package, 2) == ["pkg/wide.py:2 m: 3 parameters"]

@@ -207,7 +207,7 @@ def test_reclassify_downgrades_and_cascades_to_every_run_that_cited_it(
     # a later run relying on a flagged run carries the flag as a caveat
     fourth = recorded(home, "r4", SCORES)
     assert fourth.reproduces is not None
-    assert fourth.reproduces["run_id"] == "r3" and fourth.tag == "QUALIFIED"
+    assert fourth.reproduces.run_id == "r3" and fourth.tag == "QUALIFIED"
     assert any("flagged: it cited r2" in reason for reason in fourth.tag_reasons)
 
 
