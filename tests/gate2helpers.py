@@ -8,6 +8,7 @@ import io
 
 import pytest
 from benchhelpers import BenchProject
+from support.records import scored_config
 
 from pytest_benchmark_agent.records.reader import load_results
 
@@ -33,25 +34,7 @@ def scored(project: BenchProject, a: int = 2, b: int = 3, **overrides) -> None:
     project.write("data/a.txt", f"{a}\n")
     project.write("data/b.txt", f"{b}\n")
     project.write("data/c.txt", f"{b}\n")
-    document = {
-        "name": "scored",
-        "hypothesis": "b scores higher than a",
-        "params": {"mode": "a", "size": 3},
-        "treatment_variable": "mode",
-        "treatments": ["a", "b"],
-        "replicates": 6,
-        "code": ["code"],
-        "stages": [
-            {
-                "name": "measure",
-                "kind": "measure",
-                "cmd": "sh code/measure.sh {mode} {size}",
-                "metrics_from": {"stdout": True, "fields": ["score"]},
-            }
-        ],
-        "metrics": {"score": {"direction": "higher", "primary": True}},
-    }
-    document.update(overrides)
+    document = scored_config(**overrides)
     project.bench(document)
 
 
