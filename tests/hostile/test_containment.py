@@ -7,6 +7,7 @@ marker in their command line (an odd ``sleep`` length), so the test finds exactl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from hostilehelpers import assert_clean_exit, tiny_bench
 
 from pytest_benchmark_agent.engine.isolation import Containment
 from pytest_benchmark_agent.guards.cgroup import CgroupMemory, child_cgroup_unavailable
+from pytest_benchmark_agent.records.recover import start_ticks
 
 NO_CGROUP = child_cgroup_unavailable()
 needs_cgroup = pytest.mark.skipif(NO_CGROUP is not None, reason=f"no child cgroup: {NO_CGROUP}")
@@ -147,10 +149,16 @@ def test_kill_9_of_pytest_takes_the_running_stage_down(
 @needs_cgroup
 def test_a_later_session_sweeps_the_cgroup_of_a_session_that_is_gone(marker: str) -> None:
     """A session cgroup whose owner (pid and start time) is gone is emptied and removed by
-    the next session, even where that session's watchdog died with it."""
+    the next session, even where that session's watchdog died with it.
+
+    The owner is a process of its own, alive until the stray has joined its cgroup: a session
+    of another xdist worker sweeps the same parent cgroup, and must not find the folder gone
+    before the stray is in it. Whichever session sweeps it, the stray is killed and the folder
+    removed."""
     own = CgroupMemory.of_self()
     assert own is not None
-    folder = own.path / f"pba-session-{os.getpid()}-1"  # this pid, another start time: gone
+    owner = subprocess.Popen(["sleep", marker])
+    folder = own.path / f"pba-session-{owner.pid}-{start_ticks(owner.pid)}"
     stage = folder / "stage-1"
     stage.mkdir(parents=True)
     stray = subprocess.Popen(
@@ -161,17 +169,22 @@ def test_a_later_session_sweeps_the_cgroup_of_a_session_that_is_gone(marker: str
         deadline = time.monotonic() + GONE_WITHIN_S
         while not (stage / "cgroup.procs").read_text().split() and time.monotonic() < deadline:
             time.sleep(0.05)  # until it joined its cgroup (its command line shows earlier)
+        owner.kill()
+        owner.wait()  # the owner is gone: any session sweeps the folder from now on
         containment = Containment()
         scope = containment.stage()
         scope.end()
         containment.close()
         assert stray.wait(timeout=GONE_WITHIN_S) == -signal.SIGKILL
+        while folder.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # another worker's session may be removing it as this one returns
         assert not folder.exists()
     finally:
-        stray.kill()
-        stray.wait()
+        for process in (owner, stray):
+            process.kill()
+            process.wait()
         for child in (stage, folder):
-            if child.exists():
+            with contextlib.suppress(FileNotFoundError):  # a session of another worker swept it
                 child.rmdir()
 
 
