@@ -210,6 +210,53 @@ def test_ctrl_c_during_a_batch_stops_every_stage_and_records_the_trial_in_flight
     assert trials[0]["reason"] == "the session was interrupted during this trial"
 
 
+#: Ctrl-C while the batch is still starting: the first trial's stage runs (it has reported its
+#: progress), the second trial is not submitted yet (where a count run under two busy loops once
+#: sent its SIGINT).
+CTRL_C_WHILE_STARTING = """
+import time
+
+import pytest_benchmark_agent.engine.counted as counted
+
+_real, _made = counted._reporter, []
+
+
+def _reporter(key, seen, cancel):
+    _made.append(key)
+    if len(_made) == 2:
+        while not seen:
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+    return _real(key, seen, cancel)
+
+
+counted._reporter = _reporter
+"""
+
+
+def test_ctrl_c_while_a_batch_starts_stops_its_stage_and_records_the_trial_in_flight(project):
+    """Hostile: the interrupt reaches the session between two trials' submits. The first
+    trial's stage (far too long to end by itself) is stopped and its trial recorded
+    ``interrupted``; the one never submitted is ``not_run``. Before, the batch waited for the
+    first stage to end by itself and recorded every trial ``not_run``."""
+    marker = "300000019"
+    project.write("conftest.py", HOOKS + CTRL_C_WHILE_STARTING)
+    project.bench(bench([marker, f"0{marker}"], replicates=2))
+    session = subprocess.run(
+        [sys.executable, "-m", "pytest", "--bench", "bench.yaml", "-p", "no:cacheprovider"]
+        + ["-p", "no:randomly"],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert session.returncode == 2, session.stdout + session.stderr
+    assert stages_of(marker) == []
+    trials = project.results()["trials"]
+    assert [t["status"] for t in trials] == ["interrupted", "not_run", "not_run", "not_run"]
+    assert trials[0]["reason"] == "the session was interrupted during this trial"
+
+
 def stages_of(marker: str) -> list[psutil.Process]:
     """The live processes whose command line holds ``marker``."""
     found = []

@@ -126,12 +126,12 @@ class CountedBatches:
                 _workers(run, item.spec, len(jobs)), thread_name_prefix="counted-trial"
             ) as pool,
         ):
-            for member, needed in jobs:
-                progress = _reporter(member.nodeid, seen, cancel)
-                futures[member.nodeid] = pool.submit(
-                    run_trial, run, ctx, member.spec, needed, progress
-                )
-            try:
+            try:  # from the first submit: Ctrl-C may come while the batch is still starting
+                for member, needed in jobs:
+                    progress = _reporter(member.nodeid, seen, cancel)
+                    futures[member.nodeid] = pool.submit(
+                        run_trial, run, ctx, member.spec, needed, progress
+                    )
                 while wait(futures.values(), timeout=ctx.progress_every_s).not_done:
                     if not futures[item.nodeid].done() and item.nodeid in seen:
                         own(*seen[item.nodeid])
@@ -139,9 +139,8 @@ class CountedBatches:
                 cancel.set()
                 pool.shutdown(wait=True, cancel_futures=True)
         for member, _ in jobs[1:]:
-            future = futures[member.nodeid]
-            self._done[member.nodeid] = _interrupt if future.cancelled() else future.result
-        return futures[item.nodeid].result()
+            self._done[member.nodeid] = _outcome(futures.get(member.nodeid))
+        return _outcome(futures.get(item.nodeid))()
 
     def _replay(self, item: BenchItem, outcome: Outcome) -> TrialRecord:
         """Publish the stage's start of a trial measured in its block's batch (as it would have
@@ -205,6 +204,12 @@ def _reporter(key: str, seen: dict[str, tuple[float, float]], cancel: threading.
         seen[key] = (elapsed_s, peak_rss_mb)
 
     return progress
+
+
+def _outcome(future: Future[TrialRecord] | None) -> Outcome:
+    """A batch trial's outcome: its future's result, or, where the session was interrupted
+    before it was submitted or started, :func:`_interrupt`."""
+    return _interrupt if future is None or future.cancelled() else future.result
 
 
 def _interrupt() -> TrialRecord:
