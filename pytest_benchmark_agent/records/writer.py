@@ -277,8 +277,8 @@ def ci_gate_outcome(record: RunRecord) -> str | None:
     return gate.outcome if gate else None
 
 
-#: An index file read: its identity (inode, mtime, size), its JSON object and the entry it holds.
-_Cached = tuple[tuple[int, int, int], dict[str, Any], IndexEntry]
+#: An index file read: its identity (inode, mtime, size) and the entry it holds.
+_Cached = tuple[tuple[int, int, int], IndexEntry]
 #: The index entries this process read, per data directory, by run folder name.
 _index_cache: dict[Path, dict[str, _Cached]] = {}
 
@@ -286,7 +286,7 @@ _index_cache: dict[Path, dict[str, _Cached]] = {}
 def load_index(home: Path) -> list[tuple[Path, IndexEntry]]:
     """(run folder, its ``index.json`` entry) for every run in ``home``, by folder name; a
     malformed entry is skipped with a warning naming it. The entries are shared: read only."""
-    return [(runs, cached[2]) for runs, cached in _scan(home)]
+    return [(runs, cached[1]) for runs, cached in _scan(home)]
 
 
 def _scan(home: Path) -> list[tuple[Path, _Cached]]:
@@ -326,7 +326,7 @@ def _scan(home: Path) -> list[tuple[Path, _Cached]]:
 
 
 def _read_entry(path: str) -> _Cached:
-    """An index file's identity (inode, mtime, size), JSON object and entry from one open
+    """An index file's identity (inode, mtime, size) and entry from one open
     descriptor: ``os.open``, ``fstat`` and ``read`` cost about two thirds of ``open()`` with
     its buffered reader, which is most of resolving a baseline among 1,000 runs."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the scan
@@ -339,8 +339,9 @@ def _read_entry(path: str) -> _Cached:
         data = os.read(fd, info.st_size)
     finally:
         os.close(fd)
-    raw = decode_json(data, path)
-    return (info.st_ino, info.st_mtime_ns, info.st_size), raw, IndexEntry.from_dict(raw)
+    return (info.st_ino, info.st_mtime_ns, info.st_size), IndexEntry.from_dict(
+        decode_json(data, path)
+    )
 
 
 def _entry_problem(error: Exception) -> str:
@@ -357,7 +358,7 @@ def load_index_entry(run_dir: Path) -> IndexEntry | None:
     """One run's ``index.json`` entry (written when it finished), or None; an unreadable one
     is None with a warning naming it."""
     cached = _read_one(run_dir)
-    return None if cached is None else cached[2]
+    return None if cached is None else cached[1]
 
 
 def _read_one(run_dir: Path) -> _Cached | None:
