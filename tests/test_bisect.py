@@ -240,6 +240,26 @@ def test_a_step_its_session_refuses_stops_the_bisection_as_bad_input(
     assert "warmpu" in captured.err and "warmpu" in captured.out
 
 
+def test_a_checkout_holding_a_copy_of_the_harness_is_measured_by_the_installed_one(
+    repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Bisecting this project itself: a commit's worktree holds a package of the harness's
+    name. Its session must not import it (``python -m pytest`` in the worktree would: the
+    current folder comes first on sys.path), so every step runs the plugin that bisects."""
+    path, shas = repo
+    git(path, "checkout", "-q", "-b", "shadow", shas[0])
+    (path / "pytest_benchmark_agent").mkdir()
+    shadow = {
+        "pytest_benchmark_agent/__init__.py": "raise SystemExit('the checkout copy was imported')\n"
+    }
+    bad = commit(path, "a package named like the harness", shadow)
+    git(path, "checkout", "-q", "main")
+    assert bisect(path, monkeypatch, shas[0], bad, "bench.yaml") == 1
+    captured = capfd.readouterr()
+    assert f"no regression: BAD {bad[:7]} did not regress" in captured.out
+    assert "the checkout copy was imported" not in captured.out + captured.err
+
+
 def test_the_working_trees_file_runs_for_every_commit_and_home_after_the_verb_is_named(
     repo: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

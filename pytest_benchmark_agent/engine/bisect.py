@@ -52,6 +52,18 @@ DRIVER = "driver"
 _CODES = {"good": 0, "bad": 1, "skip": 125}
 #: A step pytest refused before measuring (bad input): the bisection stops with exit 2.
 REFUSED = "refused"
+#: The interpreter command of a step's session: ``pytest`` with the current folder (the
+#: commit's worktree) left off ``sys.path``, so the harness that measures every step is the
+#: installed one running the bisection, never a copy in the checkout (bisecting this project:
+#: ``python -m pytest`` there would import the commit's own plugin, options and all).
+SESSION = (
+    sys.executable,
+    "-c",
+    "import sys\n"
+    "if not getattr(sys.flags, 'safe_path', False): del sys.path[0]\n"  # '' (-c), as -P does
+    "import pytest\n"
+    "raise SystemExit(pytest.console_main())",
+)
 _ABORT = 255
 
 
@@ -89,9 +101,7 @@ def run_pytest(state: Bisection, sha: str, run_id: str, extra: Sequence[str]) ->
     # rootdir and confcutdir at the worktree: a conftest.py of the checkout around the data
     # home (the user's, at another commit) is never loaded
     command = [
-        sys.executable,
-        "-m",
-        "pytest",
+        *SESSION,
         "--bench",
         str(bench),
         "--bench-home",
