@@ -269,17 +269,24 @@ class BenchRun:
         hash and the fingerprint are frozen once per run, so a hook called per trial costs
         about the same on a run of ten trials as on one of ten thousand. A run that has not
         changed since the last snapshot (a stage's start after the previous trial's end) gets
-        that snapshot again."""
+        that snapshot again; one that has only gained trials (a trial's end, the common case)
+        gets it with the new trials and their tally, every other field shared with it."""
         version = self._version()
-        if self._snapshot is not None and self._snapshot[0] == version:
-            return self._snapshot[1]
-        self._snapshot = (version, self._freeze())
-        return self._snapshot[1]
+        last = self._snapshot
+        if last is not None and last[0] == version:
+            return last[1]
+        if last is not None and _only_trials_added(last[0], version):
+            record = self._with_new_trials(last[1])
+        else:
+            record = self._freeze()
+        self._snapshot = (version, record)
+        return record
 
     def _version(self) -> tuple[Any, ...]:
         """What :meth:`record` reads that the engine changes as a run goes: the containers it
         reassigns (held, so compared by identity first), the lengths of those it appends to,
-        and the scalars. Equal versions give equal records."""
+        and the scalars. Equal versions give equal records. The trials come first
+        (:func:`_only_trials_added`)."""
         return (
             self.trials,
             len(self.trials),
@@ -295,15 +302,30 @@ class BenchRun:
             (self.what_went_wrong, self.fingerprint, self.planned, len(self.planned)),
         )
 
-    def _freeze(self) -> RunRecord:
-        """A new snapshot of the run (:meth:`record`)."""
-        if self._frozen_of is not self.trials:  # a new list (recovery): freeze it again
+    def _freeze_new_trials(self) -> None:
+        """Freeze the trials appended since the last snapshot onto ``_frozen_trials`` and
+        their tally (all of them again when the list itself was replaced: recovery)."""
+        if self._frozen_of is not self.trials or len(self.trials) < len(self._frozen_trials):
             self._frozen_of, self._frozen_trials = self.trials, ()
             self._tally = Tally()
         new = tuple(self.trials[len(self._frozen_trials) :])
         if new:
             self._frozen_trials += new
             self._tally.add(new)
+
+    def _with_new_trials(self, last: RunRecord) -> RunRecord:
+        """``last`` with the trials appended since it, and their counts and spend."""
+        self._freeze_new_trials()
+        return dataclasses.replace(
+            last,
+            trials=self._frozen_trials,
+            counts=FrozenDict(self._tally.counts),
+            spent=FrozenDict(self._tally.spent(self.preps)),
+        )
+
+    def _freeze(self) -> RunRecord:
+        """A new snapshot of the run (:meth:`record`)."""
+        self._freeze_new_trials()
         record = RunRecord.from_dict(
             {
                 **self._results_fields(),
@@ -397,3 +419,9 @@ class BenchRun:
             "tag_reasons": self.tag_reasons,
             "what_went_wrong": self.what_went_wrong,
         }
+
+
+def _only_trials_added(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    """Whether a run changed between two versions (:meth:`BenchRun._version`) only by trials
+    appended to the same list."""
+    return before[0] is now[0] and now[1] > before[1] and before[2:] == now[2:]

@@ -29,6 +29,8 @@ STATUSES = (
 )
 
 
+#: Values read-only as they are: a record's field holding one needs no freezing.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 PREP_ACTIONS = ("built", "reused", "failed")
 VERDICTS = ("improved", "regressed", "no_change", "not_comparable")
 REFUSALS = ("too_small", "finding", "failed")
@@ -116,8 +118,11 @@ class TrialRecord:
 
     def __post_init__(self) -> None:
         # Read-only all the way down: a record read back may hold a container in any field.
+        # A scalar (most fields) is read-only as it is; made per trial, so checked cheaply.
         for name in self.__dataclass_fields__:
-            object.__setattr__(self, name, freeze(getattr(self, name)))
+            value = getattr(self, name)
+            if type(value) not in _SCALARS:
+                object.__setattr__(self, name, freeze(value))
 
     def get(self, name: str, default: Any = None) -> Any:
         """A field by its record name, named or in ``extra`` (a plugin's, a newer writer's)."""
