@@ -8,31 +8,15 @@ import dataclasses
 from pathlib import Path
 
 import yaml
+from support.records import scored_config
 
 from pytest_benchmark_agent.config.models import load_config
 from pytest_benchmark_agent.engine.plan import build_plan
 from pytest_benchmark_agent.records.run import BenchRun
 
-BENCH = {
-    "name": "snap",
-    "params": {"mode": "a"},
-    "treatment_variable": "mode",
-    "treatments": ["a", "b"],
-    "replicates": 3,
-    "stages": [
-        {
-            "name": "m",
-            "kind": "measure",
-            "cmd": "echo {mode}",
-            "metrics_from": {"stdout": True, "fields": ["t"]},
-        }
-    ],
-    "metrics": {"t": {"direction": "lower", "primary": True}},
-}
-
 
 def a_run(tmp_path: Path) -> BenchRun:
-    (tmp_path / "bench.yaml").write_text(yaml.safe_dump(BENCH))
+    (tmp_path / "bench.yaml").write_text(yaml.safe_dump(scored_config(replicates=3)))
     plan = build_plan(load_config(tmp_path / "bench.yaml"), tmp_path / "bench.yaml")
     run = BenchRun(plan=plan, home=tmp_path / "home", run_id="run-1")
     run.planned, run.state = list(plan.trials), "running"
@@ -45,7 +29,7 @@ def test_each_trials_snapshot_reads_as_one_made_from_scratch(tmp_path: Path) -> 
     for k, spec in enumerate(run.planned):
         status = "failed" if k == 2 else "passed"
         trial = run.blank_trial(spec, status)
-        run.trials.append(dataclasses.replace(trial, metrics={"t": 1.0 + k}, wall_s=0.5))
+        run.trials.append(dataclasses.replace(trial, metrics={"score": 1.0 + k}, wall_s=0.5))
         snapshot = run.record()
         assert snapshot.to_dict() == run._freeze().to_dict()
         assert snapshot.config is run.record().config  # the same snapshot, and no new config
