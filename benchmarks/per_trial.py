@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -34,45 +33,44 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from overhead import foreign_plugins, journal_cycle, measure_bench  # noqa: E402
+from overhead import (  # noqa: E402
+    PACKAGE,
+    QUICK,
+    OverheadError,
+    Workspace,
+    journal_cycle,
+    measure_bench,
+)
 
 METRIC = "per_trial_ms"
-PACKAGE = "pytest_benchmark_agent"
-#: Variables of an outer session (a bisection's stage) that must not reach the inner one.
-SCRUBBED = ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS", "BENCHMARK_HOME")
 
 
 def measure(code: Path, trials: int) -> float:
     """Milliseconds per trial of one session of ``trials`` trials, the plugin imported from
-    ``code``."""
+    ``code``, in ``overhead.py``'s workspace (its environment, without an outer session's
+    variables, and its pytest command, every other plugin disabled)."""
     with tempfile.TemporaryDirectory(prefix="per-trial-") as tmp:
-        root = Path(tmp)
-        (root / "pytest.ini").write_text("[pytest]\n")  # no configuration from above root
-        (root / "bench.yaml").write_text(measure_bench("per-trial", trials))
-        env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-        env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
-        env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
-        off = [arg for name in foreign_plugins() for arg in ("-p", f"no:{name}")]
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *off]
-        done = subprocess.run(
-            [*command, "--bench", "bench.yaml", "--bench-home", str(root / "home")],
-            cwd=root,
-            env=env,
-            text=True,
-            capture_output=True,
+        ws = Workspace(Path(tmp), QUICK)
+        ws.env["PYTHONPATH"] = os.pathsep.join(
+            [str(code), *filter(None, [ws.env.get("PYTHONPATH")])]
         )
-        cycle = journal_cycle(root / "home")
-        if done.returncode or cycle is None:
-            sys.exit(f"per_trial: the session failed (exit {done.returncode}):\n{done.stdout}")
-        origin = subprocess.run(
-            [sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"],
-            env=env,
-            text=True,
-            capture_output=True,
-            check=True,
-        )
+        (ws.root / "bench.yaml").write_text(measure_bench("per-trial", trials))
+        home = ws.root / "home"
+        try:
+            ws.run(
+                ws.pytest("--bench", "bench.yaml", "--bench-home", str(home)),
+                expect=rf"\b{trials} passed",
+            )
+            _, origin = ws.run(
+                [sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"]
+            )
+        except OverheadError as exc:
+            sys.exit(f"per_trial: {exc}")
+        cycle = journal_cycle(home)
+        if cycle is None:
+            sys.exit(f"per_trial: the session left no journal of {trials} trials under {home}")
         # Under --bench-against, the session checks that each side imported its own checkout.
-        print("BENCH_CODE_FROM", origin.stdout.strip())
+        print("BENCH_CODE_FROM", origin.strip())
         return cycle * 1000
 
 
@@ -103,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         args.write_bench.write_text(yaml.safe_dump(bench_file(), sort_keys=False))
         print(f"wrote {args.write_bench}")
         return 0
-    if args.trials < 2:
-        parser.error(f"--trials {args.trials}: give at least 2")
+    if args.trials < 2 or args.trials % 2:
+        parser.error(f"--trials {args.trials}: give an even number, at least 2 (two treatments)")
     print(f"{METRIC}={measure(args.code.resolve(), args.trials):.4f}")
     return 0
 
